@@ -1,0 +1,43 @@
+# The two commands a newcomer needs: `make demo` and `make test`. Both set up .venv themselves.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest bench lock clean
+
+$(STAMP): pyproject.toml requirements/dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements/dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+test: lint typecheck pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests examples benchmarks
+	$(VENV)/bin/ruff format --check src tests examples benchmarks
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy --strict src
+
+pytest: $(STAMP)
+	$(VENV)/bin/pytest
+
+bench: $(STAMP)
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# Re-pin requirements/dev.txt from a scratch venv (run by a developer, never by CI).
+lock:
+	rm -rf .lockvenv && $(PYTHON) -m venv .lockvenv
+	.lockvenv/bin/pip install --quiet -e '.[test]'
+	{ echo "# Exact versions of everything make test installs (pip freeze of a fresh venv with"; \
+	  echo "# pip install -e '.[test]'). Regenerate with: make lock"; \
+	  .lockvenv/bin/pip freeze --exclude-editable | grep -v '^mcp-roots'; } > requirements/dev.txt
+	rm -rf .lockvenv
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,136 @@
+"""file:// URIs to local paths and back; pure string work, no I/O.
+
+Decoding is strict: exactly one round of percent-decoding, UTF-8 only, and the encoded forms that smuggle
+separators or NUL are refused rather than interpreted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import string
+from pathlib import PurePosixPath, PureWindowsPath
+
+from ._errors import InvalidRootURI
+
+__all__ = ["path_to_uri", "uri_to_path"]
+
+_HEX = frozenset(string.hexdigits)
+# Bytes that a URI path may never carry in decoded form: they would change which path is meant.
+_FORBIDDEN_DECODED = {
+    0x2F: "an encoded '/' (%2F)",
+    0x5C: "an encoded '\\' (%5C)",
+    0x00: "an encoded NUL (%00)",
+}
+_DRIVE = re.compile(r"^/([A-Za-z]):(/|$)")
+# Characters left as they are by path_to_uri (RFC 3986 pchar minus '%', plus '/').
+_SAFE = frozenset(string.ascii_letters + string.digits + "-._~!$&'()*+,;=:@/")
+
+
+def _refuse(uri: str, rule: str) -> InvalidRootURI:
+    return InvalidRootURI(f"invalid root URI {uri!r}: {rule}")
+
+
+def _percent_decode(uri: str, encoded: str) -> str:
+    """Decode %XX escapes once; refuse malformed escapes, invalid UTF-8 and smuggled separators/NUL."""
+    out = bytearray()
+    i = 0
+    n = len(encoded)
+    while i < n:
+        ch = encoded[i]
+        if ch == "%":
+            pair = encoded[i + 1 : i + 3]
+            if len(pair) != 2 or not (pair[0] in _HEX and pair[1] in _HEX):
+                raise _refuse(uri, f"'%' at offset {i} of the path is not followed by two hex digits")
+            byte = int(pair, 16)
+            if byte in _FORBIDDEN_DECODED:
+                raise _refuse(uri, f"the path contains {_FORBIDDEN_DECODED[byte]}")
+            out.append(byte)
+            i += 3
+        else:
+            out += ch.encode("utf-8", "surrogatepass")
+            i += 1
+    try:
+        return out.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _refuse(uri, f"the percent-decoded path is not valid UTF-8 ({exc.reason})") from None
+
+
+def uri_to_path(uri: object, *, windows: bool | None = None) -> str:
+    """Return the local path a ``file:`` URI names, or raise :class:`InvalidRootURI` naming the rule broken.
+
+    Accepted: ``file:///p``, ``file://localhost/p`` (host case-insensitive) and ``file:/p``. Refused: any
+    other scheme or host (UNC ``file:////server/share`` included), user info, ports, queries, fragments,
+    malformed or double-meaning escapes (``%2F``, ``%5C``, ``%00``), invalid UTF-8, control characters, a
+    raw backslash, and ``.``/``..`` segments. ``windows`` (default: this host is Windows) maps
+    ``file:///C:/x`` to ``C:\\x``; on POSIX such a path stays ``/C:/x``.
+    """
+    if windows is None:
+        windows = os.name == "nt"
+    if not isinstance(uri, str):
+        raise InvalidRootURI(f"invalid root URI {uri!r}: a URI must be a string, not {type(uri).__name__}")
+    if not uri:
+        raise InvalidRootURI("invalid root URI '': the URI is empty")
+    scheme, sep, rest = uri.partition(":")
+    if not sep or scheme.lower() != "file":
+        shown = scheme if sep else uri
+        raise _refuse(uri, f"only file: URIs name local roots (scheme is {shown!r})")
+    if "?" in rest:
+        raise _refuse(uri, "a root URI may not have a query ('?')")
+    if "#" in rest:
+        raise _refuse(uri, "a root URI may not have a fragment ('#')")
+    for ch in rest:
+        if ord(ch) < 0x20 or ord(ch) == 0x7F:
+            raise _refuse(uri, f"the URI contains the control character {ch!r}")
+    if "\\" in rest:
+        raise _refuse(uri, "the URI contains a raw backslash; separators must be '/'")
+    if rest.startswith("//"):
+        authority, slash, path = rest[2:].partition("/")
+        path = slash + path
+        if authority and authority.lower() != "localhost":
+            raise _refuse(
+                uri, f"the host {authority!r} is not local (only an empty host or 'localhost' is allowed)"
+            )
+    else:
+        path = rest
+    if not path.startswith("/"):
+        raise _refuse(uri, "the path must be absolute")
+    if path.startswith("//"):
+        raise _refuse(uri, "UNC and network paths ('//' after the authority) are not local roots")
+    decoded = _percent_decode(uri, path)
+    segments = decoded.split("/")
+    if any(seg in (".", "..") for seg in segments):
+        raise _refuse(uri, "the path contains a '.' or '..' segment")
+    if windows:
+        m = _DRIVE.match(decoded)
+        if not m:
+            raise _refuse(uri, "on Windows a file URI path must start with a drive letter (file:///C:/...)")
+        return str(PureWindowsPath(m.group(1).upper() + ":\\" + decoded[3:].lstrip("/")))
+    return decoded
+
+
+def path_to_uri(path: str | os.PathLike[str], *, windows: bool | None = None) -> str:
+    """Return the ``file://`` URI of an absolute local path, percent-encoding what RFC 3986 requires."""
+    if windows is None:
+        windows = os.name == "nt"
+    raw = os.fspath(path)
+    if not isinstance(raw, str):
+        raise TypeError(f"path_to_uri needs a str path, not {type(raw).__name__}")
+    if "\x00" in raw:
+        raise ValueError(f"path {raw!r} contains a NUL byte")
+    if windows:
+        wp = PureWindowsPath(raw)
+        if not wp.drive or not wp.root or wp.drive.startswith("\\\\"):
+            raise ValueError(f"path {raw!r} is not an absolute drive path")
+        text = "/" + wp.as_posix()
+    else:
+        if not PurePosixPath(raw).is_absolute():
+            raise ValueError(f"path {raw!r} is not absolute")
+        text = raw
+        if text.startswith("//"):
+            text = "/" + text.lstrip("/")
+    encoded = "".join(
+        ch if ch in _SAFE else "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogateescape"))
+        for ch in text
+    )
+    return "file://" + encoded
