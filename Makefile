@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The TypeScript SDK client of tests/test_interop_ts.py, installed once from the lock file (offline afterwards).
+NODE_STAMP := tests/interop/node_modules/.installed
 
 .PHONY: demo test lint typecheck pytest bench lock clean
 
@@ -24,8 +26,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy --strict src
 
-pytest: $(STAMP)
+pytest: $(STAMP) $(NODE_STAMP)
 	$(VENV)/bin/pytest
+
+$(NODE_STAMP): tests/interop/package.json tests/interop/package-lock.json
+	npm ci --prefix tests/interop --no-audit --no-fund
+	touch $(NODE_STAMP)
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
@@ -40,4 +46,4 @@ lock:
 	rm -rf .lockvenv
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis tests/interop/node_modules
