@@ -7,6 +7,7 @@ calls/s, p50/p99 latency and the server's resident memory per session. Bounded b
 
     .venv/bin/python benchmarks/bench_sessions.py                       # 200 sessions x 100 calls
     .venv/bin/python benchmarks/bench_sessions.py --sessions 2000 --calls 10
+    .venv/bin/python benchmarks/bench_sessions.py --control   # same load on an unguarded server: must leak
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from mcp_types import ListRootsResult, Root
 from mcp_roots import path_to_uri
 
 FILE_SERVER = Path(__file__).resolve().parent.parent / "examples" / "file_server.py"
+PLAIN_SERVER = Path(__file__).resolve().parent / "plain_server.py"
 
 
 @dataclass
@@ -200,6 +202,8 @@ def report(args: argparse.Namespace, tally: Tally, m: Measures) -> bool:
     calls_s = m.phase.get("calls", float("nan"))
     print(f"bench_sessions  {time.strftime('%Y-%m-%d %H:%M:%S %Z')}  {platform.node()}  {platform.machine()}")
     print(f"  python {platform.python_version()}, {os.cpu_count()} CPUs, server and clients on this machine")
+    server = "CONTROL: benchmarks/plain_server.py, no guard" if args.control else "examples/file_server.py"
+    print(f"  server: {server}, streamable HTTP on 127.0.0.1")
     print(
         f"  sessions: {args.sessions}, calls per session: {args.calls} (alternating own / another session's)"
     )
@@ -214,7 +218,8 @@ def report(args: argparse.Namespace, tally: Tally, m: Measures) -> bool:
     mean = statistics.fmean(lat) * 1000 if lat else float("nan")
     print(f"  latency: p50 {pct(0.50):.1f} ms, p99 {pct(0.99):.1f} ms, mean {mean:.1f} ms")
     print(f"  own reads granted: {tally.own_reads}, other sessions' reads refused: {tally.other_refused}")
-    print(f"  cross-session grants: {tally.cross_grants}  (must be 0)")
+    must = "must be > 0: the control shows the benchmark sees a leak" if args.control else "must be 0"
+    print(f"  cross-session grants: {tally.cross_grants}  ({must})")
     print(f"  errors: {tally.errors}  (must be 0)")
     for sample in tally.error_samples:
         print(f"    e.g. {sample}")
@@ -228,7 +233,8 @@ def report(args: argparse.Namespace, tally: Tally, m: Measures) -> bool:
         )
     if m.timed_out:
         print(f"  STOPPED by --time-limit {args.time_limit} s before finishing")
-    ok = tally.cross_grants == 0 and tally.errors == 0 and not m.timed_out
+    leaked_as_expected = tally.cross_grants > 0 if args.control else tally.cross_grants == 0
+    ok = leaked_as_expected and tally.errors == 0 and not m.timed_out
     print("  result:", "OK" if ok else "FAIL")
     return ok
 
@@ -238,6 +244,7 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=200, help="concurrent client sessions (default 200)")
     parser.add_argument("--calls", type=int, default=100, help="guarded calls per session (default 100)")
     parser.add_argument("--time-limit", type=float, default=120.0, help="stop after this many seconds")
+    parser.add_argument("--control", action="store_true", help="run against the unguarded plain_server.py")
     args = parser.parse_args()
     if args.sessions < 2 or args.calls < 1:
         parser.error("need at least 2 sessions and 1 call")
@@ -254,7 +261,11 @@ def main() -> int:
         port = free_port()
         with (base / "server.log").open("wb") as log:
             server = subprocess.Popen(
-                [sys.executable, str(FILE_SERVER), "--http", str(port), "--roots", str(fallback)],
+                [
+                    sys.executable,
+                    str(PLAIN_SERVER if args.control else FILE_SERVER),
+                    *("--http", str(port), "--roots", str(fallback)),
+                ],
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )
