@@ -3,13 +3,15 @@
 The public API is what ``__all__`` lists; every module behind it is private.
 """
 
-from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable
+from ._errors import ConfigError, InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable
 from ._rootset import Root, RootSet
+from ._sources import clip_to_ceiling, fallback_roots
 from ._uri import path_to_uri, uri_to_path
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "ConfigError",
     "InvalidPath",
     "InvalidRootURI",
     "PathOutsideRoots",
@@ -18,6 +20,8 @@ __all__ = [
     "RootsError",
     "RootsUnavailable",
     "__version__",
+    "clip_to_ceiling",
+    "fallback_roots",
     "path_to_uri",
     "uri_to_path",
 ]

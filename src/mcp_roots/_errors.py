@@ -7,6 +7,7 @@ roots, or roots that cannot be had at all.
 from __future__ import annotations
 
 __all__ = [
+    "ConfigError",
     "InvalidPath",
     "InvalidRootURI",
     "PathOutsideRoots",
@@ -29,6 +30,12 @@ class InvalidRootURI(RootsError, ValueError):
 class InvalidPath(RootsError, ValueError):
     """A path is not a usable path at all: empty, not a string, a NUL byte, too long, or not resolvable
     to something an operation can act on."""
+
+
+class ConfigError(RootsError, ValueError):
+    """A fallback-roots source is unusable: a bad entry in the flag or ``MCP_ROOTS``, a config file that is
+    not valid JSON or not the expected shape, or a project root that does not exist. The message names the
+    source (and, for a file, the line)."""
 
 
 # --- Paths that are well formed but not allowed ------------------------------------------------------
