@@ -6,6 +6,7 @@ directory, so the user's own configuration never leaks in; no run may print a tr
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import mcp_roots
 from mcp_roots import RootSet
 
 
@@ -84,6 +86,17 @@ def test_help_explains_sources_and_exit_codes(cli: Cli) -> None:
         assert code in result.out
     # The user config directory named in the help is the one actually searched.
     assert str(cli.xdg / "mcp-roots") in result.out
+
+
+def test_console_script_is_installed(cli: Cli) -> None:
+    (script,) = importlib.metadata.entry_points(group="console_scripts", name="mcp-roots")
+    assert script.value == "mcp_roots.cli:main"
+    installed = Path(sys.executable).parent / "mcp-roots"
+    assert installed.exists(), "make test installs the package; the mcp-roots script should be next to python"
+    proc = subprocess.run(
+        [str(installed), "--version"], capture_output=True, text=True, env=cli.env, check=False, timeout=60
+    )
+    assert (proc.returncode, proc.stdout) == (0, f"mcp-roots {mcp_roots.__version__}\n")
 
 
 @pytest.mark.parametrize("command", ["show", "check", "env"])

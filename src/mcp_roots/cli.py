@@ -62,7 +62,7 @@ exit codes:
 
 examples:
   mcp-roots show                          which roots, and where they came from
-  mcp-roots show --roots ~/notes,~/code   what a server started with --roots would use
+  mcp-roots show --roots docs,/srv/data   what a server started with --roots would use
   mcp-roots check src/app.py /etc/passwd  is each path inside? exit 1 if one is not
   eval "$(mcp-roots env)"                 export MCP_ROOTS_JSON, MCP_ROOTS_PATHS, MCP_ROOTS_COUNT"""
 
