@@ -76,8 +76,12 @@ def fallback_roots(
     2. ``MCP_ROOTS`` in ``environ`` (default ``os.environ``), ``os.pathsep``-separated; an empty value is
        unset. Source ``"environment (MCP_ROOTS)"``.
     3. ``mcp-roots.json`` in the project root, then in ``user_config_dir`` (default
-       :func:`default_user_config_dir`). Source: the file's path.
-    4. The project root itself: ``project_root``, else the working directory. Source ``"project root"``.
+       :func:`default_user_config_dir`: ``MCP_ROOTS_CONFIG_DIR`` in ``environ``, else platformdirs).
+       Source: the file's path.
+    4. The project root itself: ``project_root`` (relative to the working directory), else the working
+       directory, unless that is the filesystem root. Source ``"project root"``.
+
+    A ``str`` argument is one path (commas included); splitting ``--roots a,b`` is the command line's job.
 
     Relative entries of 1 and 2 resolve against the project root; relative ``path`` entries of a config
     file against the directory the file is in. An invalid entry of 1 or 2 raises :class:`ConfigError`
