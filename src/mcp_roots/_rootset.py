@@ -38,16 +38,40 @@ def _fold_exact(path: str) -> str:
     return path
 
 
+def _simple_casefold(text: str) -> str:
+    # One character to one character only (Unicode "simple" folding): a full folding such as 'ß' -> 'ss'
+    # could make two names the filesystem keeps apart compare equal, and widen a root.
+    if text.isascii():
+        return text.lower()
+    out = []
+    for ch in text:
+        folded = ch.casefold()
+        if len(folded) != 1:
+            folded = ch.lower()
+            if len(folded) != 1:
+                folded = ch
+        out.append(folded)
+    return "".join(out)
+
+
+def _simple_upper(text: str) -> str:
+    if text.isascii():
+        return text.upper()
+    return "".join(up if len(up := ch.upper()) == 1 else ch for ch in text)
+
+
 def _fold_darwin(path: str) -> str:
     # APFS and HFS+ (default formats) are case-insensitive and normalization-insensitive: compare in NFD
-    # after Unicode case folding, then NFD again because folding can un-normalize.
-    return unicodedata.normalize("NFD", unicodedata.normalize("NFD", path).casefold())
+    # after simple case folding, then NFD again because folding can un-normalize.
+    if path.isascii():
+        return path.lower()
+    return unicodedata.normalize("NFD", _simple_casefold(unicodedata.normalize("NFD", path)))
 
 
 def _fold_windows(path: str) -> str:
-    # NTFS compares names case-insensitively (its upcase table) and does not normalize Unicode; '/' and
-    # '\\' are the same separator.
-    return path.replace("/", "\\").casefold()
+    # NTFS compares names through its upcase table (one character to one, no Unicode normalization);
+    # '/' and '\\' are the same separator.
+    return _simple_upper(path.replace("/", "\\"))
 
 
 def fold_for(platform: str) -> Callable[[str], str]:
