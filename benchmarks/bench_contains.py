@@ -4,7 +4,7 @@ One run prints a table and the two ratios the goals are stated in: 10,000 roots 
 and contains() within 1.5x of realpath(). A naive linear scan over the roots (realpath, then a component
 prefix test against every root) is shown beside the 10,000-root row. Sizes are configurable:
 
-    python benchmarks/bench_contains.py [--roots 1,100,10000] [--number 2000] [--repeat 7]
+    python benchmarks/bench_contains.py [--roots 1,100,10000] [--number 1000] [--repeat 15]
 """
 
 from __future__ import annotations
