@@ -4,18 +4,21 @@ The public API is what ``__all__`` lists; every module behind it is private.
 """
 
 from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable
+from ._provider import ConsentRequest, RootsProvider
 from ._rootset import Root, RootSet
 from ._uri import path_to_uri, uri_to_path
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "ConsentRequest",
     "InvalidPath",
     "InvalidRootURI",
     "PathOutsideRoots",
     "Root",
     "RootSet",
     "RootsError",
+    "RootsProvider",
     "RootsUnavailable",
     "__version__",
     "path_to_uri",
