@@ -3,7 +3,7 @@
 The public API is what ``__all__`` lists; every module behind it is private.
 """
 
-from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable
+from ._errors import BrokerError, InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable
 from ._provider import ConsentRequest, RootsProvider
 from ._rootset import Root, RootSet
 from ._uri import path_to_uri, uri_to_path
@@ -11,6 +11,7 @@ from ._uri import path_to_uri, uri_to_path
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "BrokerError",
     "ConsentRequest",
     "InvalidPath",
     "InvalidRootURI",

@@ -7,6 +7,7 @@ roots, or roots that cannot be had at all.
 from __future__ import annotations
 
 __all__ = [
+    "BrokerError",
     "InvalidPath",
     "InvalidRootURI",
     "PathOutsideRoots",
@@ -43,3 +44,20 @@ class PathOutsideRoots(RootsError, PermissionError):
 
 class RootsUnavailable(RootsError):
     """No roots could be obtained: the client did not answer, refused, or no fallback is configured."""
+
+
+# --- Client-brokered file operations (the files/* methods) ------------------------------------------
+
+
+class BrokerError(RootsError):
+    """A ``files/*`` operation failed: ``reason`` is the draft's name (``FILE_NOT_FOUND``,
+    ``PERMISSION_DENIED``...), ``code`` its JSON-RPC error code, ``data`` the error's ``data`` object."""
+
+    def __init__(
+        self, message: str, *, reason: str, code: int, data: dict[str, object] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason
+        self.code = code
+        self.data: dict[str, object] = {"reason": reason, **(data or {})}
