@@ -3,7 +3,15 @@
 The public API is what ``__all__`` lists; every module behind it is private.
 """
 
-from ._errors import BrokerError, InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable
+from ._errors import (
+    BrokerError,
+    BrokeringUnavailable,
+    InvalidPath,
+    InvalidRootURI,
+    PathOutsideRoots,
+    RootsError,
+    RootsUnavailable,
+)
 from ._provider import ConsentRequest, RootsProvider
 from ._rootset import Root, RootSet
 from ._uri import path_to_uri, uri_to_path
@@ -12,6 +20,7 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "BrokerError",
+    "BrokeringUnavailable",
     "ConsentRequest",
     "InvalidPath",
     "InvalidRootURI",

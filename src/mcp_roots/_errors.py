@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "BrokerError",
+    "BrokeringUnavailable",
     "InvalidPath",
     "InvalidRootURI",
     "PathOutsideRoots",
@@ -61,3 +62,8 @@ class BrokerError(RootsError):
         self.reason = reason
         self.code = code
         self.data: dict[str, object] = {"reason": reason, **(data or {})}
+
+
+class BrokeringUnavailable(RootsError):
+    """The client does not offer client-brokered file access (no ``roots.filesystemBrokering``), or the
+    connection cannot carry server-to-client requests (2026-07-28, stateless HTTP)."""

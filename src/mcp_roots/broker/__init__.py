@@ -1,7 +1,7 @@
 """Client-brokered filesystem access (the ``files/*`` methods of the SEP-1708 draft, as mcp-roots fixes
 them; see docs/brokering.md). Legacy protocol era only: the server's requests ride the back-channel."""
 
-from .._errors import BrokerError
+from .._errors import BrokerError, BrokeringUnavailable
 from . import _protocol as protocol
 from ._protocol import (
     CAPABILITY,
@@ -25,6 +25,7 @@ __all__ = [
     "METHODS",
     "NOTIFICATION_CHANGED",
     "BrokerError",
+    "BrokeringUnavailable",
     "broker_error",
     "check_relative_path",
     "decode_content",
