@@ -136,6 +136,30 @@ async def test_consent_denied_exposes_no_roots(dirs: tuple[Path, Path]) -> None:
     assert [r.path for r in asked[0].roots] == [p.resolve() for p in dirs]
 
 
+async def test_concurrent_roots_requests_share_one_consent_prompt(dirs: tuple[Path, Path]) -> None:
+    prompts: list[ConsentRequest] = []
+
+    async def slow_yes(request: ConsentRequest) -> bool:
+        prompts.append(request)
+        await anyio.sleep(0.1)
+        return True
+
+    probe = Probe()
+    provider = RootsProvider(dirs, consent=slow_yes, **FAST)
+    answers: list[dict[str, Any]] = []
+    async with Client(probe.server, mode="legacy", list_roots_callback=provider) as client:
+
+        async def ask() -> None:
+            answers.append(await probe.roots(client))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(ask)
+    assert len(prompts) == 1
+    assert all(len(uris(a)) == 2 for a in answers)
+    assert len(answers) == 5
+
+
 async def test_consent_for_a_subset_exposes_only_that_subset(dirs: tuple[Path, Path]) -> None:
     a, _ = dirs
 

@@ -197,7 +197,9 @@ class RootsProvider:
     async def acheck(self) -> bool:
         """:meth:`check` with the file system I/O in a worker thread."""
         chosen = dict(self._chosen)
-        found = await anyio.to_thread.run_sync(_examine, chosen)
+        # abandon_on_cancel: a stat stuck on a dead network mount must not hold up detaching or a
+        # cancelled request; the abandoned result is simply never applied.
+        found = await anyio.to_thread.run_sync(_examine, chosen, abandon_on_cancel=True)
         if chosen != self._chosen:  # add/remove ran meanwhile; their own check is newer
             return False
         return self._apply(found)
