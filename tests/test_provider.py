@@ -160,6 +160,25 @@ async def test_concurrent_roots_requests_share_one_consent_prompt(dirs: tuple[Pa
     assert len(answers) == 5
 
 
+async def test_reset_consent_asks_again_and_announces_it(dirs: tuple[Path, Path]) -> None:
+    answers = [False, True]
+
+    def decide(request: ConsentRequest) -> bool:
+        return answers.pop(0)
+
+    probe = Probe()
+    provider = RootsProvider(dirs, consent=decide, **FAST)
+    async with (
+        Client(probe.server, mode="legacy", list_roots_callback=provider) as client,
+        provider.attach(client),
+    ):
+        assert await probe.roots(client) == {"roots": []}
+        provider.reset_consent()
+        await probe.wait_for_notifications(1)
+        assert len(uris(await probe.roots(client))) == 2
+    assert answers == []
+
+
 async def test_consent_for_a_subset_exposes_only_that_subset(dirs: tuple[Path, Path]) -> None:
     a, _ = dirs
 

@@ -188,6 +188,16 @@ class RootsProvider:
         self.check()
         return True
 
+    def reset_consent(self) -> None:
+        """Forget every server's consent decisions (to revoke a grant, or to ask again after a refusal)
+        and tell attached servers to list roots again; the consent callback is asked on their next
+        ``roots/list``."""
+        for state in list(self._sessions.values()):
+            state.approved.clear()
+            state.denied.clear()
+            state.last_seen = None
+        self._signal()
+
     # -- examination --
 
     def check(self) -> bool:
