@@ -14,6 +14,7 @@ __all__ = [
     "PathOutsideRoots",
     "RootsError",
     "RootsUnavailable",
+    "SDKChanged",
 ]
 
 
@@ -67,3 +68,11 @@ class BrokerError(RootsError):
 class BrokeringUnavailable(RootsError):
     """The client does not offer client-brokered file access (no ``roots.filesystemBrokering``), or the
     connection cannot carry server-to-client requests (2026-07-28, stateless HTTP)."""
+
+
+# --- The mcp SDK ---------------------------------------------------------------------------------------
+
+
+class SDKChanged(RootsError, RuntimeError):
+    """The installed mcp SDK no longer has a shape mcp-roots relies on (a private seam moved); upgrade
+    mcp-roots or pin mcp to a tested version."""

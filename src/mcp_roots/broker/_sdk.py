@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, ConfigDict
 
-from .._errors import BrokerError, BrokeringUnavailable
+from .._errors import BrokerError, BrokeringUnavailable, SDKChanged
 from ._protocol import CAPABILITY, error_from_response
 
 __all__ = ["FilesRequestHandler", "advertise_and_route", "hook_client", "send_files_request"]
@@ -30,10 +30,6 @@ logger = logging.getLogger("mcp_roots")
 
 FilesRequestHandler = Callable[[str, Mapping[str, Any] | None], Awaitable[dict[str, Any]]]
 """``(method, params) -> result``; raise :class:`BrokerError` to answer a JSON-RPC error."""
-
-
-class SDKChanged(RuntimeError):
-    """The mcp SDK no longer has the shape these seams rely on; upgrade mcp-roots or pin mcp."""
 
 
 # --- Server side: a custom request over the back-channel ------------------------------------------------
