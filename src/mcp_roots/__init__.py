@@ -3,21 +3,39 @@
 The public API is what ``__all__`` lists; every module behind it is private.
 """
 
-from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable
+from ._errors import (
+    BrokerError,
+    BrokeringUnavailable,
+    ConfigError,
+    InvalidPath,
+    InvalidRootURI,
+    PathOutsideRoots,
+    RootsError,
+    RootsUnavailable,
+)
+from ._provider import ConsentRequest, RootsProvider
 from ._rootset import Root, RootSet
+from ._sources import clip_to_ceiling, fallback_roots
 from ._uri import path_to_uri, uri_to_path
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "BrokerError",
+    "BrokeringUnavailable",
+    "ConfigError",
+    "ConsentRequest",
     "InvalidPath",
     "InvalidRootURI",
     "PathOutsideRoots",
     "Root",
     "RootSet",
     "RootsError",
+    "RootsProvider",
     "RootsUnavailable",
     "__version__",
+    "clip_to_ceiling",
+    "fallback_roots",
     "path_to_uri",
     "uri_to_path",
 ]

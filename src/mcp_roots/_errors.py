@@ -7,11 +7,15 @@ roots, or roots that cannot be had at all.
 from __future__ import annotations
 
 __all__ = [
+    "BrokerError",
+    "BrokeringUnavailable",
+    "ConfigError",
     "InvalidPath",
     "InvalidRootURI",
     "PathOutsideRoots",
     "RootsError",
     "RootsUnavailable",
+    "SDKChanged",
 ]
 
 
@@ -31,6 +35,12 @@ class InvalidPath(RootsError, ValueError):
     to something an operation can act on."""
 
 
+class ConfigError(RootsError, ValueError):
+    """A fallback-roots source is unusable: a bad entry in the flag or ``MCP_ROOTS``, a config file that is
+    not valid JSON or not the expected shape, or a project root that does not exist. The message names the
+    source (and, for a file, the line)."""
+
+
 # --- Paths that are well formed but not allowed ------------------------------------------------------
 
 
@@ -43,3 +53,33 @@ class PathOutsideRoots(RootsError, PermissionError):
 
 class RootsUnavailable(RootsError):
     """No roots could be obtained: the client did not answer, refused, or no fallback is configured."""
+
+
+# --- Client-brokered file operations (the files/* methods) ------------------------------------------
+
+
+class BrokerError(RootsError):
+    """A ``files/*`` operation failed: ``reason`` is the draft's name (``FILE_NOT_FOUND``,
+    ``PERMISSION_DENIED``...), ``code`` its JSON-RPC error code, ``data`` the error's ``data`` object."""
+
+    def __init__(
+        self, message: str, *, reason: str, code: int, data: dict[str, object] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason
+        self.code = code
+        self.data: dict[str, object] = {"reason": reason, **(data or {})}
+
+
+class BrokeringUnavailable(RootsError):
+    """The client does not offer client-brokered file access (no ``roots.filesystemBrokering``), or the
+    connection cannot carry server-to-client requests (2026-07-28, stateless HTTP)."""
+
+
+# --- The mcp SDK ---------------------------------------------------------------------------------------
+
+
+class SDKChanged(RootsError, RuntimeError):
+    """The installed mcp SDK no longer has a shape mcp-roots relies on (a private seam moved); upgrade
+    mcp-roots or pin mcp to a tested version."""

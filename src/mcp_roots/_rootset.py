@@ -38,16 +38,40 @@ def _fold_exact(path: str) -> str:
     return path
 
 
+def _simple_casefold(text: str) -> str:
+    # One character to one character only (Unicode "simple" folding): a full folding such as 'ß' -> 'ss'
+    # could make two names the filesystem keeps apart compare equal, and widen a root.
+    if text.isascii():
+        return text.lower()
+    out = []
+    for ch in text:
+        folded = ch.casefold()
+        if len(folded) != 1:
+            folded = ch.lower()
+            if len(folded) != 1:
+                folded = ch
+        out.append(folded)
+    return "".join(out)
+
+
+def _simple_upper(text: str) -> str:
+    if text.isascii():
+        return text.upper()
+    return "".join(up if len(up := ch.upper()) == 1 else ch for ch in text)
+
+
 def _fold_darwin(path: str) -> str:
     # APFS and HFS+ (default formats) are case-insensitive and normalization-insensitive: compare in NFD
-    # after Unicode case folding, then NFD again because folding can un-normalize.
-    return unicodedata.normalize("NFD", unicodedata.normalize("NFD", path).casefold())
+    # after simple case folding, then NFD again because folding can un-normalize.
+    if path.isascii():
+        return path.lower()
+    return unicodedata.normalize("NFD", _simple_casefold(unicodedata.normalize("NFD", path)))
 
 
 def _fold_windows(path: str) -> str:
-    # NTFS compares names case-insensitively (its upcase table) and does not normalize Unicode; '/' and
-    # '\\' are the same separator.
-    return path.replace("/", "\\").casefold()
+    # NTFS compares names through its upcase table (one character to one, no Unicode normalization);
+    # '/' and '\\' are the same separator.
+    return _simple_upper(path.replace("/", "\\"))
 
 
 def fold_for(platform: str) -> Callable[[str], str]:
@@ -82,7 +106,8 @@ def _is_magic_link(st: os.stat_result, target: str) -> bool:
     links such as /proc/self -> '1234' or /proc/mounts -> 'self/mounts' are relative and plain."""
     if _PROC_DEV is None or st.st_dev != _PROC_DEV:
         return False
-    return target.startswith("/") or ":[" in target or target.startswith("anon_inode:")
+    # 'pipe:[12]', 'socket:[3]', 'anon_inode:inotify', 'net:[4026]': any 'type:' form is a magic link.
+    return target.startswith("/") or ":" in target
 
 
 def canonicalize(path: str) -> str:
@@ -93,7 +118,9 @@ def canonicalize(path: str) -> str:
     climbs physically once the missing names are used up). Raises _Unresolvable on a loop, a non-directory
     used as a directory, a procfs magic link, or any other lookup error.
     """
-    pending = [c for c in reversed(path.split("/")) if c and c != "."]
+    # Empty components (doubled or trailing '/') and '.' are kept as '.': they require a directory, as
+    # in the kernel ('file.txt/' and 'file.txt/.' are ENOTDIR, not 'file.txt').
+    pending = [c or "." for c in reversed(path.split("/"))]
     resolved = "/"
     resolved_is_dir = True
     missing: list[str] = []
@@ -101,6 +128,8 @@ def canonicalize(path: str) -> str:
     while pending:
         name = pending.pop()
         if name == ".":
+            if not resolved_is_dir and not missing:
+                raise _Unresolvable(f"{resolved!r} is not a directory")
             continue
         if missing:
             if name == "..":
@@ -131,7 +160,7 @@ def canonicalize(path: str) -> str:
                 raise _Unresolvable(f"cannot read link {candidate!r}: {exc.strerror or exc}") from None
             if _is_magic_link(st, target):
                 raise _Unresolvable(f"{candidate!r} is a procfs magic link")
-            pending.extend(c for c in reversed(target.split("/")) if c and c != ".")
+            pending.extend(c or "." for c in reversed(target.split("/")))
             if target.startswith("/"):
                 resolved = "/"
             resolved_is_dir = True
@@ -170,18 +199,29 @@ def _describe(value: object) -> str:
 def _checked_text(path: object) -> str:
     """Turn a user-supplied path into text, or raise InvalidPath naming the input and the rule."""
     if isinstance(path, str):
-        text = path
+        raw: object = path
     elif isinstance(path, os.PathLike):
-        text = os.fspath(path)
-        if not isinstance(text, str):
+        try:
+            raw = os.fspath(path)
+        except Exception as exc:  # a hostile __fspath__ must not escape contains()
+            raise InvalidPath(f"path {_describe(path)} cannot be turned into text: {exc!r}") from exc
+        if not isinstance(raw, str):
             raise InvalidPath(f"path {_describe(path)} is not text (bytes paths are not accepted)")
     else:
         raise InvalidPath(f"path {_describe(path)} is a {type(path).__name__}, not a str or os.PathLike")
+    # A str subclass may override split(), startswith()...: judge an exact copy of its characters.
+    text = str.__str__(raw) if type(raw) is not str else raw
     if not text:
         raise InvalidPath("path '' is empty")
     if "\x00" in text:
         raise InvalidPath(f"path {_describe(text)} contains a NUL byte")
-    if len(os.fsencode(text)) >= PATH_MAX:
+    try:
+        size = len(os.fsencode(text))
+    except UnicodeError:
+        raise InvalidPath(
+            f"path {_describe(text)} cannot be encoded for the filesystem (a lone surrogate?)"
+        ) from None
+    if size >= PATH_MAX:
         raise InvalidPath(f"path {_describe(text)} is longer than PATH_MAX ({PATH_MAX} bytes)")
     return text
 

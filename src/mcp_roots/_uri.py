@@ -11,7 +11,7 @@ import re
 import string
 from pathlib import PurePosixPath, PureWindowsPath
 
-from ._errors import InvalidRootURI
+from ._errors import InvalidPath, InvalidRootURI
 
 __all__ = ["path_to_uri", "uri_to_path"]
 
@@ -105,32 +105,47 @@ def uri_to_path(uri: object, *, windows: bool | None = None) -> str:
         m = _DRIVE.match(decoded)
         if not m:
             raise _refuse(uri, "on Windows a file URI path must start with a drive letter (file:///C:/...)")
+        if ":" in decoded[3:]:
+            # 'C:\\file:stream' names an NTFS alternate data stream, not a file or directory.
+            raise _refuse(uri, "a ':' after the drive letter names an NTFS alternate data stream")
         return str(PureWindowsPath(m.group(1).upper() + ":\\" + decoded[3:].lstrip("/")))
     return decoded
 
 
 def path_to_uri(path: str | os.PathLike[str], *, windows: bool | None = None) -> str:
-    """Return the ``file://`` URI of an absolute local path, percent-encoding what RFC 3986 requires."""
+    """Return the ``file://`` URI of an absolute local path, percent-encoding what RFC 3986 requires.
+
+    The result always satisfies :func:`uri_to_path` and maps back to ``path``; a path it could not round
+    trip (a '.' or '..' segment, a backslash or undecodable bytes in a POSIX name, NUL) raises
+    :class:`InvalidPath` instead of producing a URI the guard itself would refuse.
+    """
     if windows is None:
         windows = os.name == "nt"
     raw = os.fspath(path)
     if not isinstance(raw, str):
         raise TypeError(f"path_to_uri needs a str path, not {type(raw).__name__}")
     if "\x00" in raw:
-        raise ValueError(f"path {raw!r} contains a NUL byte")
+        raise InvalidPath(f"path {raw!r} contains a NUL byte")
     if windows:
         wp = PureWindowsPath(raw)
         if not wp.drive or not wp.root or wp.drive.startswith("\\\\"):
-            raise ValueError(f"path {raw!r} is not an absolute drive path")
+            raise InvalidPath(f"path {raw!r} is not an absolute drive path")
         text = "/" + wp.as_posix()
+        if ":" in text[3:]:
+            raise InvalidPath(f"path {raw!r} names an NTFS alternate data stream (':' after the drive)")
     else:
         if not PurePosixPath(raw).is_absolute():
-            raise ValueError(f"path {raw!r} is not absolute")
+            raise InvalidPath(f"path {raw!r} is not absolute")
+        if "\\" in raw:
+            raise InvalidPath(f"path {raw!r} contains a backslash, which a file: URI may not encode (%5C)")
         text = raw
         if text.startswith("//"):
             text = "/" + text.lstrip("/")
-    encoded = "".join(
-        ch if ch in _SAFE else "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogateescape"))
-        for ch in text
-    )
+    if any(seg in (".", "..") for seg in text.split("/")):
+        raise InvalidPath(f"path {raw!r} has a '.' or '..' segment; give a normalized path")
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidPath(f"path {raw!r} is not valid UTF-8, which a file: URI requires") from None
+    encoded = "".join(chr(b) if chr(b) in _SAFE else f"%{b:02X}" for b in data)
     return "file://" + encoded

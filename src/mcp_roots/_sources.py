@@ -1,0 +1,425 @@
+"""Fallback roots from the operator's configuration, and the ceiling that bounds client roots.
+
+Sources, highest first: an explicit argument (the command line's ``--roots``), ``MCP_ROOTS``,
+``mcp-roots.json`` in the project root, then in the user config directory, then the project root itself.
+The first source that is set decides; a source that is set never silently hands over to a lower one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeAlias
+
+import platformdirs
+
+from ._errors import ConfigError, InvalidPath, InvalidRootURI
+from ._rootset import Root, RootSet, _make_root
+from ._uri import uri_to_path
+
+__all__ = [
+    "CONFIG_DIR_ENV_VAR",
+    "CONFIG_FILENAME",
+    "ENV_VAR",
+    "SOURCE_ENVIRONMENT",
+    "SOURCE_FLAG",
+    "SOURCE_PROJECT_ROOT",
+    "clip_to_ceiling",
+    "default_user_config_dir",
+    "fallback_roots",
+]
+
+logger = logging.getLogger("mcp_roots")
+
+CONFIG_FILENAME = "mcp-roots.json"
+ENV_VAR = "MCP_ROOTS"
+CONFIG_DIR_ENV_VAR = "MCP_ROOTS_CONFIG_DIR"
+
+# The labels RootSet.source carries; a config file's label is its path.
+SOURCE_FLAG = "flag"
+SOURCE_ENVIRONMENT = "environment (MCP_ROOTS)"
+SOURCE_PROJECT_ROOT = "project root"
+
+# A flag or MCP_ROOTS entry is a URI when it starts with 'file:' or looks like 'scheme://...' (a scheme
+# of two letters or more, so that a Windows drive 'C:/x' stays a path). Any other scheme is then refused
+# by the URI rules with a message that says so, instead of being looked up as a strange relative path.
+_URI_LIKE = re.compile(r"^(?:file:|[A-Za-z][A-Za-z0-9+.-]+://)", re.IGNORECASE)
+
+RootsArgument: TypeAlias = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+
+
+def default_user_config_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The user config directory searched for ``mcp-roots.json``: ``$MCP_ROOTS_CONFIG_DIR`` if set,
+    else ``platformdirs.user_config_dir("mcp-roots")`` (on Linux, ``$XDG_CONFIG_HOME/mcp-roots``)."""
+    env = os.environ if environ is None else environ
+    override = env.get(CONFIG_DIR_ENV_VAR)
+    if override:
+        return Path(os.path.abspath(override))
+    return Path(platformdirs.user_config_dir("mcp-roots"))
+
+
+def fallback_roots(
+    roots: RootsArgument | None = None,
+    *,
+    project_root: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    user_config_dir: str | os.PathLike[str] | None = None,
+) -> RootSet:
+    """The roots a server uses when its client sends none, from the first source that is set.
+
+    1. ``roots`` (a path, or a sequence of paths or ``file:`` URIs; the CLI's ``--roots``): source ``"flag"``.
+    2. ``MCP_ROOTS`` in ``environ`` (default ``os.environ``), ``os.pathsep``-separated; an empty value is
+       unset. Source ``"environment (MCP_ROOTS)"``.
+    3. ``mcp-roots.json`` in the project root, then in ``user_config_dir`` (default
+       :func:`default_user_config_dir`: ``MCP_ROOTS_CONFIG_DIR`` in ``environ``, else platformdirs).
+       Source: the file's path.
+    4. The project root itself: ``project_root`` (relative to the working directory), else the working
+       directory, unless that is the filesystem root. Source ``"project root"``.
+
+    A ``str`` argument is one path (commas included); splitting ``--roots a,b`` is the command line's job.
+
+    Relative entries of 1 and 2 resolve against the project root; relative ``path`` entries of a config
+    file against the directory the file is in. An invalid entry of 1 or 2 raises :class:`ConfigError`
+    naming the entry and the source; an invalid entry of a config file is skipped with a warning, while a
+    file that is not valid JSON or not the expected shape raises :class:`ConfigError` naming the file and
+    the line. A source that is set but yields no usable root gives an empty RootSet (every path refused):
+    it never falls through to a lower, possibly wider, source.
+    """
+    env = os.environ if environ is None else environ
+    base = _project_root(project_root)
+    if roots is not None:
+        return _from_argument(roots, base)
+    raw = env.get(ENV_VAR)
+    if raw:
+        return _from_environment(raw, base)
+    config_dir = Path(os.path.abspath(user_config_dir)) if user_config_dir is not None else None
+    if config_dir is None:
+        config_dir = default_user_config_dir(env)
+    for candidate in (base.path / CONFIG_FILENAME, config_dir / CONFIG_FILENAME):
+        found = _from_config_file(candidate)
+        if found is not None:
+            return found
+    if project_root is None and base.path == Path(base.path.anchor):
+        # Desktop clients often start servers with the working directory at '/': falling back to it
+        # would allow every path. An operator who means it can say so with project_root='/'.
+        logger.warning(
+            "the working directory is %s, the filesystem root; mcp-roots does not use it as a fallback "
+            "root (that would allow every path), so every path is refused when the client sends no "
+            "roots. Set --roots, %s or %s, or pass the project root explicitly",
+            base.path,
+            ENV_VAR,
+            CONFIG_FILENAME,
+        )
+        return RootSet.empty(source=SOURCE_PROJECT_ROOT)
+    return RootSet._build([base], SOURCE_PROJECT_ROOT)
+
+
+# --- Project root ------------------------------------------------------------------------------------
+
+
+def _project_root(project_root: str | os.PathLike[str] | None) -> Root:
+    """The canonical project root (a readable directory), or ConfigError saying why not."""
+    if project_root is None:
+        try:
+            given: object = os.getcwd()
+        except OSError as exc:
+            raise ConfigError(
+                f"the working directory cannot serve as the project root ({exc.strerror or exc}); "
+                "pass a project root explicitly"
+            ) from None
+    else:
+        given = project_root
+    try:
+        root = _make_root(given, None, None)  # type: ignore[arg-type]  # _make_root checks the type
+    except InvalidPath as exc:
+        raise ConfigError(f"project root {_show(given)} is not usable: {exc}") from None
+    if not root.path.is_dir():
+        raise ConfigError(f"project root {_show(given)} is not a directory")
+    return root
+
+
+def _show(value: object) -> str:
+    return repr(os.fspath(value)) if isinstance(value, (str, os.PathLike)) else repr(value)
+
+
+# --- Flag / argument and environment: fail fast --------------------------------------------------------
+
+
+def _strict_root(entry: object, base: Root, source: str) -> Root:
+    try:
+        if isinstance(entry, str) and _URI_LIKE.match(entry):
+            return _make_root(uri_to_path(entry), None, None)
+        return _make_root(entry, None, str(base.path))  # type: ignore[arg-type]  # checked inside
+    except (InvalidPath, InvalidRootURI) as exc:
+        shown = f"{source} (--roots or the roots argument)" if source == SOURCE_FLAG else source
+        raise ConfigError(f"invalid root {_show(entry)} from {shown}: {exc}") from None
+
+
+def _from_argument(roots: RootsArgument, base: Root) -> RootSet:
+    entries: Iterable[object]
+    if isinstance(roots, (str, os.PathLike)):
+        entries = [roots]
+    elif isinstance(roots, Iterable):
+        entries = list(roots)
+    else:
+        raise ConfigError(
+            f"roots {roots!r} from {SOURCE_FLAG} must be a path or a sequence of paths, "
+            f"not {type(roots).__name__}"
+        )
+    built = [_strict_root(entry, base, SOURCE_FLAG) for entry in entries]
+    if not built:
+        # An explicit empty list is a deliberate choice: no fallback, every path refused.
+        logger.info("the roots argument is an empty list: every path is refused when the client sends none")
+    return RootSet._build(built, SOURCE_FLAG)
+
+
+def _from_environment(raw: str, base: Root) -> RootSet:
+    # Empty entries ('a::b', a trailing separator) are ignored, never taken as the working directory
+    # the way PATH does.
+    entries = [entry for entry in raw.split(os.pathsep) if entry]
+    if not entries:
+        raise ConfigError(
+            f"{ENV_VAR} is set to {raw!r}, which names no roots; list at least one path, or unset it"
+        )
+    return RootSet._build([_strict_root(e, base, SOURCE_ENVIRONMENT) for e in entries], SOURCE_ENVIRONMENT)
+
+
+# --- Config files: errors for the file, warnings for entries ------------------------------------------
+
+_ENTRY_KEYS = frozenset({"path", "uri", "name"})
+_EXAMPLE = '{"roots": [{"path": "./data", "name": "Data"}, {"uri": "file:///srv/media"}]}'
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+
+_Key = tuple[str | int, ...]
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def _member_offsets(text: str, file: Path) -> dict[_Key, int]:
+    """Where each value of a valid JSON document starts: object members by the offset of their key,
+    array elements by their own. Refuses duplicate keys, which json.loads would silently merge."""
+    decoder = json.JSONDecoder()
+    offsets: dict[_Key, int] = {}
+
+    def skip(i: int) -> int:
+        match = _WHITESPACE.match(text, i)
+        return match.end() if match else i
+
+    def value(i: int, key: _Key, at: int | None) -> int:
+        i = skip(i)
+        offsets[key] = i if at is None else at
+        if text[i] == "{":
+            seen: set[str] = set()
+            i = skip(i + 1)
+            if text[i] == "}":
+                return i + 1
+            while True:
+                key_at = skip(i)
+                name, i = decoder.raw_decode(text, key_at)
+                if name in seen:
+                    raise ConfigError(
+                        f"{file}:{_line_of(text, key_at)}: the key {name!r} appears twice in the same "
+                        "object; give it once"
+                    )
+                seen.add(name)
+                i = skip(i) + 1  # the ':'
+                i = skip(value(i, (*key, name), key_at))
+                if text[i] == "}":
+                    return i + 1
+                i += 1  # the ','
+        if text[i] == "[":
+            index = 0
+            i = skip(i + 1)
+            if text[i] == "]":
+                return i + 1
+            while True:
+                i = skip(value(i, (*key, index), None))
+                index += 1
+                if text[i] == "]":
+                    return i + 1
+                i += 1
+        _, end = decoder.raw_decode(text, i)
+        return int(end)
+
+    value(0, (), None)
+    return offsets
+
+
+def _read_config_text(path: Path) -> str | None:
+    """The file's text, None if there is no file, ConfigError if it exists but cannot be used."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.lexists(path):
+            raise ConfigError(f"{path}: is a symbolic link to nothing; fix or remove it") from None
+        return None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be examined: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"{path}: is not a regular file")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}:{line}: is not valid UTF-8 ({exc.reason})") from None
+
+
+def _config_entries(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
+    """Parse and check the shape of a config file; return ``(line, entry)`` pairs."""
+    try:
+        document = json.loads(text)
+        offsets = _member_offsets(text, path)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: is not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: is nested too deeply to be a config file") from None
+
+    def fail(key: _Key, rule: str) -> ConfigError:
+        return ConfigError(f"{path}:{_line_of(text, offsets.get(key, 0))}: {rule}")
+
+    if not isinstance(document, dict):
+        raise fail((), f"the file must hold a JSON object like {_EXAMPLE}, not {_json_type(document)}")
+    for name in document:
+        if name != "roots":
+            # Refused rather than ignored: a setting this version does not know (a typo, or a future
+            # restriction) must not be silently dropped.
+            raise fail((name,), f'unknown key {name!r}; the only key of a config file is "roots"')
+    if "roots" not in document:
+        raise fail((), f'the object has no "roots" key; expected {_EXAMPLE}')
+    entries = document["roots"]
+    if not isinstance(entries, list):
+        raise fail(("roots",), f'"roots" must be an array of entries, not {_json_type(entries)}')
+    checked: list[tuple[int, dict[str, Any]]] = []
+    for index, entry in enumerate(entries):
+        key: _Key = ("roots", index)
+        what = f'entry {index + 1} of "roots"'
+        if not isinstance(entry, dict):
+            raise fail(key, f'{what} must be an object with "path" or "uri", not {_json_type(entry)}')
+        for name in entry:
+            if name not in _ENTRY_KEYS:
+                raise fail(
+                    (*key, name), f'{what} has the unknown key {name!r} (allowed: "path", "uri", "name")'
+                )
+        if ("path" in entry) == ("uri" in entry):
+            count = "both" if "path" in entry else "neither"
+            raise fail(key, f'{what} has {count} "path" and "uri"; give exactly one')
+        kind = "path" if "path" in entry else "uri"
+        if not isinstance(entry[kind], str) or not entry[kind]:
+            raise fail((*key, kind), f'"{kind}" of {what} must be a non-empty string')
+        if entry.get("name") is not None and not isinstance(entry["name"], str):
+            raise fail((*key, "name"), f'"name" of {what} must be a string, not {_json_type(entry["name"])}')
+        checked.append((_line_of(text, offsets[key]), entry))
+    return checked
+
+
+def _from_config_file(path: Path) -> RootSet | None:
+    text = _read_config_text(path)
+    if text is None:
+        return None
+    source = str(path)
+    roots: list[Root] = []
+    entries = _config_entries(path, text)
+    for line, entry in entries:
+        name = entry.get("name")
+        try:
+            if "uri" in entry:
+                roots.append(_make_root(uri_to_path(entry["uri"]), name, None))
+            else:
+                # '~' is expanded because a JSON file has no shell to do it; relative paths are taken
+                # from the directory the file was found in.
+                roots.append(_make_root(os.path.expanduser(entry["path"]), name, str(path.parent)))
+        except (InvalidPath, InvalidRootURI) as exc:
+            logger.warning("%s:%d: skipping this root: %s", path, line, exc)
+    found = RootSet._build(roots, source)
+    if not found:
+        logger.warning(
+            "%s lists no usable root: every path is refused when the client sends no roots "
+            "(mcp-roots does not fall back to a lower source)",
+            path,
+        )
+    return found
+
+
+# --- The ceiling ---------------------------------------------------------------------------------------
+
+
+def _rootset_like(template: RootSet, roots: Iterable[Root]) -> RootSet:
+    """A RootSet of ``roots`` with ``template``'s source and comparison rule (duplicates dropped)."""
+    fold = template._fold
+    index: dict[str, Root] = {}
+    for root in roots:
+        index.setdefault(fold(str(root.path)), root)
+    return RootSet(tuple(index.values()), template.source, fold, index)
+
+
+def _sep_of(roots: RootSet) -> str:
+    return "\\" if roots._fold("a/b") == "a\\b" else "/"
+
+
+def clip_to_ceiling(roots: RootSet, ceiling: RootSet) -> RootSet:
+    """Clip ``roots`` (typically the client's) to the operator's ``ceiling``: roots narrow, never widen.
+
+    A root inside a ceiling root is kept. A root that contains ceiling roots is replaced by those ceiling
+    roots (logged at info level). A root that is neither is dropped with a warning. Comparison is by
+    whole path components of the canonical paths (``/srv/data_evil`` is not inside ``/srv/data``). An
+    empty ceiling allows nothing. The result keeps ``roots.source``.
+    """
+    sep = _sep_of(ceiling)
+    fold = ceiling._fold
+    ceiling_keys = [(fold(str(c.path)), c) for c in ceiling]
+    kept: list[Root] = []
+    for root in roots:
+        if ceiling._lookup(str(root.path)) is not None:
+            kept.append(root)
+            continue
+        key = fold(str(root.path))
+        prefix = key if key.endswith(sep) else key + sep
+        inner = [c for ckey, c in ceiling_keys if ckey.startswith(prefix)]
+        if inner:
+            logger.info(
+                "narrowing root %s (from %s) to the ceiling roots inside it: %s",
+                root.path,
+                roots.source,
+                ", ".join(str(c.path) for c in inner),
+            )
+            kept.extend(inner)
+        else:
+            logger.warning(
+                "dropping root %s (from %s): it is outside the ceiling (%s)",
+                root.path,
+                roots.source,
+                ceiling.describe(),
+            )
+    clipped = _rootset_like(roots, kept)
+    if roots and not clipped:
+        logger.warning(
+            "no root from %s is inside the ceiling (%s): every path is refused",
+            roots.source,
+            ceiling.describe(),
+        )
+    return clipped

@@ -1,0 +1,35 @@
+"""Client-brokered filesystem access (the ``files/*`` methods of the SEP-1708 draft, as mcp-roots fixes
+them; see docs/brokering.md). Legacy protocol era only: the server's requests ride the back-channel."""
+
+from .._errors import BrokerError, BrokeringUnavailable
+from . import _protocol as protocol
+from ._protocol import (
+    CAPABILITY,
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_TIMEOUT,
+    ERROR_CODES,
+    METHODS,
+    NOTIFICATION_CHANGED,
+    broker_error,
+    check_relative_path,
+    decode_content,
+    encode_content,
+    offers_brokering,
+)
+
+__all__ = [
+    "CAPABILITY",
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_TIMEOUT",
+    "ERROR_CODES",
+    "METHODS",
+    "NOTIFICATION_CHANGED",
+    "BrokerError",
+    "BrokeringUnavailable",
+    "broker_error",
+    "check_relative_path",
+    "decode_content",
+    "encode_content",
+    "offers_brokering",
+    "protocol",
+]

@@ -1,0 +1,291 @@
+"""The mcp-roots command: show the fallback roots a server would use, check paths against them, and print
+them as environment variables for subprocesses. Errors are one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from . import __version__
+from ._errors import ConfigError, InvalidPath, PathOutsideRoots, RootsError
+from ._rootset import RootSet
+from ._sources import (
+    CONFIG_DIR_ENV_VAR,
+    CONFIG_FILENAME,
+    ENV_VAR,
+    default_user_config_dir,
+    fallback_roots,
+)
+
+__all__ = ["build_parser", "main"]
+
+PROG = "mcp-roots"
+
+EXIT_OK = 0
+EXIT_OUTSIDE = 1
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+_DESCRIPTION = """\
+See and check the fallback roots of an MCP server built with mcp-roots: the folders its tools may
+touch when the client does not send roots of its own."""
+
+
+def _epilog() -> str:
+    try:
+        config_dir = str(default_user_config_dir())
+    except Exception:  # pragma: no cover - platformdirs cannot name a directory here
+        config_dir = "the user config directory"
+    return f"""\
+where the roots come from (the first source that is set wins; lower ones are not consulted):
+  1. --roots A,B        comma-separated paths or file: URIs; relative paths start at the project root
+  2. {ENV_VAR}=A{os.pathsep}B   separated by '{os.pathsep}'; relative paths start at the project root
+  3. {CONFIG_FILENAME} in the project root, then in {config_dir}
+     (set {CONFIG_DIR_ENV_VAR} to use another directory), for example:
+       {{"roots": [{{"path": "./data", "name": "Data"}}, {{"uri": "file:///srv/media"}}]}}
+     relative paths start at the directory the file is in
+  4. the project root itself (--project, else the current directory)
+
+exit codes:
+  0  success; for 'check': every path is inside the roots
+  1  'check' only: at least one path is outside the roots (or not a usable path)
+  2  usage or configuration error: unknown option, a --roots or {ENV_VAR} entry that does not exist,
+     a config file that is not valid JSON or not the expected shape
+
+examples:
+  mcp-roots show                          which roots, and where they came from
+  mcp-roots show --roots docs,/srv/data   what a server started with --roots would use
+  mcp-roots check src/app.py /etc/passwd  is each path inside? exit 1 if one is not
+  eval "$(mcp-roots env)"                 export MCP_ROOTS_JSON, MCP_ROOTS_PATHS, MCP_ROOTS_COUNT"""
+
+
+def _add_source_options(parser: argparse.ArgumentParser, *, in_subcommand: bool) -> None:
+    # The options are accepted before and after the subcommand; in the subcommand they default to
+    # SUPPRESS so that an option given before it is not overwritten.
+    default: Any = argparse.SUPPRESS if in_subcommand else None
+    parser.add_argument(
+        "--roots",
+        action="append",
+        metavar="A,B",
+        default=default,
+        help="use these roots (comma-separated paths or file: URIs; may be repeated), "
+        f"ignoring {ENV_VAR} and config files",
+    )
+    parser.add_argument(
+        "--project",
+        metavar="DIR",
+        default=default,
+        help=f"the project root: where {CONFIG_FILENAME} is looked for, what relative roots start "
+        "from, and the last-resort root (default: the current directory)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS if in_subcommand else False,
+        help="print JSON instead of text",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the mcp-roots command."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=_DESCRIPTION,
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    _add_source_options(parser, in_subcommand=False)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(
+            name,
+            help=summary,
+            description=description,
+            epilog=f"exit codes: 0 success, 1 a path is outside (check only), 2 usage or configuration "
+            f"error. Run '{PROG} --help' for where the roots come from.",
+        )
+        _add_source_options(sub, in_subcommand=True)
+        return sub
+
+    command(
+        "show",
+        "print the fallback roots and where they came from",
+        "Print the fallback roots (canonical paths, with names where given) and the source they came "
+        f"from: the --roots flag, the {ENV_VAR} environment variable, a {CONFIG_FILENAME} file, or the "
+        "project root.",
+    )
+    check = command(
+        "check",
+        "tell whether each PATH is inside the roots (exit 1 if one is not)",
+        "Tell whether each PATH is inside the fallback roots, and which root holds it. Symbolic links "
+        "are followed, so a link inside a root that points outside is outside. Relative paths start at "
+        "the current directory. Exit code 0 only if every PATH is inside.",
+    )
+    check.add_argument("paths", nargs="+", metavar="PATH", help="a file or directory (it need not exist)")
+    command(
+        "env",
+        "print the roots as MCP_ROOTS_* variables (shell exports, or JSON)",
+        "Print MCP_ROOTS_JSON (an array of {uri, name, path}), MCP_ROOTS_PATHS (one path per line) and "
+        "MCP_ROOTS_COUNT, the variables a guarded server gives the subprocesses its tools start. As "
+        "shell 'export' lines (use: eval \"$(mcp-roots env)\"), or as one JSON object with --json.",
+    )
+    return parser
+
+
+# --- Commands: each returns (stdout text, exit code) ---------------------------------------------------
+
+
+def _roots_from(args: argparse.Namespace) -> RootSet:
+    roots: list[str] | None = None
+    if args.roots is not None:
+        roots = [entry for value in args.roots for entry in value.split(",") if entry]
+        if not roots:
+            raise ConfigError(f"--roots {','.join(args.roots)!r} names no roots; give at least one path")
+    return fallback_roots(roots, project_root=args.project)
+
+
+def _root_text(path: object, name: str | None) -> str:
+    return f"{path}  ({name})" if name else str(path)
+
+
+def _show(roots: RootSet, as_json: bool) -> tuple[str, int]:
+    if as_json:
+        return json.dumps({"source": roots.source, "roots": [r.as_dict() for r in roots]}, indent=2), EXIT_OK
+    if not roots:
+        return f"No roots from {roots.source}: every path is refused.", EXIT_OK
+    lines = [f"Roots from {roots.source}:"]
+    lines += [f"  {_root_text(r.path, r.name)}" for r in roots]
+    return "\n".join(lines), EXIT_OK
+
+
+def _check(roots: RootSet, paths: Sequence[str], as_json: bool) -> tuple[str, int]:
+    results: list[dict[str, Any]] = []
+    for given in paths:
+        # Like every shell tool, relative paths start at the current directory (not at the first root, as
+        # they do for a server's tools). Joined, not normalized: 'link/..' must be resolved physically.
+        full = given if not given or os.path.isabs(given) else os.path.join(os.getcwd(), given)
+        result: dict[str, Any] = {
+            "path": given,
+            "inside": False,
+            "resolved": None,
+            "root": None,
+            "reason": None,
+        }
+        try:
+            resolved = roots.resolve(full)
+            root = roots.root_of(resolved)
+            if root is None:  # pragma: no cover - resolve() succeeded, so a root holds it
+                raise PathOutsideRoots(f"{given!r} is outside the allowed roots")
+            result.update(inside=True, resolved=str(resolved), root=root.as_dict())
+        except (PathOutsideRoots, InvalidPath) as exc:
+            result["reason"] = str(exc)
+        results.append(result)
+    outside = [r for r in results if not r["inside"]]
+    code = EXIT_OUTSIDE if outside else EXIT_OK
+    if as_json:
+        document = {
+            "source": roots.source,
+            "roots": [r.as_dict() for r in roots],
+            "all_inside": not outside,
+            "results": results,
+        }
+        return json.dumps(document, indent=2), code
+    lines = []
+    for r in results:
+        if r["inside"]:
+            root = r["root"]
+            lines.append(
+                f"inside   {r['path']}  ->  {r['resolved']}  (root: {_root_text(root['path'], root['name'])})"
+            )
+        else:
+            lines.append(f"outside  {r['path']}")
+    if outside:
+        lines.append(
+            f"{len(outside)} of {len(results)} path(s) outside the roots from {roots.source}: "
+            f"{roots.describe()}"
+        )
+    return "\n".join(lines), code
+
+
+def _env(roots: RootSet, as_json: bool) -> tuple[str, int]:
+    variables = roots.as_env()
+    if as_json:
+        return json.dumps(variables, indent=2), EXIT_OK
+    return "\n".join(f"export {key}={shlex.quote(value)}" for key, value in variables.items()), EXIT_OK
+
+
+# --- Entry point -----------------------------------------------------------------------------------------
+
+
+def _say(stream: Any, text: str) -> None:
+    stream.write(text + "\n")
+    stream.flush()
+
+
+class _WarningFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{PROG}: {record.levelname.lower()}: {record.getMessage()}"
+
+
+def _setup_logging() -> logging.Handler:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_WarningFormatter())
+    handler.setLevel(logging.WARNING)
+    logger = logging.getLogger("mcp_roots")
+    logger.addHandler(handler)
+    if logger.level == logging.NOTSET or logger.level > logging.WARNING:
+        logger.setLevel(logging.WARNING)
+    return handler
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the mcp-roots command; return its exit code (see ``mcp-roots --help``)."""
+    for stream in (sys.stdout, sys.stderr):
+        # Paths are bytes on POSIX: print undecodable names as they are instead of failing.
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="surrogateescape")
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error argparse already reported
+        return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_ERROR)
+    handler = _setup_logging()
+    try:
+        roots = _roots_from(args)
+        if args.command == "show":
+            text, code = _show(roots, args.json)
+        elif args.command == "check":
+            text, code = _check(roots, args.paths, args.json)
+        else:
+            text, code = _env(roots, args.json)
+        _say(sys.stdout, text)
+        return code
+    except BrokenPipeError:
+        # The reader went away (mcp-roots show | head -1): stop quietly, and keep the interpreter's
+        # final flush from complaining about the closed pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except (RootsError, OSError) as exc:
+        _say(sys.stderr, f"{PROG}: error: {exc}")
+        return EXIT_ERROR
+    except Exception as exc:  # no traceback ever reaches the user
+        _say(sys.stderr, f"{PROG}: error: unexpected {type(exc).__name__}: {exc} (a bug; please report it)")
+        return EXIT_ERROR
+    finally:
+        logging.getLogger("mcp_roots").removeHandler(handler)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""How paths are compared on each platform, proven on this Linux host with the platform's fold function
+and RootSets built with it (RootSet._build(..., platform)).
+
+Linux compares bytes exactly. macOS (APFS/HFS+ default) folds case and Unicode normalization; Windows (NTFS)
+folds case one character to one and treats '/' and '\\' alike. Both folds are "simple" (one character to one
+character): a full fold such as 'ß' -> 'ss' could merge two names the filesystem keeps apart and widen a
+root, so it is never applied.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mcp_roots import RootSet
+from mcp_roots._rootset import fold_for
+
+NFC = "caf\u00e9"
+NFD = "cafe\u0301"
+
+# (platform, a, b, same?): whether two spellings name the same file on that platform.
+FOLDS = [
+    ("linux", "/srv/Project", "/srv/project", False),
+    ("linux", f"/srv/{NFC}", f"/srv/{NFD}", False),
+    ("linux", "/srv/a", "/srv/a", True),
+    ("darwin", "/Users/u/Project", "/users/U/PROJECT", True),
+    ("darwin", f"/Users/u/{NFC}", f"/Users/u/{NFD}", True),
+    ("darwin", f"/Users/u/{NFC.upper()}", f"/Users/u/{NFD}", True),
+    ("darwin", "/Users/u/\u00c5ngstr\u00f6m", "/Users/u/A\u030angstro\u0308m", True),
+    ("darwin", "/Users/u/\u03a3\u03a3", "/Users/u/\u03c3\u03c2", True),  # final sigma folds to sigma
+    ("darwin", "/Users/u/stra\u00dfe", "/Users/u/strasse", False),  # no full folding: 'ß' is not 'ss'
+    ("darwin", "/Users/u/\u1e9e", "/Users/u/\u00df", True),  # capital sharp s folds simply to 'ß'
+    ("darwin", "/Users/u/\ufb01le", "/Users/u/file", False),  # the 'ﬁ' ligature stays one character
+    ("darwin", "/Users/u/a", "/Users/u/b", False),
+    ("darwin", "/Users/u/Project", "/Users/u/Project2", False),
+    ("win32", "C:/Users/U/Project", "c:\\users\\u\\PROJECT", True),
+    ("win32", "C:\\a\\b", "C:/a/b", True),
+    ("win32", f"C:\\{NFC}", f"C:\\{NFD}", False),  # NTFS does not normalize
+    ("win32", f"C:\\{NFC}", f"C:\\{NFC.upper()}", True),
+    ("win32", "C:\\stra\u00dfe", "C:\\STRASSE", False),
+    ("win32", "C:\\\u03c3", "C:\\\u03a3", True),
+    ("win32", "C:\\a", "C:\\a_evil", False),
+    ("cygwin", "/cygdrive/c/A", "/cygdrive/c/a", True),
+]
+
+
+@pytest.mark.parametrize(("platform", "a", "b", "same"), FOLDS)
+def test_fold_for_platform(platform: str, a: str, b: str, same: bool) -> None:
+    fold = fold_for(platform)
+    assert (fold(a) == fold(b)) is same
+
+
+@pytest.mark.parametrize("platform", ["linux", "darwin", "win32"])
+def test_folds_keep_separators_and_are_idempotent(platform: str) -> None:
+    fold = fold_for(platform)
+    for text in ["/a/B/c", f"/{NFC}/{NFD}/\u00df/\u1e9e", "/\u0130stanbul/\u03a3"]:
+        once = fold(text)
+        assert fold(once) == once
+        sep = "\\" if platform == "win32" else "/"
+        assert once.count(sep) == text.count("/")
+
+
+def _build(tmp_path: Path, platform: str) -> RootSet:
+    (tmp_path / "Project").mkdir()
+    (tmp_path / "Project" / "file.txt").write_text("x")
+    (tmp_path / "Project2").mkdir()
+    (tmp_path / NFC).mkdir()
+    linux = RootSet.from_paths([tmp_path / "Project", tmp_path / NFC])
+    return RootSet._build(linux.roots, "test", platform)
+
+
+# (relative path, inside on linux, darwin, win32)
+SPELLINGS = [
+    ("Project/file.txt", True, True, True),
+    ("PROJECT/file.txt", False, True, True),
+    ("project", False, True, True),
+    ("Project2/x", False, False, False),
+    ("PROJECT2/x", False, False, False),
+    ("projec/x", False, False, False),
+    (f"{NFC}/x", True, True, True),
+    (f"{NFD}/x", False, True, False),
+    (f"{NFC.upper()}/x", False, True, True),
+    (f"{NFD.upper()}/x", False, True, False),
+    ("Project/../PROJECT2", False, False, False),
+]
+
+
+@pytest.mark.parametrize("platform", ["linux", "darwin", "win32"])
+@pytest.mark.parametrize(("rel", "linux", "darwin", "win32"), SPELLINGS)
+def test_rootset_compares_like_the_platform(
+    tmp_path: Path, platform: str, rel: str, linux: bool, darwin: bool, win32: bool
+) -> None:
+    roots = _build(tmp_path, platform)
+    expected = {"linux": linux, "darwin": darwin, "win32": win32}[platform]
+    assert roots.contains(str(tmp_path / rel)) is expected
+
+
+def test_linux_rootset_compares_exactly(tmp_path: Path) -> None:
+    (tmp_path / "Project").mkdir()
+    roots = RootSet.from_paths([tmp_path / "Project"])
+    assert roots.contains(tmp_path / "Project" / "x")
+    assert not roots.contains(tmp_path / "project" / "x")
