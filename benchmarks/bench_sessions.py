@@ -262,6 +262,13 @@ def main() -> int:
         default=60.0,
         help="start no new call after this many seconds (default 60)",
     )
+    parser.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        help="extra server argument, e.g. --server-arg=--timeout=30",
+    )
+    parser.add_argument("--server-log", help="keep the server's stderr in this file (default: discarded)")
     parser.add_argument("--control", action="store_true", help="run against the unguarded plain_server.py")
     args = parser.parse_args()
     if args.sessions < 2 or args.calls < 1:
@@ -277,12 +284,13 @@ def main() -> int:
         for s in sessions:
             s.make()
         port = free_port()
-        with (base / "server.log").open("wb") as log:
+        with Path(args.server_log or base / "server.log").open("wb") as log:
             server = subprocess.Popen(
                 [
                     sys.executable,
                     str(PLAIN_SERVER if args.control else FILE_SERVER),
                     *("--http", str(port), "--roots", str(fallback)),
+                    *args.server_arg,
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=log,
