@@ -3,6 +3,7 @@
 The public API is what ``__all__`` lists; every module behind it is private.
 """
 
+from ._cache import RootsCache
 from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable
 from ._rootset import Root, RootSet
 from ._uri import path_to_uri, uri_to_path
@@ -15,6 +16,7 @@ __all__ = [
     "PathOutsideRoots",
     "Root",
     "RootSet",
+    "RootsCache",
     "RootsError",
     "RootsUnavailable",
     "__version__",
