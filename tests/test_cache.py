@@ -279,7 +279,7 @@ async def test_late_answer_to_a_timed_out_request_is_dropped_after_a_newer_one(
 
     async def ignores_cancellation(snapshot: Answer) -> object:
         # A transport that does not honour cancellation: the answer to request #1 still comes back.
-        with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(2):  # bounded: a failing test must not hang
             await release_late.wait()
         return snapshot
 
@@ -309,7 +309,7 @@ async def test_late_answer_with_nothing_newer_applies(dirs: dict[str, Path]) -> 
     release = anyio.Event()
 
     async def ignores_cancellation(snapshot: Answer) -> object:
-        with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(2):  # bounded: a failing test must not hang
             await release.wait()
         return snapshot
 
@@ -629,7 +629,7 @@ async def test_answer_arriving_after_close_is_not_applied(dirs: dict[str, Path])
 
     async def ignores_cancellation(snapshot: Answer) -> object:
         in_flight.set()
-        with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(2):  # bounded: a failing test must not hang
             await release.wait()
         return snapshot
 
