@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 from mcp_roots import RootsCache, RootSet, path_to_uri
+from mcp_roots._cache import MAX_ROOTS
 
 pytestmark = pytest.mark.anyio
 
@@ -170,6 +171,7 @@ async def test_first_answer_that_never_comes_gives_fallback_within_bound_then_la
         await until(lambda: cache.current().source == "client")
         assert paths_of(await cache.fresh()) == [dirs["a"]]
         assert client.calls == 1
+    assert any("answered roots/list #1 after the fallback was used" in r.getMessage() for r in caplog.records)
 
 
 async def test_tool_call_before_start_waits_for_the_first_answer(dirs: dict[str, Path]) -> None:
@@ -481,6 +483,22 @@ async def test_invalid_entries_are_dropped_and_valid_ones_kept(
     ]
     assert len(skipped) == len(entries) - 2
     assert failure_warnings(caplog) == []
+
+
+async def test_answer_with_too_many_entries_is_refused_whole(
+    dirs: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    client = FakeClient([dirs["a"]])
+
+    async def flood(snapshot: Answer) -> object:
+        return {"roots": [{"uri": path_to_uri(str(dirs["b"]))}] * (MAX_ROOTS + 1)}
+
+    async with running(make_cache(client, dirs)) as cache:
+        await cache.fresh()
+        client.script.append(flood)
+        cache.notify_changed()
+        assert paths_of(await cache.fresh()) == [dirs["a"]]
+    assert f"more than the {MAX_ROOTS} accepted" in failure_warnings(caplog)[0]
 
 
 async def test_answer_object_with_roots_attribute_is_accepted(dirs: dict[str, Path]) -> None:

@@ -25,6 +25,9 @@ logger = logging.getLogger("mcp_roots")
 ChangeCallback = Callable[[RootSet, RootSet], object]
 
 _NO_OUTCOME = object()
+# Each entry costs a few filesystem lookups on the event loop; real clients send a handful. An answer with
+# more than this is refused as a whole rather than trusted to be harmless.
+MAX_ROOTS = 1000
 _STREAK_NOTE = "; later failures are logged at debug level until a refresh succeeds"
 
 
@@ -61,6 +64,8 @@ def _entries_of(raw: object) -> list[object]:
             raise _MalformedAnswer(f"the answer is a {type(raw).__name__}, not an object with 'roots'")
     if not isinstance(entries, (list, tuple)):
         raise _MalformedAnswer(f"'roots' is a {type(entries).__name__}, not a list")
+    if len(entries) > MAX_ROOTS:
+        raise _MalformedAnswer(f"'roots' has {len(entries)} entries, more than the {MAX_ROOTS} accepted")
     kept: list[object] = []
     for entry in entries:
         # A root on the wire is an object with a uri; a bare string or number is not one, even if it
@@ -150,12 +155,26 @@ class RootsCache:
         self._failures = 0
         self._said_first_timeout = False
         self._said_stale = False
+        self._said_late = False
 
         # The worker.
         self._run_scope: anyio.CancelScope | None = None
         self._stopped: anyio.Event | None = None
         self._fetch_tasks: set[int] = set()
         self._owned_group: TaskGroup | None = None
+
+    def __repr__(self) -> str:
+        if self._closed:
+            state = "closed"
+        elif self._declared is None:
+            state = "capabilities unknown"
+        elif not self._declared:
+            state = "no roots capability"
+        elif self._unsupported:
+            state = "roots/list unsupported"
+        else:
+            state = f"roots{' with listChanged' if self._list_changed else ''}, request #{self._generation}"
+        return f"<RootsCache {state}: {self._current!r}>"
 
     # -- capability state --
 
@@ -167,6 +186,7 @@ class RootsCache:
         self._recompute()
         if not self._declared:
             self._stop_worker()
+            self._signal_progress()
 
     def mark_unsupported(self) -> None:
         """The client cannot answer roots/list (-32601, "not supported", no back-channel): serve the
@@ -443,7 +463,14 @@ class RootsCache:
         )
 
     def _succeeded(self, request: _Request) -> None:
-        if self._failures:
+        if self._said_first_timeout and not self._said_late:
+            self._said_late = True
+            logger.info(
+                "the client answered roots/list #%d after the fallback was used; its roots apply: %s",
+                request.generation,
+                self._current.describe(),
+            )
+        elif self._failures:
             logger.info(
                 "roots/list #%d answered after %d failed attempt(s); roots: %s",
                 request.generation,
