@@ -674,6 +674,29 @@ async def test_answer_arriving_after_close_is_not_applied(dirs: dict[str, Path])
     assert paths_of(cache.current()) == [dirs["fallback"]]  # ...and was not applied
 
 
+async def test_aclose_from_inside_fetch_does_not_deadlock(dirs: dict[str, Path]) -> None:
+    client = FakeClient([dirs["a"]])
+    cache = make_cache(client, dirs)
+
+    async def closes(snapshot: Answer) -> object:
+        # A transport that tears the connection down while answering, inside a shielded section: aclose()
+        # must not wait for the worker, which waits for this very fetch. (Bounded so a failure cannot hang.)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+            await cache.aclose()
+        return snapshot
+
+    client.script.append(closes)
+    cache.set_capabilities(roots=True, list_changed=True)
+    t0 = anyio.current_time()
+    with anyio.fail_after(2):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cache.run)
+            cache.start()
+    assert anyio.current_time() - t0 < 0.5, "aclose() inside fetch waited for the worker"
+    assert client.calls == 1
+    assert paths_of(cache.current()) == [dirs["fallback"]]  # the answer came after close: not applied
+
+
 async def test_run_refuses_to_run_twice(dirs: dict[str, Path]) -> None:
     cache = make_cache(FakeClient([dirs["a"]]), dirs)
     cache.set_capabilities(roots=True, list_changed=True)
