@@ -14,7 +14,18 @@ import anyio
 import pytest
 from mcp.client import Client
 from mcp.server import Server, ServerRequestContext
-from mcp_types import INTERNAL_ERROR, ErrorData, ListRootsResult, NotificationParams, Root
+from mcp_types import (
+    INTERNAL_ERROR,
+    CallToolRequestParams,
+    CallToolResult,
+    ErrorData,
+    ListRootsResult,
+    ListToolsResult,
+    NotificationParams,
+    Root,
+    TextContent,
+    Tool,
+)
 
 from mcp_roots import RootsCache, RootSet, path_to_uri
 
@@ -25,8 +36,8 @@ pytestmark = [
 ]
 
 
-def serve_roots(fallback: RootSet, caches: list[RootsCache]) -> Server[Any]:
-    server: Server[Any] = Server("roots-cache-test")
+def serve_roots(fallback: RootSet, caches: list[RootsCache], **handlers: Any) -> Server[Any]:
+    server: Server[Any] = Server("roots-cache-test", **handlers)
 
     async def initialized(ctx: ServerRequestContext[Any, Any], params: NotificationParams) -> None:
         connection = ctx.session._connection  # the per-connection object; no public accessor in mcp 2.3
@@ -35,6 +46,8 @@ def serve_roots(fallback: RootSet, caches: list[RootsCache]) -> Server[Any]:
             lambda: connection.send_raw_request("roots/list", None),
             fallback=fallback,
             timeout=2.0,
+            debounce=0.002,
+            max_wait=0.02,
         )
         declared = caps is not None and caps.roots is not None
         cache.set_capabilities(roots=declared, list_changed=declared and bool(caps.roots.list_changed))  # type: ignore[union-attr]
@@ -118,3 +131,45 @@ async def test_sdk_client_without_roots_callback_gets_the_fallback(tmp_path: Pat
         await client.send_roots_list_changed()
         await anyio.sleep(0.05)
         assert cache.current() == fallback
+
+
+async def test_sdk_tool_call_right_after_list_changed_sees_the_new_roots(tmp_path: Path) -> None:
+    """Stale-read protection end to end: list_changed then at once a tools/call, 30 times. A tool that
+    awaits fresh() never sees the withdrawn root; the control, reading current(), does."""
+    dirs = [tmp_path / "d0", tmp_path / "d1"]
+    for d in dirs:
+        d.mkdir()
+    dirs = [d.resolve() for d in dirs]
+    turn = 0
+    caches: list[RootsCache] = []
+
+    async def list_roots(context: object) -> ListRootsResult:
+        return ListRootsResult(roots=[Root(uri=path_to_uri(str(dirs[turn % 2])))])
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any], params: object) -> ListToolsResult:
+        schema = {"type": "object", "properties": {"read": {"type": "string"}}}
+        return ListToolsResult(tools=[Tool(name="root", input_schema=schema)])
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
+        cache = caches[-1]
+        roots = await cache.fresh() if (params.arguments or {}).get("read") == "fresh" else cache.current()
+        return CallToolResult(content=[TextContent(type="text", text=str(roots.paths[0]))])
+
+    stale = {"fresh": 0, "current": 0}
+    server = serve_roots(
+        RootSet.empty(source="fallback"), caches, on_call_tool=call_tool, on_list_tools=list_tools
+    )
+    async with Client(server, mode="legacy", list_roots_callback=list_roots) as client:
+        cache = await wait_for_cache(caches)
+        await cache.fresh()
+        for read in ("current", "fresh"):
+            for _ in range(30):
+                turn += 1
+                await client.send_roots_list_changed()
+                result = await client.call_tool("root", {"read": read})
+                content = result.content[0]
+                assert isinstance(content, TextContent)
+                stale[read] += content.text != str(dirs[turn % 2])
+                await cache.fresh()  # let the control's refresh land before the next round
+    assert stale["current"] > 0, "the control never read stale roots: the race was not exercised"
+    assert stale["fresh"] == 0, stale
