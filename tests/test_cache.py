@@ -369,6 +369,44 @@ async def test_error_keeps_previous_roots_then_next_notification_recovers(dirs: 
         assert client.calls == 3
 
 
+async def test_failed_first_answer_is_retried_by_a_later_tool_call_without_list_changed(
+    dirs: dict[str, Path],
+) -> None:
+    # A client that declared roots without listChanged never sends a notification: after its first answer
+    # failed, only a tool call can bring the roots back (mcp-bash's refresh stayed dead for the session).
+    client = FakeClient([dirs["a"]])
+
+    async def fails(snapshot: Answer) -> object:
+        raise RuntimeError("JSON-RPC error -32603: not ready yet")
+
+    client.script.append(fails)
+    async with running(make_cache(client, dirs, timeout=0.1), list_changed=False) as cache:
+        assert paths_of(await cache.fresh()) == [dirs["fallback"]]
+        for _ in range(20):  # tool calls inside the retry interval do not hammer the client
+            await cache.fresh()
+        assert client.calls == 1
+        await anyio.sleep(0.12)
+        await cache.fresh()  # schedules the retry, does not wait for it
+        await until(lambda: cache.current().source == "client")
+        assert paths_of(await cache.fresh()) == [dirs["a"]]
+    assert client.calls == 2
+
+
+async def test_retries_of_a_failing_client_are_rate_limited(dirs: dict[str, Path]) -> None:
+    client = FakeClient([dirs["a"]])
+
+    async def fails(snapshot: Answer) -> object:
+        raise RuntimeError("JSON-RPC error -32603")
+
+    client.script.extend([fails] * 100)
+    async with running(make_cache(client, dirs, timeout=0.1), list_changed=False) as cache:
+        t0 = anyio.current_time()
+        while anyio.current_time() - t0 < 0.5:
+            await cache.fresh()
+            await anyio.sleep(0.005)
+    assert 3 <= client.calls <= 7, client.calls  # about one request per 0.1 s, not one per tool call
+
+
 MALFORMED = [
     None,
     42,

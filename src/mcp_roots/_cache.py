@@ -153,6 +153,8 @@ class RootsCache:
         self._first_deadline: float | None = None
         self._progress: anyio.Event | None = None
         self._failures = 0
+        self._in_flight = False
+        self._retry_not_before = 0.0
         self._said_first_timeout = False
         self._said_stale = False
         self._said_late = False
@@ -267,6 +269,7 @@ class RootsCache:
             # A tool call can arrive before start(): the first-answer budget starts with it.
             self._first_deadline = now + self._first_answer_timeout
         target = self._triggers
+        self._maybe_retry(now)
         while self._can_fetch and not (self._settled_once and self._settled >= target):
             bound = deadline if self._settled_once else min(deadline, self._first_deadline)
             remaining = bound - self._clock()
@@ -279,6 +282,20 @@ class RootsCache:
             with anyio.move_on_after(remaining):
                 await progress.wait()
         return self._current
+
+    def _maybe_retry(self, now: float) -> None:
+        # After a failed refresh, a client without listChanged would never be asked again. A tool call
+        # then schedules one retry, at most once per `timeout` seconds, and does not wait for it.
+        if not self._failures or self._in_flight or self._immediate or self._burst_first is not None:
+            return
+        if now < self._retry_not_before:
+            return
+        self._retry_not_before = now + self._timeout
+        logger.debug("retrying roots/list after %d failed attempt(s)", self._failures)
+        self._immediate = True
+        self._triggers += 1
+        if self._started and self._wakeup is not None:
+            self._wakeup.set()
 
     def _say_wait_timed_out(self) -> None:
         if not self._settled_once:
@@ -362,8 +379,12 @@ class RootsCache:
 
     async def _send(self, fetches: TaskGroup, request: _Request) -> None:
         fetches.start_soon(self._fetch_one, request, name=f"roots/list #{request.generation}")
-        with anyio.move_on_after(self._timeout):
-            await request.done.wait()
+        self._in_flight = True
+        try:
+            with anyio.move_on_after(self._timeout):
+                await request.done.wait()
+        finally:
+            self._in_flight = False
         if request.done.is_set():
             return
         # Stop waiting, and ask the fetch to stop. A fetch that ignores cancellation may still answer
@@ -448,6 +469,8 @@ class RootsCache:
             self._progress = None
 
     def _failed(self, request: _Request, why: str) -> None:
+        if not self._failures:
+            self._retry_not_before = self._clock() + self._timeout
         self._failures += 1
         if request.abandoned and why.startswith("failed"):
             level = logging.DEBUG  # the timeout of this request was already reported
