@@ -259,7 +259,8 @@ class RootsCache:
 
         Waits (at most ``timeout`` seconds, default the cache's timeout plus max_wait) for the refresh that
         any earlier list_changed triggered, and before the first answer for that answer (at most
-        first_answer_timeout after :meth:`start`). On timeout returns :meth:`current` and logs it.
+        first_answer_timeout after :meth:`start`). On timeout returns :meth:`current` and logs it. After a
+        failed refresh it also schedules a retry (at most one per ``timeout`` seconds) without waiting for it.
         """
         if not self._can_fetch:
             return self._current
