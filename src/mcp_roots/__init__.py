@@ -3,6 +3,7 @@
 The public API is what ``__all__`` lists; every module behind it is private.
 """
 
+from ._cache import RootsCache
 from ._errors import (
     BrokerError,
     BrokeringUnavailable,
@@ -30,6 +31,7 @@ __all__ = [
     "PathOutsideRoots",
     "Root",
     "RootSet",
+    "RootsCache",
     "RootsError",
     "RootsProvider",
     "RootsUnavailable",
