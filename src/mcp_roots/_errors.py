@@ -7,6 +7,7 @@ roots, or roots that cannot be had at all.
 from __future__ import annotations
 
 __all__ = [
+    "FileTooLarge",
     "InvalidPath",
     "InvalidRootURI",
     "PathOutsideRoots",
@@ -29,6 +30,10 @@ class InvalidRootURI(RootsError, ValueError):
 class InvalidPath(RootsError, ValueError):
     """A path is not a usable path at all: empty, not a string, a NUL byte, too long, or not resolvable
     to something an operation can act on."""
+
+
+class FileTooLarge(RootsError, ValueError):
+    """A read found more bytes than the ``max_bytes`` the caller allowed."""
 
 
 # --- Paths that are well formed but not allowed ------------------------------------------------------
