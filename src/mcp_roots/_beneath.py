@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import logging
 import os
 import platform
@@ -109,6 +110,7 @@ def _load_syscall() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
 
 
 _syscall = _load_syscall()
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 _HOW_SIZE = ctypes.sizeof(_OpenHow)
 _hows: dict[tuple[int, int], _OpenHow] = {}
 
@@ -158,7 +160,7 @@ def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
         mode = 0
     if use_openat2 and _syscall is not None:
         how = _how(flags, mode)
-        path = os.fsencode(rel) if rel else b"."
+        path = rel.encode(_FS_ENCODING, _FS_ERRORS) if rel else b"."
         for _ in range(EAGAIN_RETRIES):
             fd: int = _syscall(_OPENAT2_NR, dirfd, path, ctypes.byref(how), _HOW_SIZE)
             if fd >= 0:
@@ -377,8 +379,8 @@ def open_file(dirfd: int, rel: str, flags: int, mode: int = 0o666) -> int:
                     raise _oserror(errno.EISDIR)
                 return fd  # the builtin open reports directories itself
             raise NotRegularFile(file_kind(kind))
-        if not flags & O_NONBLOCK:
-            os.set_blocking(fd, True)
+        if not flags & O_NONBLOCK:  # one F_SETFL: creation and access bits are ignored by it
+            fcntl.fcntl(fd, fcntl.F_SETFL, flags)
         return fd
     except BaseException:
         os.close(fd)

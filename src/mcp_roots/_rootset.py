@@ -7,6 +7,7 @@ is one dict probe per component of the path, whatever the number of roots.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
@@ -464,8 +465,8 @@ class RootSet:
     def _outside(self, text: str, why: str = "is outside the allowed roots") -> PathOutsideRoots:
         return PathOutsideRoots(f"Access denied: {_describe(text)} {why} ({self.describe()})")
 
-    def _absolute(self, path: object) -> tuple[str, list[str]]:
-        """The checked text of ``path`` (relative paths joined to the first root) and its components."""
+    def _absolute(self, path: object) -> str:
+        """The checked text of ``path``, relative paths joined to the first root."""
         if os.name == "nt":  # pragma: no cover - see docs/design.md
             raise NotImplementedError("the race-free RootSet operations are not available on Windows yet")
         text = _checked_text(path)
@@ -473,7 +474,7 @@ class RootSet:
             if not self._roots:
                 raise PathOutsideRoots(f"Access denied: {text!r} is relative and there are no allowed roots")
             text = os.path.join(str(self._roots[0].path), text)
-        return text, [c for c in text.split("/") if c and c != "."]
+        return text
 
     def _lexical_roots(self, parts: list[str]) -> Iterator[tuple[Root, list[str]]]:
         """Roots that are a whole-component prefix of ``parts``, innermost first, with the rest of it."""
@@ -483,8 +484,9 @@ class RootSet:
             if root is not None:
                 yield root, parts[i:]
 
-    def _at(self, text: str, parts: list[str], op: Callable[[int, str], _T]) -> _T:
-        """Run ``op(root_descriptor, relative_path)`` for the path ``parts`` (``text`` names it in errors)."""
+    def _at(self, text: str, op: Callable[[int, str], _T], parts: list[str] | None = None) -> _T:
+        """Run ``op(root_descriptor, relative_path)`` for the path ``text`` (or its components ``parts``
+        when given), naming ``text`` in errors."""
         try:
             return self._at_unnamed(text, parts, op)
         except RootsError:
@@ -500,23 +502,36 @@ class RootSet:
                 raise OSError(exc.errno, exc.strerror, text) from None
             raise
 
-    def _at_unnamed(self, text: str, parts: list[str], op: Callable[[int, str], _T]) -> _T:
-        dotdot = ".." in parts
-        for root, rest in self._lexical_roots(parts):
-            if _climbs(rest):
-                continue
-            descriptor = self._descriptors.get(str(root.path))
-            try:
-                return op(descriptor.fd, "/".join(rest))
-            except Escape:
-                if dotdot:
-                    raise self._outside(text, "leaves its root (through '..' or a symlink)") from None
-                break
+    def _at_unnamed(self, text: str, parts: list[str] | None, op: Callable[[int, str], _T]) -> _T:
+        if parts is None and "/." not in text and "//" not in text:
+            # The common case, kept cheap: no '.', '..' or empty component, so the innermost root that
+            # prefixes the text is the one, found by the same probe contains() uses.
+            root = self._lookup(text)
+            if root is not None:
+                root_path = str(root.path)
+                descriptor = self._descriptors.get(root_path)
+                with contextlib.suppress(Escape):
+                    return op(descriptor.fd, text[len(root_path) :].lstrip("/"))
         else:
-            if dotdot:
-                raise self._outside(text, "climbs out of its root with '..' (refused even if it comes back)")
+            parts = _split(text) if parts is None else parts
+            dotdot = ".." in parts
+            for root, rest in self._lexical_roots(parts):
+                if _climbs(rest):
+                    continue
+                descriptor = self._descriptors.get(str(root.path))
+                try:
+                    return op(descriptor.fd, "/".join(rest))
+                except Escape:
+                    if dotdot:
+                        raise self._outside(text, "leaves its root (through '..' or a symlink)") from None
+                    break
+            else:
+                if dotdot:
+                    raise self._outside(
+                        text, "climbs out of its root with '..' (refused even if it comes back)"
+                    )
         # No root is a lexical prefix, or a symlink led out of it: let the canonical path pick the root.
-        canonical = self._canonical("/" + "/".join(parts))
+        canonical = self._canonical(text if parts is None else "/" + "/".join(parts))
         landed = self._lookup(canonical)
         if landed is None:
             raise self._outside(text)
@@ -530,7 +545,8 @@ class RootSet:
     def _in_parent(self, path: object, op: Callable[[int, str], _T], verb: str) -> _T:
         """Run ``op(parent_directory_descriptor, final_name)``: the parent is opened beneath a root, the
         final name is acted on as it is (a symlink there is never followed)."""
-        text, parts = self._absolute(path)
+        text = self._absolute(path)
+        parts = _split(text)
         if not parts or parts[-1] == "..":
             raise InvalidPath(f"path {_describe(text)} does not end in a name that can be {verb}")
         name = parts[-1]
@@ -548,7 +564,7 @@ class RootSet:
             finally:
                 os.close(parent)
 
-        return self._at(text, parts[:-1], in_parent)
+        return self._at(text, in_parent, parts[:-1])
 
     def open(
         self,
@@ -565,25 +581,25 @@ class RootSet:
         meanwhile can lead outside. FIFOs, devices and sockets raise :class:`InvalidPath` instead of
         blocking; a file created by ``"w"``/``"a"``/``"x"`` is created beneath the root.
         """
-        text, parts = self._absolute(path)
+        text = self._absolute(path)
 
         def opener(_name: str, flags: int) -> int:
-            return self._at(text, parts, lambda fd, rel: open_file(fd, rel, flags))
+            return self._at(text, lambda fd, rel: open_file(fd, rel, flags))
 
         return open(text, mode, buffering, encoding, errors, newline, opener=opener)
 
     def open_fd(self, path: str | os.PathLike[str], flags: int, mode: int = 0o777) -> int:
         """The descriptor-level open: ``os.open(path, flags, mode)`` confined to the roots. ``O_CLOEXEC``
         is always added; no file-type check is made (pass ``O_NONBLOCK`` yourself if that matters)."""
-        text, parts = self._absolute(path)
-        return self._at(text, parts, lambda fd, rel: open_beneath(fd, rel, flags, mode))
+        text = self._absolute(path)
+        return self._at(text, lambda fd, rel: open_beneath(fd, rel, flags, mode))
 
     def read_bytes(self, path: str | os.PathLike[str], *, max_bytes: int | None = None) -> bytes:
         """The contents of a regular file inside the roots; :class:`FileTooLarge` past ``max_bytes``."""
         if max_bytes is not None and max_bytes < 0:
             raise ValueError(f"max_bytes must be None or >= 0, not {max_bytes!r}")
-        text, parts = self._absolute(path)
-        fd = self._at(text, parts, lambda d, rel: open_file(d, rel, os.O_RDONLY))
+        text = self._absolute(path)
+        fd = self._at(text, lambda d, rel: open_file(d, rel, os.O_RDONLY))
         try:
             if stat.S_ISDIR(os.fstat(fd).st_mode):
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), text)
@@ -611,7 +627,8 @@ class RootSet:
         data = bytes(data)
         target: object = path
         for _ in range(SYMLOOP_MAX + 1):
-            text, parts = self._absolute(target)
+            text = self._absolute(target)
+            parts = _split(text)
             root = self._index.get(self._fold("/" + "/".join(parts))) if ".." not in parts else None
             if root is not None and not self._descriptors.get(str(root.path)).is_dir:
                 with self.open(text, "wb") as f:
@@ -644,8 +661,8 @@ class RootSet:
         self.write_bytes(path, text.encode(encoding))
 
     def _open_dir(self, path: str | os.PathLike[str]) -> tuple[str, int]:
-        text, parts = self._absolute(path)
-        return text, self._at(text, parts, lambda fd, rel: open_beneath(fd, rel, LIST_FLAGS))
+        text = self._absolute(path)
+        return text, self._at(text, lambda fd, rel: open_beneath(fd, rel, LIST_FLAGS))
 
     def listdir(self, path: str | os.PathLike[str]) -> list[str]:
         """The names in a directory inside the roots, like :func:`os.listdir`."""
@@ -686,9 +703,9 @@ class RootSet:
 
     def stat(self, path: str | os.PathLike[str]) -> os.stat_result:
         """:func:`os.stat` of a path inside the roots (symlinks followed while they stay inside)."""
-        text, parts = self._absolute(path)
+        text = self._absolute(path)
         flags = O_PATH or (os.O_RDONLY | _beneath.O_NONBLOCK)
-        fd = self._at(text, parts, lambda d, rel: open_beneath(d, rel, flags))
+        fd = self._at(text, lambda d, rel: open_beneath(d, rel, flags))
         try:
             return os.fstat(fd)
         finally:
@@ -696,7 +713,8 @@ class RootSet:
 
     def mkdir(self, path: str | os.PathLike[str], *, parents: bool = False, exist_ok: bool = False) -> None:
         """Create a directory inside the roots (``parents``, ``exist_ok`` as in pathlib.Path.mkdir)."""
-        text, parts = self._absolute(path)
+        text = self._absolute(path)
+        parts = _split(text)
         if parts and ".." not in parts and self._index.get(self._fold("/" + "/".join(parts))) is not None:
             if exist_ok:
                 return
@@ -720,8 +738,8 @@ class RootSet:
     def rename(self, src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         """Rename ``src`` to ``dst``, both inside the roots (like :func:`os.rename`; the final names are
         not followed)."""
-        src_text, _ = self._absolute(src)
-        dst_text, _ = self._absolute(dst)
+        src_text = self._absolute(src)
+        dst_text = self._absolute(dst)
 
         def from_parent(src_dir: int, src_name: str) -> None:
             def to_parent(dst_dir: int, dst_name: str) -> None:
@@ -749,6 +767,11 @@ class RootSet:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _split(text: str) -> list[str]:
+    """The components of a path, without empty ones and '.' ('..' stays: its meaning is physical)."""
+    return [c for c in text.split("/") if c and c != "."]
 
 
 def _climbs(rest: list[str]) -> bool:
