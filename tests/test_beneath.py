@@ -479,3 +479,13 @@ def test_contains_uses_one_descriptor_open_for_an_existing_path(
     assert lstats == []  # no name-by-name walk for an existing path
     assert roots.contains(tree / "root" / "a" / "new")
     assert lstats  # a path that does not exist yet still goes through the walk
+
+
+def test_a_file_root_with_dotdot_is_not_the_file(tree: Path) -> None:
+    file_root = tree / "root" / "f"
+    roots = RootSet.from_paths([file_root])
+    assert roots.contains(file_root)
+    assert roots.contains(str(file_root) + "/")
+    assert not roots.contains(str(file_root) + "/..")
+    with pytest.raises(PathOutsideRoots):
+        roots.read_text(str(file_root) + "/..")

@@ -173,7 +173,7 @@ def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
             if code == errno.ENOSYS or (code == errno.EPERM and _openat2_refused(dirfd)):
                 _stop_openat2(os.strerror(code))
                 break
-            if code == errno.ENOTDIR and not rel.strip("/."):
+            if code == errno.ENOTDIR and rel in ("", ".", "/"):
                 return _reopen_self(dirfd, flags, mode)
             raise _oserror(code)
     return walk_open(dirfd, rel, flags, mode)
