@@ -489,3 +489,37 @@ def test_a_file_root_with_dotdot_is_not_the_file(tree: Path) -> None:
     assert not roots.contains(str(file_root) + "/..")
     with pytest.raises(PathOutsideRoots):
         roots.read_text(str(file_root) + "/..")
+
+
+def test_close_while_other_threads_operate_never_breaks_them(tree: Path) -> None:
+    """close() drops the descriptors while operations in other threads still hold them: those finish on
+    the descriptor they started with (no EBADF, no reused number), later ones reopen."""
+    import threading
+    import time
+
+    roots = RootSet.from_paths([tree / "root"])
+    failures: list[BaseException] = []
+    reads = [0]
+    stop = time.monotonic() + 0.5
+
+    def reader() -> None:
+        while time.monotonic() < stop:
+            try:
+                assert roots.read_text("f") == "inside"
+                reads[0] += 1
+            except BaseException as exc:
+                failures.append(exc)
+                return
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    closes = 0
+    while time.monotonic() < stop:
+        roots.close()
+        closes += 1
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert reads[0] > 0
+    assert closes > 0
