@@ -68,6 +68,8 @@ def main() -> None:
         measure("realpath + check + open + close", realpath_check_open)
         measure("os.open(p) + os.close", lambda p: os.close(os.open(p, os.O_RDONLY | os.O_CLOEXEC)))
         measure("RootSet.open_fd(p) + os.close, openat2", lambda p: os.close(roots.open_fd(p, os.O_RDONLY)))
+        measure("Path(p).read_bytes()", lambda p: p.read_bytes())
+        measure("RootSet.read_bytes(p), openat2", roots.read_bytes)
         measure("os.path.realpath(p)", os.path.realpath)
         measure("RootSet.contains(p), openat2", roots.contains)
         measure("RootSet.contains(p), name walk", roots.contains, "walk")

@@ -523,3 +523,19 @@ def test_close_while_other_threads_operate_never_breaks_them(tree: Path) -> None
     assert failures == []
     assert reads[0] > 0
     assert closes > 0
+
+
+def test_innermost_root_matches_the_component_probe(tmp_path: Path) -> None:
+    names = ["a", "ab", "a/b", "a/b/c", "abc/d", "x" * 30, "a/bc"]
+    for name in names:
+        (tmp_path / name).mkdir(parents=True, exist_ok=True)
+    roots = RootSet.from_paths([tmp_path / n for n in names])
+    probes = [
+        f"{tmp_path}/{rest}"
+        for rest in ["a", "a/", "a/b", "a/bx", "a/b/c/d", "ab/c", "abc", "abc/d/e", "a/bc/d", "x" * 31, "zz"]
+    ]
+    for text in [*probes, str(tmp_path), "/", "/x"]:
+        assert roots._innermost_root(text) == roots._lookup(text), text
+    everything = RootSet.from_paths(["/", tmp_path / "a"])
+    for text in [*probes, "/", "/x"]:
+        assert everything._innermost_root(text) == everything._lookup(text), text

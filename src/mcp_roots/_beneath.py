@@ -317,10 +317,13 @@ MAX_OPEN_ROOTS = 64
 class RootDescriptors:
     """The lazily opened descriptors of one RootSet's roots, keyed by canonical root path."""
 
-    __slots__ = ("_open",)
+    __slots__ = ("_open", "lengths")
 
     def __init__(self) -> None:
         self._open: dict[str, Descriptor] = {}
+        # The distinct lengths of the root paths, longest first, computed on first use by RootSet (it is
+        # frozen; this holder is its per-set scratch space).
+        self.lengths: tuple[int, ...] | None = None
 
     def get(self, path: str) -> Descriptor:
         found = self._open.get(path)

@@ -442,7 +442,7 @@ class RootSet:
         kernel's name for the descriptor; None whenever that cannot answer (the caller then walks)."""
         if not _beneath.use_openat2 or not self._index:
             return None
-        root = self._lookup(text)
+        root = self._innermost_root(text)
         if root is None:
             return None
         root_path = str(root.path)
@@ -460,6 +460,23 @@ class RootSet:
         # or replaced since its descriptor was opened goes back to the name-by-name walk.
         if real is not None and (real == root_path or real.startswith(root_path.rstrip("/") + "/")):
             return real
+        return None
+
+    def _innermost_root(self, text: str) -> Root | None:
+        """:meth:`_lookup` for an absolute path on a platform that compares paths exactly: one dict probe
+        per distinct root-path length (usually one or a few) instead of one per component."""
+        lengths = self._descriptors.lengths
+        if lengths is None:
+            lengths = tuple(sorted({len(key) for key in self._index}, reverse=True))
+            self._descriptors.lengths = lengths
+        if self._fold is not _fold_exact or len(lengths) > 16:
+            return self._lookup(text)
+        index, size = self._index, len(text)
+        for length in lengths:
+            if length == size or (length < size and (text[length] == "/" or length == 1)):
+                root = index.get(text[:length])
+                if root is not None:
+                    return root
         return None
 
     def _outside(self, text: str, why: str = "is outside the allowed roots") -> PathOutsideRoots:
@@ -505,8 +522,8 @@ class RootSet:
     def _at_unnamed(self, text: str, parts: list[str] | None, op: Callable[[int, str], _T]) -> _T:
         if parts is None and "/." not in text and "//" not in text:
             # The common case, kept cheap: no '.', '..' or empty component, so the innermost root that
-            # prefixes the text is the one, found by the same probe contains() uses.
-            root = self._lookup(text)
+            # prefixes the text is the one.
+            root = self._innermost_root(text)
             if root is not None:
                 root_path = str(root.path)
                 descriptor = self._descriptors.get(root_path)
