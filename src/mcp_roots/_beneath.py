@@ -363,7 +363,16 @@ def fd_path(fd: int) -> str | None:
 
 def open_file(dirfd: int, rel: str, flags: int, mode: int = 0o666) -> int:
     """Open a regular file beneath ``dirfd``. FIFOs, devices and sockets raise NotRegularFile without
-    blocking (the open is O_NONBLOCK; the flag is cleared again for a regular file)."""
+    blocking (the open is O_NONBLOCK; the flag is cleared again for a regular file). A directory opened
+    read-only is returned (the builtin open reports it itself)."""
+    return open_regular(dirfd, rel, flags, mode, allow_dir=True)[0]
+
+
+def open_regular(
+    dirfd: int, rel: str, flags: int, mode: int = 0o666, *, allow_dir: bool = False
+) -> tuple[int, os.stat_result]:
+    """:func:`open_file` that also returns the file's fstat; a directory raises IsADirectoryError unless
+    ``allow_dir`` (and the access is read-only)."""
     try:
         fd = open_beneath(dirfd, rel, flags | O_NONBLOCK, mode)
     except OSError as exc:
@@ -375,26 +384,27 @@ def open_file(dirfd: int, rel: str, flags: int, mode: int = 0o666) -> int:
         finally:
             os.close(probe)
     try:
-        kind = os.fstat(fd).st_mode
+        st = os.fstat(fd)
+        kind = st.st_mode
         if not stat.S_ISREG(kind):
             if stat.S_ISDIR(kind):
-                if flags & (os.O_WRONLY | os.O_RDWR):
+                if not allow_dir or flags & (os.O_WRONLY | os.O_RDWR):
                     raise _oserror(errno.EISDIR)
-                return fd  # the builtin open reports directories itself
+                return fd, st
             raise NotRegularFile(file_kind(kind))
         if not flags & O_NONBLOCK:  # one F_SETFL: creation and access bits are ignored by it
             fcntl.fcntl(fd, fcntl.F_SETFL, flags)
-        return fd
+        return fd, st
     except BaseException:
         os.close(fd)
         raise
 
 
-def read_fd(fd: int, max_bytes: int | None) -> bytes:
-    """Read a whole file, at most ``max_bytes`` (None: no limit); raises OverflowError past the limit."""
+def read_fd(fd: int, max_bytes: int | None, size: int) -> bytes:
+    """Read a whole file whose fstat says ``size`` bytes (it may have grown), at most ``max_bytes`` (None:
+    no limit); raises OverflowError past the limit."""
     chunks: list[bytes] = []
     total = 0
-    size = os.fstat(fd).st_size
     want = max(size + 1, 8192) if max_bytes is None else min(max(size + 1, 8192), max_bytes + 1)
     while True:
         chunk = os.read(fd, want)

@@ -36,6 +36,7 @@ from ._beneath import (
     mkdir_at,
     open_beneath,
     open_file,
+    open_regular,
     read_fd,
     remove_at,
     write_atomic,
@@ -616,11 +617,9 @@ class RootSet:
         if max_bytes is not None and max_bytes < 0:
             raise ValueError(f"max_bytes must be None or >= 0, not {max_bytes!r}")
         text = self._absolute(path)
-        fd = self._at(text, lambda d, rel: open_file(d, rel, os.O_RDONLY))
+        fd, st = self._at(text, lambda d, rel: open_regular(d, rel, os.O_RDONLY))
         try:
-            if stat.S_ISDIR(os.fstat(fd).st_mode):
-                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), text)
-            return read_fd(fd, max_bytes)
+            return read_fd(fd, max_bytes, st.st_size)
         except OverflowError:
             raise FileTooLarge(f"{_describe(text)} is larger than max_bytes={max_bytes}") from None
         finally:
