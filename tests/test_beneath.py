@@ -192,6 +192,8 @@ def test_atomic_write_keeps_mode_and_never_leaves_its_temp_file(tree: Path, stra
     # A data object that fails half-way is refused before anything is created.
     with pytest.raises(TypeError):
         roots.write_bytes("g", "not bytes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        roots.write_bytes("g", 5)  # type: ignore[arg-type]
     assert sorted(os.listdir(tree / "root")) == ["f", "sub"]
 
 

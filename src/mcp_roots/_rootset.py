@@ -640,6 +640,8 @@ class RootSet:
         """Replace (or create) a file inside the roots atomically: temporary file in the same directory,
         fsync, rename. A symlink as the final name is followed while its target stays inside the roots;
         a root that is a file is rewritten in place (there is no directory to stage a temporary file in)."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"data must be bytes-like, not {type(data).__name__}")
         data = bytes(data)
         target: object = path
         for _ in range(SYMLOOP_MAX + 1):
