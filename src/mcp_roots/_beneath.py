@@ -158,6 +158,14 @@ def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
     flags |= O_CLOEXEC
     if not (flags & O_CREAT or (O_TMPFILE and flags & O_TMPFILE == O_TMPFILE)):
         mode = 0
+    if "/" not in rel and rel not in ("", ".", "..") and not flags & O_PATH:
+        # One plain name: an openat with O_NOFOLLOW cannot leave dirfd, and costs less than openat2
+        # through ctypes. A symlink there (ELOOP; ENOTDIR or EMLINK on some systems) takes the full path.
+        try:
+            return os.open(rel, flags | O_NOFOLLOW, mode, dir_fd=dirfd)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) or flags & O_NOFOLLOW:
+                raise
     if use_openat2 and _syscall is not None:
         how = _how(flags, mode)
         path = rel.encode(_FS_ENCODING, _FS_ERRORS) if rel else b"."
