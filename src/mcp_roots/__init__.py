@@ -3,11 +3,13 @@
 The public API is what ``__all__`` lists; every module behind it is private.
 """
 
+from ._beneath import Entry
 from ._cache import RootsCache
 from ._errors import (
     BrokerError,
     BrokeringUnavailable,
     ConfigError,
+    FileTooLarge,
     InvalidPath,
     InvalidRootURI,
     PathOutsideRoots,
@@ -26,6 +28,8 @@ __all__ = [
     "BrokeringUnavailable",
     "ConfigError",
     "ConsentRequest",
+    "Entry",
+    "FileTooLarge",
     "InvalidPath",
     "InvalidRootURI",
     "PathOutsideRoots",
