@@ -3,10 +3,13 @@
 The public API is what ``__all__`` lists; every module behind it is private.
 """
 
+from ._beneath import Entry
+from ._cache import RootsCache
 from ._errors import (
     BrokerError,
     BrokeringUnavailable,
     ConfigError,
+    FileTooLarge,
     InvalidPath,
     InvalidRootURI,
     PathOutsideRoots,
@@ -25,11 +28,14 @@ __all__ = [
     "BrokeringUnavailable",
     "ConfigError",
     "ConsentRequest",
+    "Entry",
+    "FileTooLarge",
     "InvalidPath",
     "InvalidRootURI",
     "PathOutsideRoots",
     "Root",
     "RootSet",
+    "RootsCache",
     "RootsError",
     "RootsProvider",
     "RootsUnavailable",

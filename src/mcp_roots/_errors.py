@@ -10,6 +10,7 @@ __all__ = [
     "BrokerError",
     "BrokeringUnavailable",
     "ConfigError",
+    "FileTooLarge",
     "InvalidPath",
     "InvalidRootURI",
     "PathOutsideRoots",
@@ -39,6 +40,10 @@ class ConfigError(RootsError, ValueError):
     """A fallback-roots source is unusable: a bad entry in the flag or ``MCP_ROOTS``, a config file that is
     not valid JSON or not the expected shape, or a project root that does not exist. The message names the
     source (and, for a file, the line)."""
+
+
+class FileTooLarge(RootsError, ValueError):
+    """A read found more bytes than the ``max_bytes`` the caller allowed."""
 
 
 # --- Paths that are well formed but not allowed ------------------------------------------------------

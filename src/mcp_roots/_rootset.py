@@ -7,6 +7,8 @@ is one dict probe per component of the path, whatever the number of roots.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import os
@@ -17,12 +19,34 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import IO, Any, TypeVar
 
-from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots
+from . import _beneath
+from ._beneath import (
+    DIR_FLAGS,
+    LIST_FLAGS,
+    O_PATH,
+    Entry,
+    Escape,
+    NotRegularFile,
+    RootDescriptors,
+    fd_path,
+    list_entries,
+    mkdir_at,
+    open_beneath,
+    open_file,
+    open_regular,
+    read_fd,
+    remove_at,
+    write_atomic,
+)
+from ._errors import FileTooLarge, InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError
 from ._uri import path_to_uri, uri_to_path
 
 __all__ = ["Root", "RootSet"]
+
+_T = TypeVar("_T")
 
 logger = logging.getLogger("mcp_roots")
 
@@ -241,6 +265,11 @@ class RootSet:
     source: str = "explicit"
     _fold: Callable[[str], str] = field(default=fold_for(sys.platform), repr=False)
     _index: Mapping[str, Root] = field(default_factory=dict, repr=False)
+    # Lazily opened root descriptors for the race-free operations. Not an init field: a RootSet built from
+    # another (with_source, replace) gets its own, and they close when this RootSet is garbage collected.
+    _descriptors: RootDescriptors = field(
+        default_factory=RootDescriptors, init=False, repr=False, compare=False
+    )
 
     # -- construction --
 
@@ -368,6 +397,9 @@ class RootSet:
             text = os.path.join(str(self._roots[0].path), text)
         if os.name == "nt":  # pragma: no cover - best effort, see docs/design.md
             return os.path.realpath(text)
+        fast = self._canonical_by_descriptor(text)
+        if fast is not None:
+            return fast
         try:
             return canonicalize(text)
         except _Unresolvable as exc:
@@ -436,6 +468,381 @@ class RootSet:
             "MCP_ROOTS_PATHS": "\n".join(str(p) for p in self.paths),
             "MCP_ROOTS_COUNT": str(len(self._roots)),
         }
+
+    # -- race-free operations (resolution relative to root descriptors; see _beneath) --------------------
+    #
+    # Every operation picks the innermost root whose path is a whole-component prefix of the (absolute)
+    # path and resolves the rest beneath that root's descriptor. When that resolution would leave the root
+    # through a symlink (into another root, say), the canonical path picks the root again and the rest is
+    # resolved beneath *that* root's descriptor: still race-free, since that open is itself confined. A
+    # path that climbs out of its root with '..' is refused, even where it would come back in (Go's
+    # os.Root does the same). See docs/design.md, "Race-free operations".
+
+    def _canonical_by_descriptor(self, text: str) -> str | None:
+        """The canonical path of an existing ``text`` from one openat2(O_PATH) beneath its root and the
+        kernel's name for the descriptor; None whenever that cannot answer (the caller then walks)."""
+        if not _beneath.use_openat2 or not self._index:
+            return None
+        root = self._innermost_root(text)
+        if root is None:
+            return None
+        root_path = str(root.path)
+        rest = text[len(root_path) :].lstrip("/")
+        try:
+            descriptor = self._descriptors.get(root_path)
+            fd = open_beneath(descriptor.fd, rest, O_PATH)
+        except (OSError, Escape, RootsError):
+            return None
+        try:
+            real = fd_path(fd)
+        finally:
+            os.close(fd)
+        # Only an answer that still lies under the root we opened beneath is trusted: a root that was moved
+        # or replaced since its descriptor was opened goes back to the name-by-name walk.
+        if real is not None and (real == root_path or real.startswith(root_path.rstrip("/") + "/")):
+            return real
+        return None
+
+    def _innermost_root(self, text: str) -> Root | None:
+        """:meth:`_lookup` for an absolute path on a platform that compares paths exactly: one dict probe
+        per distinct root-path length (usually one or a few) instead of one per component."""
+        lengths = self._descriptors.lengths
+        if lengths is None:
+            lengths = tuple(sorted({len(key) for key in self._index}, reverse=True))
+            self._descriptors.lengths = lengths
+        if self._fold is not _fold_exact or len(lengths) > 16:
+            return self._lookup(text)
+        index, size = self._index, len(text)
+        for length in lengths:
+            if length == size or (length < size and (text[length] == "/" or length == 1)):
+                root = index.get(text[:length])
+                if root is not None:
+                    return root
+        return None
+
+    def _outside(self, text: str, why: str = "is outside the allowed roots") -> PathOutsideRoots:
+        return PathOutsideRoots(f"Access denied: {_describe(text)} {why} ({self.describe()})")
+
+    def _absolute(self, path: object) -> str:
+        """The checked text of ``path``, relative paths joined to the first root."""
+        if os.name == "nt":  # pragma: no cover - see docs/design.md
+            raise NotImplementedError("the race-free RootSet operations are not available on Windows yet")
+        text = _checked_text(path)
+        if not text.startswith("/"):
+            if not self._roots:
+                raise PathOutsideRoots(f"Access denied: {text!r} is relative and there are no allowed roots")
+            text = os.path.join(str(self._roots[0].path), text)
+        return text
+
+    def _lexical_roots(self, parts: list[str]) -> Iterator[tuple[Root, list[str]]]:
+        """Roots that are a whole-component prefix of ``parts``, innermost first, with the rest of it."""
+        index, fold = self._index, self._fold
+        for i in range(len(parts), -1, -1):
+            root = index.get(fold("/" + "/".join(parts[:i])))
+            if root is not None:
+                yield root, parts[i:]
+
+    def _at(self, text: str, op: Callable[[int, str], _T], parts: list[str] | None = None) -> _T:
+        """Run ``op(root_descriptor, relative_path)`` for the path ``text`` (or its components ``parts``
+        when given), naming ``text`` in errors."""
+        try:
+            return self._at_unnamed(text, parts, op)
+        except RootsError:
+            raise
+        except NotRegularFile as exc:
+            raise InvalidPath(f"{_describe(text)} is {exc.kind}, not a regular file") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise self._outside(
+                    text, "cannot be resolved safely (a symlink loop or a procfs magic link)"
+                ) from None
+            if exc.errno is not None and (exc.filename is None or not str(exc.filename).startswith("/")):
+                raise OSError(exc.errno, exc.strerror, text) from None
+            raise
+
+    def _at_unnamed(self, text: str, parts: list[str] | None, op: Callable[[int, str], _T]) -> _T:
+        if parts is None and "/." not in text and "//" not in text:
+            # The common case, kept cheap: no '.', '..' or empty component, so the innermost root that
+            # prefixes the text is the one.
+            root = self._innermost_root(text)
+            if root is not None:
+                root_path = str(root.path)
+                descriptor = self._descriptors.get(root_path)
+                with contextlib.suppress(Escape):
+                    return op(descriptor.fd, text[len(root_path) :].lstrip("/"))
+        else:
+            parts = _split(text) if parts is None else parts
+            dotdot = ".." in parts
+            for root, rest in self._lexical_roots(parts):
+                if _climbs(rest):
+                    continue
+                descriptor = self._descriptors.get(str(root.path))
+                try:
+                    return op(descriptor.fd, "/".join(rest))
+                except Escape:
+                    if dotdot:
+                        raise self._outside(text, "leaves its root (through '..' or a symlink)") from None
+                    break
+            else:
+                if dotdot:
+                    raise self._outside(
+                        text, "climbs out of its root with '..' (refused even if it comes back)"
+                    )
+        # No root is a lexical prefix, or a symlink led out of it: let the canonical path pick the root.
+        canonical = self._canonical(text if parts is None else "/" + "/".join(parts))
+        landed = self._lookup(canonical)
+        if landed is None:
+            raise self._outside(text)
+        root_path = str(landed.path)
+        descriptor = self._descriptors.get(root_path)
+        try:
+            return op(descriptor.fd, canonical[len(root_path) :].lstrip("/"))
+        except Escape:
+            raise self._outside(text, "changed while it was being opened and now leads outside") from None
+
+    def _in_parent(self, path: object, op: Callable[[int, str], _T], verb: str) -> _T:
+        """Run ``op(parent_directory_descriptor, final_name)``: the parent is opened beneath a root, the
+        final name is acted on as it is (a symlink there is never followed)."""
+        text = self._absolute(path)
+        parts = _split(text)
+        if not parts or parts[-1] == "..":
+            raise InvalidPath(f"path {_describe(text)} does not end in a name that can be {verb}")
+        name = parts[-1]
+        if (
+            ".." not in parts
+            and not any(not _climbs(rest) for _, rest in self._lexical_roots(parts[:-1]))
+            and self._index.get(self._fold("/" + "/".join(parts))) is not None
+        ):
+            raise InvalidPath(f"{_describe(text)} is one of the allowed roots itself; it cannot be {verb}")
+
+        def in_parent(dirfd: int, rel: str) -> _T:
+            parent = open_beneath(dirfd, rel, DIR_FLAGS)
+            try:
+                return op(parent, name)
+            finally:
+                os.close(parent)
+
+        return self._at(text, in_parent, parts[:-1])
+
+    def open(
+        self,
+        path: str | os.PathLike[str],
+        mode: str = "r",
+        buffering: int = -1,
+        encoding: str | None = None,
+        errors: str | None = None,
+        newline: str | None = None,
+    ) -> IO[Any]:
+        """Open a file inside the roots, like the builtin :func:`open` (same modes and arguments).
+
+        The path is resolved and opened in one step beneath a root's descriptor, so no symlink swapped in
+        meanwhile can lead outside. FIFOs, devices and sockets raise :class:`InvalidPath` instead of
+        blocking; a file created by ``"w"``/``"a"``/``"x"`` is created beneath the root.
+        """
+        text = self._absolute(path)
+
+        def opener(_name: str, flags: int) -> int:
+            return self._at(text, lambda fd, rel: open_file(fd, rel, flags))
+
+        return open(text, mode, buffering, encoding, errors, newline, opener=opener)
+
+    def open_fd(self, path: str | os.PathLike[str], flags: int, mode: int = 0o777) -> int:
+        """The descriptor-level open: ``os.open(path, flags, mode)`` confined to the roots. ``O_CLOEXEC``
+        is always added; no file-type check is made (pass ``O_NONBLOCK`` yourself if that matters)."""
+        text = self._absolute(path)
+        return self._at(text, lambda fd, rel: open_beneath(fd, rel, flags, mode))
+
+    def read_bytes(self, path: str | os.PathLike[str], *, max_bytes: int | None = None) -> bytes:
+        """The contents of a regular file inside the roots; :class:`FileTooLarge` past ``max_bytes``."""
+        if max_bytes is not None and max_bytes < 0:
+            raise ValueError(f"max_bytes must be None or >= 0, not {max_bytes!r}")
+        text = self._absolute(path)
+        fd, st = self._at(text, lambda d, rel: open_regular(d, rel, os.O_RDONLY))
+        try:
+            return read_fd(fd, max_bytes, st.st_size)
+        except OverflowError:
+            raise FileTooLarge(f"{_describe(text)} is larger than max_bytes={max_bytes}") from None
+        finally:
+            os.close(fd)
+
+    def read_text(
+        self,
+        path: str | os.PathLike[str],
+        encoding: str = "utf-8",
+        errors: str = "strict",
+        *,
+        max_bytes: int | None = None,
+    ) -> str:
+        """The decoded contents of a regular file inside the roots (no newline translation)."""
+        return self.read_bytes(path, max_bytes=max_bytes).decode(encoding, errors)
+
+    def write_bytes(self, path: str | os.PathLike[str], data: bytes) -> None:
+        """Replace (or create) a file inside the roots atomically: temporary file in the same directory,
+        fsync, rename. A symlink as the final name is followed while its target stays inside the roots;
+        a root that is a file is rewritten in place (there is no directory to stage a temporary file in)."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"data must be bytes-like, not {type(data).__name__}")
+        data = bytes(data)
+        target: object = path
+        for _ in range(SYMLOOP_MAX + 1):
+            text = self._absolute(target)
+            parts = _split(text)
+            root = self._index.get(self._fold("/" + "/".join(parts))) if ".." not in parts else None
+            if root is not None and not self._descriptors.get(str(root.path)).is_dir:
+                with self.open(text, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                return
+
+            def write_or_follow(dirfd: int, name: str) -> str | None:
+                try:
+                    st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    st = None
+                if st is not None and stat.S_ISLNK(st.st_mode):
+                    link = os.readlink(name, dir_fd=dirfd)
+                    where = fd_path(dirfd)
+                    if where is None:  # pragma: no cover - no procfs
+                        raise InvalidPath(f"{_describe(name)} is a symlink; cannot follow it here")
+                    return posixpath.join(where, link)
+                write_atomic(dirfd, name, data)
+                return None
+
+            target = self._in_parent(text, write_or_follow, "written")
+            if target is None:
+                return
+        raise self._outside(str(path), "cannot be resolved safely (too many levels of symbolic links)")
+
+    def write_text(self, path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
+        """:meth:`write_bytes` of ``text`` encoded with ``encoding`` (atomic)."""
+        self.write_bytes(path, text.encode(encoding))
+
+    def _open_dir(self, path: str | os.PathLike[str]) -> tuple[str, int]:
+        text = self._absolute(path)
+        return text, self._at(text, lambda fd, rel: open_beneath(fd, rel, LIST_FLAGS))
+
+    def listdir(self, path: str | os.PathLike[str]) -> list[str]:
+        """The names in a directory inside the roots, like :func:`os.listdir`."""
+        _, fd = self._open_dir(path)
+        try:
+            return os.listdir(fd)
+        finally:
+            os.close(fd)
+
+    def scandir(self, path: str | os.PathLike[str]) -> list[Entry]:
+        """The entries of a directory inside the roots, with types and sizes (see :class:`Entry`)."""
+        text, fd = self._open_dir(path)
+        try:
+            base = fd_path(fd) or str(self.resolve(text))
+            raw = list_entries(fd)
+        finally:
+            os.close(fd)
+        entries = []
+        for name, st in raw:
+            full = posixpath.join(base, name)
+            shown: os.stat_result | None = st
+            if stat.S_ISLNK(st.st_mode):
+                try:
+                    shown = self.stat(full)
+                except (OSError, RootsError):
+                    shown = None  # dangling, a loop, or outside the roots: only the link itself is shown
+            entries.append(
+                Entry(
+                    name=name,
+                    path=Path(full),
+                    is_dir=shown is not None and stat.S_ISDIR(shown.st_mode),
+                    is_file=shown is not None and stat.S_ISREG(shown.st_mode),
+                    is_symlink=stat.S_ISLNK(st.st_mode),
+                    size=(shown or st).st_size,
+                )
+            )
+        return entries
+
+    def stat(self, path: str | os.PathLike[str]) -> os.stat_result:
+        """:func:`os.stat` of a path inside the roots (symlinks followed while they stay inside)."""
+        text = self._absolute(path)
+        flags = O_PATH or (os.O_RDONLY | _beneath.O_NONBLOCK)
+        fd = self._at(text, lambda d, rel: open_beneath(d, rel, flags))
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+
+    def mkdir(self, path: str | os.PathLike[str], *, parents: bool = False, exist_ok: bool = False) -> None:
+        """Create a directory inside the roots (``parents``, ``exist_ok`` as in pathlib.Path.mkdir)."""
+        text = self._absolute(path)
+        parts = _split(text)
+        if parts and ".." not in parts and self._index.get(self._fold("/" + "/".join(parts))) is not None:
+            if exist_ok:
+                return
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), text)
+        try:
+            self._in_parent(text, lambda dirfd, name: mkdir_at(dirfd, name), "created")
+        except FileNotFoundError:
+            if not parents or len(parts) < 2:
+                raise
+            self.mkdir("/" + "/".join(parts[:-1]), parents=True, exist_ok=True)
+            self.mkdir(text, parents=False, exist_ok=exist_ok)
+        except FileExistsError:
+            if not exist_ok or not stat.S_ISDIR(self.stat(text).st_mode):
+                raise
+
+    def remove(self, path: str | os.PathLike[str], *, recursive: bool = False) -> None:
+        """Remove a file, a symlink (never its target) or an empty directory inside the roots; with
+        ``recursive``, a whole directory tree, walked through descriptors without following symlinks."""
+        self._in_parent(path, lambda dirfd, name: remove_at(dirfd, name, recursive), "removed")
+
+    def rename(self, src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        """Rename ``src`` to ``dst``, both inside the roots (like :func:`os.rename`; the final names are
+        not followed)."""
+        src_text = self._absolute(src)
+        dst_text = self._absolute(dst)
+
+        def from_parent(src_dir: int, src_name: str) -> None:
+            def to_parent(dst_dir: int, dst_name: str) -> None:
+                try:
+                    os.rename(src_name, dst_name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+                except OSError as exc:
+                    raise OSError(exc.errno, exc.strerror, src_text, None, dst_text) from None
+
+            self._in_parent(dst_text, to_parent, "replaced")
+
+        self._in_parent(src_text, from_parent, "renamed")
+
+    def close(self) -> None:
+        """Close the root descriptors the operations opened. The RootSet stays usable: a later operation
+        opens them again. (They are also closed when the RootSet is garbage collected.)"""
+        self._descriptors.close()
+
+    def __enter__(self) -> RootSet:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _split(text: str) -> list[str]:
+    """The components of a path, without empty ones and '.' ('..' stays: its meaning is physical)."""
+    return [c for c in text.split("/") if c and c != "."]
+
+
+def _climbs(rest: list[str]) -> bool:
+    """Whether the relative components ``rest`` go above their starting directory at any point."""
+    depth = 0
+    for name in rest:
+        if name == "..":
+            depth -= 1
+            if depth < 0:
+                return True
+        else:
+            depth += 1
+    return False
 
 
 def _uri_and_name(item: object) -> tuple[str, str | None]:

@@ -1,0 +1,151 @@
+"""Race tests, bounded in time: another process rearranges the tree while the operations open paths.
+
+Each test first runs the naive guard (``os.path.realpath`` then check then open by name) under the same
+attack and asserts that it leaks at least once, so the test proves it can see a leak; then it asserts the
+RootSet operations, with openat2 and with the walk, never read the outside file.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from mcp_roots import PathOutsideRoots, RootSet, _beneath
+
+VICTIM_SECONDS = 0.5  # how long the operations are hammered, per strategy
+CONTROL_CAP_SECONDS = 5.0  # the naive control stops at its first leak, or after this long
+
+# The attacker runs in its own process (no GIL between it and the victim) and stops by itself after
+# ATTACK_CAP seconds even if nobody terminates it.
+ATTACKER = r"""
+import ctypes, os, sys, time
+mode, a, b = sys.argv[1], sys.argv[2].encode(), sys.argv[3].encode()
+cap = time.monotonic() + float(sys.argv[4])
+nr = {"x86_64": 316, "aarch64": 276}.get(os.uname().machine)
+libc = ctypes.CDLL(None, use_errno=True)
+print("ready", flush=True)
+while time.monotonic() < cap:
+    for _ in range(200):
+        if mode == "exchange" and nr is not None:
+            libc.syscall(nr, -100, a, -100, b, 2)  # renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE)
+        elif mode == "exchange":
+            os.rename(a, a + b".tmp"); os.rename(b, a); os.rename(a + b".tmp", b)
+        else:  # "move": the directory a leaves for b and comes back
+            os.rename(a, b); os.rename(b, a)
+"""
+
+
+@contextmanager
+def attacker(mode: str, a: Path, b: Path) -> Iterator[None]:
+    cap = VICTIM_SECONDS * 2 + CONTROL_CAP_SECONDS + 10
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ATTACKER, mode, str(a), str(b), str(cap)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def naive_leaks(path: Path, root: Path, secret: bytes) -> int:
+    """The check-then-use guard a server might write: realpath, check the prefix, open by name. Runs until
+    its first leak (or the cap) and returns how many outside reads it made."""
+    deadline = time.monotonic() + CONTROL_CAP_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            if not os.path.realpath(path).startswith(str(root) + os.sep):
+                continue
+            with open(path, "rb") as f:
+                if f.read() == secret:
+                    return 1
+        except OSError:
+            continue
+    return 0
+
+
+def hammer(read: Callable[[], bytes], secret: bytes) -> tuple[int, int]:
+    """(outside reads, inside reads) of ``read`` over VICTIM_SECONDS."""
+    leaks = good = 0
+    deadline = time.monotonic() + VICTIM_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            data = read()
+        except (PathOutsideRoots, OSError):
+            continue
+        if data == secret:
+            leaks += 1
+        else:
+            good += 1
+    return leaks, good
+
+
+def strategies() -> list[str]:
+    return ["openat2", "walk"] if _beneath._syscall is not None else ["walk"]
+
+
+@pytest.mark.skipif(platform.system() != "Linux", reason="renameat2 and /proc are Linux")
+def test_swapping_a_directory_with_an_escaping_symlink_never_leaks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, out = tmp_path / "root", tmp_path / "out"
+    (root / "d").mkdir(parents=True)
+    out.mkdir()
+    (root / "d" / "f").write_bytes(b"inside")
+    (out / "f").write_bytes(b"OUTSIDE")
+    os.symlink("../out", root / "x")  # swapped with d: d becomes a symlink out, and back
+    target = root / "d" / "f"
+    roots = RootSet.from_paths([root])
+    with attacker("exchange", root / "d", root / "x"):
+        assert naive_leaks(target, root, b"OUTSIDE") >= 1, "the control never leaked: the race did not run"
+        for name in strategies():
+            monkeypatch.setattr(_beneath, "use_openat2", name == "openat2")
+            leaks, good = hammer(lambda: roots.read_bytes(target), b"OUTSIDE")
+            assert leaks == 0, f"{name}: {leaks} reads of the outside file"
+            assert good > 0, f"{name}: never read the inside file, the test proved nothing"
+
+            def through_open() -> bytes:
+                with roots.open(target, "rb") as f:
+                    return f.read()
+
+            leaks, good = hammer(through_open, b"OUTSIDE")
+            assert (leaks, good > 0) == (0, True), name
+    roots.close()
+
+
+@pytest.mark.skipif(platform.system() != "Linux", reason="renameat2 and /proc are Linux")
+def test_a_directory_moved_out_mid_lookup_never_leads_outside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``d/s1/.../s40/../../...../f`` names root/f. If d moves out of the root while the lookup is deep
+    inside it, a lookup that takes '..' physically climbs to d's new parent and reads the outside f."""
+    depth = 40
+    root, out = tmp_path / "root", tmp_path / "out" / "x"
+    deep = root / "d"
+    for i in range(depth):
+        deep = deep / f"s{i}"
+    deep.mkdir(parents=True)
+    out.mkdir(parents=True)
+    (root / "f").write_bytes(b"inside")
+    (out / "f").write_bytes(b"OUTSIDE")
+    rel = "d/" + "/".join(f"s{i}" for i in range(depth)) + "/.." * (depth + 1) + "/f"
+    target = root / rel
+    roots = RootSet.from_paths([root])
+    with attacker("move", root / "d", out / "d"):
+        assert naive_leaks(target, root, b"OUTSIDE") >= 1, "the control never leaked: the race did not run"
+        for name in strategies():
+            monkeypatch.setattr(_beneath, "use_openat2", name == "openat2")
+            leaks, good = hammer(lambda: roots.read_bytes(target), b"OUTSIDE")
+            assert leaks == 0, f"{name}: {leaks} reads of the outside file"
+            assert good > 0, f"{name}: never read the inside file, the test proved nothing"
+    roots.close()
