@@ -163,9 +163,10 @@ class Measures:
     phase: dict[str, float] = field(default_factory=dict)
     rss_before: int = 0
     rss_connected: int = 0
-    rss_after_close: int = 0
+    rss_after_waves: list[int] = field(default_factory=list)
     server_cpu_calls: float = 0.0
     timed_out: bool = False
+    late_connects: int = 0
 
 
 async def measure(sessions: list[Session], url: str, pid: int, args: argparse.Namespace) -> Measures:
@@ -176,27 +177,34 @@ async def measure(sessions: list[Session], url: str, pid: int, args: argparse.Na
     await anyio.sleep(0.5)
     m.rss_before = rss_kib(pid)
     sessions[0].tally.roots_requests = 0
-    connected = [0]
-    all_connected = anyio.Event()
-    measured = anyio.Event()
     # The time limit stops new calls gracefully; the hard stop (connections that hang) comes later.
-    with anyio.move_on_after(args.time_limit + 60) as scope:
-        async with anyio.create_task_group() as tg:
-            t0 = time.perf_counter()
-            for s in sessions:
-                tg.start_soon(run_session, s, sessions, url, args.calls, connected, all_connected, measured)
-            await all_connected.wait()
-            m.phase["connect"] = time.perf_counter() - t0
-            m.rss_connected = rss_kib(pid)
-            cpu0 = cpu_seconds(pid)
-            t1 = time.perf_counter()
-            sessions[0].tally.stop_at = time.monotonic() + args.time_limit
-            measured.set()
-        m.phase["calls"] = time.perf_counter() - t1
-        m.server_cpu_calls = cpu_seconds(pid) - cpu0
+    with anyio.move_on_after((args.connect_limit + args.time_limit + 60) * args.waves) as scope:
+        for wave in range(args.waves):
+            connected = [0]
+            all_connected = anyio.Event()
+            measured = anyio.Event()
+            async with anyio.create_task_group() as tg:
+                t0 = time.perf_counter()
+                for s in sessions:
+                    tg.start_soon(
+                        run_session, s, sessions, url, args.calls, connected, all_connected, measured
+                    )
+                with anyio.move_on_after(args.connect_limit):
+                    await all_connected.wait()
+                if connected[0] < len(sessions):
+                    m.late_connects += len(sessions) - connected[0]
+                m.phase["connect"] = m.phase.get("connect", 0.0) + time.perf_counter() - t0
+                if wave == 0:
+                    m.rss_connected = rss_kib(pid)
+                cpu0 = cpu_seconds(pid)
+                t1 = time.perf_counter()
+                sessions[0].tally.stop_at = time.monotonic() + args.time_limit
+                measured.set()
+            m.phase["calls"] = m.phase.get("calls", 0.0) + time.perf_counter() - t1
+            m.server_cpu_calls += cpu_seconds(pid) - cpu0
+            await anyio.sleep(1.0)
+            m.rss_after_waves.append(rss_kib(pid))
     m.timed_out = scope.cancelled_caught
-    await anyio.sleep(1.0)
-    m.rss_after_close = rss_kib(pid)
     return m
 
 
@@ -215,7 +223,8 @@ def report(args: argparse.Namespace, tally: Tally, m: Measures) -> bool:
     print(
         f"  sessions: {args.sessions}, calls per session: {args.calls} (alternating own / another session's)"
     )
-    print(f"  connect + first call: {m.phase.get('connect', float('nan')):.2f} s for all sessions")
+    waves = f" x {args.waves} waves" if args.waves > 1 else ""
+    print(f"  connect + first call: {m.phase.get('connect', float('nan')):.2f} s for all sessions{waves}")
     rate = f" = {n_calls / calls_s:.0f} calls/s" if n_calls and calls_s == calls_s and calls_s > 0 else ""
     print(f"  guarded calls: {n_calls} in {calls_s:.2f} s{rate}")
     if n_calls:
@@ -236,8 +245,13 @@ def report(args: argparse.Namespace, tally: Tally, m: Measures) -> bool:
         per = (m.rss_connected - m.rss_before) / args.sessions
         print(
             f"  server RSS: {m.rss_before / 1024:.1f} MiB at rest, {m.rss_connected / 1024:.1f} MiB with "
-            f"{args.sessions} sessions = {per:.0f} KiB per session; "
-            f"{m.rss_after_close / 1024:.1f} MiB after close"
+            f"{args.sessions} sessions = {per:.0f} KiB per session"
+        )
+        after = ", ".join(f"{kib / 1024:.1f}" for kib in m.rss_after_waves)
+        print(f"  server RSS after each wave of {args.sessions} sessions closed: {after} MiB")
+    if m.late_connects:
+        print(
+            f"  {m.late_connects} sessions were not connected within --connect-limit {args.connect_limit:g} s"
         )
     if tally.stopped_early:
         print(
@@ -269,6 +283,12 @@ def main() -> int:
         help="extra server argument, e.g. --server-arg=--timeout=30",
     )
     parser.add_argument("--server-log", help="keep the server's stderr in this file (default: discarded)")
+    parser.add_argument(
+        "--connect-limit", type=float, default=120.0, help="most seconds for all sessions to connect (120)"
+    )
+    parser.add_argument(
+        "--waves", type=int, default=1, help="connect and run all sessions this many times, one after another"
+    )
     parser.add_argument("--control", action="store_true", help="run against the unguarded plain_server.py")
     args = parser.parse_args()
     if args.sessions < 2 or args.calls < 1:
