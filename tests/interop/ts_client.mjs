@@ -100,12 +100,26 @@ try {
     summary.roots = await rootPaths();
     summary.roots_list_requests_total = rootsListRequests;
   } else if (opt.scenario === "roots") {
+    // 0. The very first tool call, right after connecting, then (bounded) until the client's roots are in
+    // force: over streamable HTTP the server's first roots/list can race this client's GET stream.
+    summary.immediate = await read(opt["root-a"], "a.txt");
+    const waitStarted = performance.now();
+    let inForce = await rootPaths();
+    while (!(inForce.length === 1 && inForce[0] === opt["root-a"]) && performance.now() - waitStarted < 15000) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      inForce = await rootPaths();
+    }
+    summary.roots_in_force_after_seconds = (performance.now() - waitStarted) / 1000;
+
     // 1. Inside the granted root: content. Outside it: isError.
     summary.first = {
       inside: await read(opt["root-a"], "a.txt"),
       other_root: await read(opt["root-b"], "b.txt"),
       outside: await read(opt.outside, "secret.txt"),
       traversal: await call("read_text", { path: path.join(opt["root-a"], "..", "outside", "secret.txt") }),
+      write_inside: await call("write_text", { path: path.join(opt["root-a"], "from-ts.txt"), content: "ts" }),
+      write_outside: await call("write_text", { path: path.join(opt.outside, "from-ts.txt"), content: "ts" }),
+      list_dir: await call("list_dir", { path: opt["root-a"] }),
       roots: await rootPaths(),
     };
 
