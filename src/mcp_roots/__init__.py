@@ -18,6 +18,7 @@ from ._errors import (
 )
 from ._provider import ConsentRequest, RootsProvider
 from ._rootset import Root, RootSet
+from ._server import RootsGuard
 from ._sources import clip_to_ceiling, fallback_roots
 from ._uri import path_to_uri, uri_to_path
 
@@ -37,6 +38,7 @@ __all__ = [
     "RootSet",
     "RootsCache",
     "RootsError",
+    "RootsGuard",
     "RootsProvider",
     "RootsUnavailable",
     "__version__",

@@ -1,0 +1,139 @@
+"""The mcp-roots reference server: four file tools that cannot leave the client's roots.
+
+    python examples/file_server.py                       # stdio
+    python examples/file_server.py --http 8765           # streamable HTTP on 127.0.0.1:8765/mcp
+    python examples/file_server.py --roots ./data,./docs # fallback roots for clients that send none
+
+Written the way the README tells users to write theirs: a RootsGuard installed on the server, @guard.paths
+on every tool that takes a path, and the race-free RootSet operations for every file access.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+
+from mcp_roots import RootsError, RootsGuard
+
+
+def build_server(guard: RootsGuard, *, name: str = "mcp-roots-file-server") -> MCPServer:
+    """An MCPServer with the reference tools, guarded by ``guard``."""
+    server = MCPServer(name)
+    guard.install(server)
+
+    @server.tool()
+    @guard.paths()
+    async def list_roots(ctx: Context) -> list[dict[str, Any]]:
+        """The roots this server may work in, as {uri, name, path}."""
+        roots = await guard.roots(ctx)
+        return [root.as_dict() for root in roots]
+
+    @server.tool()
+    @guard.paths("path")
+    async def read_text(path: str, ctx: Context) -> str:
+        """Read a UTF-8 text file inside the allowed roots."""
+        roots = await guard.roots(ctx)
+        try:
+            return roots.read_text(path, max_bytes=16 * 1024 * 1024)
+        except RootsError:
+            raise
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ToolError(f"cannot read {path!r}: {_reason(exc)}") from None
+
+    @server.tool()
+    @guard.paths("path")
+    async def write_text(path: str, content: str, ctx: Context) -> str:
+        """Write (atomically replace) a UTF-8 text file inside the allowed roots."""
+        roots = await guard.roots(ctx)
+        try:
+            roots.write_text(path, content)
+        except RootsError:
+            raise
+        except OSError as exc:
+            raise ToolError(f"cannot write {path!r}: {_reason(exc)}") from None
+        return f"wrote {len(content.encode())} bytes to {path}"
+
+    @server.tool()
+    @guard.paths("path")
+    async def list_dir(path: str, ctx: Context) -> list[str]:
+        """List a directory inside the allowed roots (directories end with '/')."""
+        roots = await guard.roots(ctx)
+        try:
+            return sorted(e.name + "/" if e.is_dir else e.name for e in roots.scandir(path))
+        except RootsError:
+            raise
+        except OSError as exc:
+            raise ToolError(f"cannot list {path!r}: {_reason(exc)}") from None
+
+    return server
+
+
+def _reason(exc: BaseException) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+
+
+def _split(value: str | None) -> list[str] | None:
+    return [part for part in value.split(",") if part] if value else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="file_server.py",
+        description="The mcp-roots reference MCP server: read_text, write_text, list_dir, list_roots.",
+    )
+    parser.add_argument(
+        "--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT/mcp"
+    )
+    parser.add_argument("--stateless", action="store_true", help="with --http: stateless HTTP (no sessions)")
+    parser.add_argument(
+        "--json-response",
+        action="store_true",
+        help="with --http: answer each POST with one JSON body (no SSE)",
+    )
+    parser.add_argument("--roots", help="comma-separated fallback roots for clients that send none")
+    parser.add_argument("--ceiling", help="comma-separated roots that client roots can never widen")
+    parser.add_argument("--project", help="project root (default: the working directory)")
+    parser.add_argument(
+        "--timeout", type=float, default=5.0, help="roots/list timeout in seconds (default 5)"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level (to stderr)")
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO"
+    )
+    args = parser.parse_args(argv)
+    # stderr only: on stdio, stdout is the protocol.
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else getattr(logging, args.log_level),
+        stream=sys.stderr,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    try:
+        guard = RootsGuard(
+            _split(args.roots), project_root=args.project, ceiling=_split(args.ceiling), timeout=args.timeout
+        )
+    except (RootsError, OSError, ValueError) as exc:
+        print(f"file_server.py: error: {exc}", file=sys.stderr)
+        return 2
+    server = build_server(guard)
+    if args.http is not None:
+        server.run(
+            "streamable-http",
+            host="127.0.0.1",
+            port=args.http,
+            stateless_http=args.stateless,
+            json_response=args.json_response,
+        )
+    else:
+        server.run("stdio")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,587 @@
+"""RootsGuard: mcp-roots wired into `mcp` servers (MCPServer and the low-level Server), on both eras.
+
+Legacy connections get a RootsCache each, fed by a context-tier middleware (initialize, initialized,
+roots/list_changed); 2026-07-28 requests get their roots through the SDK's multi-round-trip resolver.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import functools
+import inspect
+import logging
+import sys
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import anyio
+from mcp.server.connection import Connection
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.resolve import ListRoots, Resolve
+from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    CallToolResult,
+    ListRootsResult,
+    TextContent,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from ._cache import RootsCache
+from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable
+from ._rootset import RootSet
+from ._sources import clip_to_ceiling, fallback_roots
+from ._uri import uri_to_path
+
+__all__ = ["RootsGuard"]
+
+logger = logging.getLogger("mcp_roots")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_STATE_KEY = "mcp_roots.roots"
+_ROOTS_PARAM = "mcp_roots_client_roots"
+_CTX_PARAM = "mcp_roots_context"
+
+# Roots a @guard.paths wrapper resolved for the tool call in progress, so that `await guard.roots(ctx)`
+# inside the body sees exactly the set the arguments were checked against (and, on 2026-07-28, the
+# roots that arrived with the call).
+_CALL_ROOTS: contextvars.ContextVar[RootSet | None] = contextvars.ContextVar(
+    "mcp_roots_call_roots", default=None
+)
+
+_deprecation_noted = False
+
+
+def _note_deprecation() -> None:
+    global _deprecation_noted
+    if not _deprecation_noted:
+        _deprecation_noted = True
+        logger.info(
+            "client roots are deprecated as of MCP 2026-07-28 (SEP-2577) but remain supported; "
+            "mcp-roots keeps enforcing them and its fallback roots apply where clients send none"
+        )
+
+
+# --- The SDK's private corners, each isolated here and pinned by tests/test_sdk_contract.py ----------
+
+
+def _connection_of(request_ctx: ServerRequestContext[Any, Any]) -> Connection:
+    """The per-connection object behind a request.
+
+    mcp 2.3 builds a new ServerSession per request and keeps the stable Connection in the private
+    ``ServerSession._connection``; there is no public accessor on ServerRequestContext. If the SDK
+    renames it, this raises instead of silently keying state by the wrong object.
+    """
+    connection = getattr(request_ctx.session, "_connection", None)
+    if not isinstance(connection, Connection):
+        raise RuntimeError(
+            "mcp-roots cannot find the per-connection object behind ServerSession (the mcp SDK changed: "
+            "ServerSession._connection is gone); please report this with your mcp version"
+        )
+    return connection
+
+
+def _request_channel(request_ctx: ServerRequestContext[Any, Any]) -> Any:
+    """The request-scoped back-channel of a request (on streamable HTTP: its POST's response stream).
+
+    ``ServerSession.send_request(..., metadata=ServerMessageMetadata(related_request_id=...))`` is the
+    public way to use it, but it validates the answer as a whole ``ListRootsResult`` (one ``http:`` entry
+    fails every root); the raw channel is the private ``ServerSession._request_outbound``.
+    """
+    channel = getattr(request_ctx.session, "_request_outbound", None)
+    if channel is None or not callable(getattr(channel, "send_raw_request", None)):
+        raise RuntimeError(
+            "mcp-roots cannot find the request-scoped channel of ServerSession (the mcp SDK changed: "
+            "ServerSession._request_outbound is gone); please report this with your mcp version"
+        )
+    return channel
+
+
+def _request_context_of(ctx: object) -> ServerRequestContext[Any, Any]:
+    """Accept MCPServer's tool Context or the low-level ServerRequestContext."""
+    if isinstance(ctx, ServerRequestContext):
+        return ctx
+    if isinstance(ctx, Context):
+        return ctx.request_context
+    raise TypeError(
+        f"expected an mcp Context or ServerRequestContext, got {type(ctx).__name__}; declare a parameter "
+        "typed `Context` on your tool and pass it to guard.roots(ctx)"
+    )
+
+
+def _is_modern(connection: Connection) -> bool:
+    return connection.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+# --- Per-connection state ----------------------------------------------------------------------------
+
+
+@dataclass
+class _ConnectionRoots:
+    cache: RootsCache
+    raw_capabilities: Mapping[str, Any]
+    # Guarded calls waiting for roots right now, newest last: a roots/list sent while one waits rides
+    # that call's response stream (see _fetcher).
+    waiting: list[ServerRequestContext[Any, Any]] = field(default_factory=list)
+    cache_started: bool = False
+
+
+def _raw_capabilities(params: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    caps = (params or {}).get("capabilities")
+    return caps if isinstance(caps, Mapping) else {}
+
+
+def _without_invalid_roots(params: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``params`` of a 2026-07-28 ``tools/call`` retry, with root entries that break the URI rules
+    removed from its ``inputResponses`` (the same object when there are none).
+
+    The SDK validates every input response as a whole before any handler runs, so one ``http:`` root
+    would turn the call into -32602; on the legacy era such an entry is dropped and the valid ones kept,
+    and this keeps the two eras alike. The entries that stay are judged again with the same rules.
+    """
+    responses = params.get("inputResponses")
+    if not isinstance(responses, Mapping):
+        return params
+    cleaned: dict[str, Any] = {}
+    changed = False
+    for key, response in responses.items():
+        roots = response.get("roots") if isinstance(response, Mapping) else None
+        if isinstance(roots, list):
+            kept = [entry for entry in roots if _valid_root_entry(entry)]
+            if len(kept) != len(roots):
+                changed = True
+                logger.warning(
+                    "dropped %d of %d roots the client sent with a tool call: not valid root URIs",
+                    len(roots) - len(kept),
+                    len(roots),
+                )
+                response = {**response, "roots": kept}
+        cleaned[key] = response
+    return {**params, "inputResponses": cleaned} if changed else params
+
+
+def _valid_root_entry(entry: object) -> bool:
+    if not isinstance(entry, Mapping):
+        return False
+    uri, name = entry.get("uri"), entry.get("name")
+    if name is not None and not isinstance(name, str):
+        return False
+    try:
+        uri_to_path(uri)
+    except InvalidRootURI:
+        return False
+    return True
+
+
+def _refusal(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+class _PathArg:
+    """How one guarded argument is checked and handed to the tool body."""
+
+    def __init__(self, name: str, annotation: Any) -> None:
+        self.name = name
+        self.many = False
+        self.as_path = False
+        target = annotation
+        origin = typing.get_origin(target)
+        if origin is typing.Union or origin is types.UnionType:
+            args = [a for a in typing.get_args(target) if a is not type(None)]
+            target = args[0] if len(args) == 1 else target
+            origin = typing.get_origin(target)
+        if origin in (list, tuple, set, frozenset, Sequence) or target in (list, tuple):
+            self.many = True
+            inner = typing.get_args(target)
+            target = inner[0] if inner else str
+        if isinstance(target, type) and issubclass(target, Path):
+            self.as_path = True
+
+    def check(self, roots: RootSet, value: Any) -> Any:
+        if value is None:
+            return None
+        if self.many:
+            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+                raise InvalidPath(
+                    f"argument {self.name!r} must be a list of paths, not {type(value).__name__}"
+                )
+            return [self._one(roots, v) for v in value]
+        return self._one(roots, value)
+
+    def _one(self, roots: RootSet, value: Any) -> Any:
+        resolved = roots.resolve(value)
+        return resolved if self.as_path else str(resolved)
+
+
+# --- The guard ---------------------------------------------------------------------------------------
+
+
+class RootsGuard:
+    """Keeps an MCP server's file tools inside the roots the client granted (or the operator configured).
+
+    ``roots`` / ``project_root`` / ``environ`` / ``user_config_dir`` select the fallback roots (see
+    :func:`mcp_roots.fallback_roots`); ``ceiling`` bounds every client root (client roots narrow
+    access, never widen it); ``debounce``, ``max_wait`` and ``timeout`` tune the roots refresh.
+    """
+
+    def __init__(
+        self,
+        roots: Sequence[str | Any] | str | None = None,
+        *,
+        project_root: str | Any | None = None,
+        ceiling: RootSet | Sequence[str | Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+        user_config_dir: str | Any | None = None,
+        debounce: float = 0.02,
+        max_wait: float = 0.1,
+        timeout: float = 5.0,
+        first_answer_timeout: float | None = None,
+    ) -> None:
+        if ceiling is not None and not isinstance(ceiling, RootSet):
+            ceiling = RootSet.from_paths(list(ceiling), source="ceiling")
+        self._ceiling: RootSet | None = ceiling
+        fallback = fallback_roots(
+            roots, project_root=project_root, environ=environ, user_config_dir=user_config_dir
+        )
+        if ceiling is not None:
+            fallback = clip_to_ceiling(fallback, ceiling)
+        self._fallback = fallback
+        self._debounce = debounce
+        self._max_wait = max_wait
+        self._timeout = timeout
+        self._first_answer_timeout = timeout if first_answer_timeout is None else first_answer_timeout
+        self._said: set[str] = set()
+
+    # -- configuration --
+
+    @property
+    def fallback(self) -> RootSet:
+        """The roots used where the client sends none (already clipped to the ceiling)."""
+        return self._fallback
+
+    @property
+    def ceiling(self) -> RootSet | None:
+        """The operator's ceiling, or None."""
+        return self._ceiling
+
+    def _clip(self, roots: RootSet) -> RootSet:
+        return roots if self._ceiling is None else clip_to_ceiling(roots, self._ceiling)
+
+    def _say_once(self, key: str, message: str, *args: object) -> None:
+        if key in self._said:
+            logger.debug(message, *args)
+        else:
+            self._said.add(key)
+            logger.info(message, *args)
+
+    # -- installation --
+
+    def install(self, server: Any) -> None:
+        """Wire the guard into an ``MCPServer`` or a low-level ``Server``.
+
+        Uses the public context-tier middleware list (``server.middleware``), first in the chain so that
+        a ``roots/list_changed`` is recorded before any request that arrived after it is handled.
+        """
+        middleware = getattr(server, "middleware", None)
+        if not isinstance(middleware, list):
+            raise TypeError(f"guard.install() needs an mcp MCPServer or Server, got {type(server).__name__}")
+        if self._middleware in middleware:
+            return
+        middleware.insert(0, self._middleware)
+
+    async def _middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        method = ctx.method
+        if method == "initialize":
+            result = await call_next(ctx)
+            # Record only; never await the client here (initialize runs inline: that would deadlock).
+            self._on_initialize(ctx)
+            return result
+        if method == "notifications/initialized":
+            await call_next(ctx)
+            await self._serve_connection(ctx)
+            return None
+        if method == "notifications/roots/list_changed":
+            state = _connection_of(ctx).state.get(_STATE_KEY)
+            if isinstance(state, _ConnectionRoots):
+                state.cache.notify_changed()
+            return await call_next(ctx)
+        if method == "tools/call" and ctx.params is not None and "inputResponses" in ctx.params:
+            params = _without_invalid_roots(ctx.params)
+            if params is not ctx.params:
+                return await call_next(dataclasses.replace(ctx, params=params))
+        return await call_next(ctx)
+
+    def _on_initialize(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        connection = _connection_of(ctx)
+        raw = _raw_capabilities(ctx.params)
+        self._state_for(connection, raw)
+
+    def _state_for(self, connection: Connection, raw: Mapping[str, Any]) -> _ConnectionRoots:
+        existing = connection.state.get(_STATE_KEY)
+        if isinstance(existing, _ConnectionRoots):
+            return existing
+        roots_cap = raw.get("roots")
+        declared = isinstance(roots_cap, Mapping)
+        list_changed = declared and bool(roots_cap.get("listChanged"))  # type: ignore[union-attr]
+        if declared:
+            _note_deprecation()
+        cache = RootsCache(
+            self._fetcher(connection),
+            fallback=self._fallback,
+            transform=self._clip,
+            debounce=self._debounce,
+            max_wait=self._max_wait,
+            timeout=self._timeout,
+            first_answer_timeout=self._first_answer_timeout,
+        )
+        cache.set_capabilities(roots=declared, list_changed=list_changed)
+        if not declared:
+            self._say_once(
+                "no-capability",
+                "client declared no roots capability; using fallback roots from %s: %s",
+                self._fallback.source,
+                self._fallback.describe(),
+            )
+        state = _ConnectionRoots(cache, raw)
+        connection.state[_STATE_KEY] = state
+        connection.exit_stack.push_async_callback(cache.aclose)
+        return state
+
+    def _fetcher(self, connection: Connection) -> Callable[[], Any]:
+        async def fetch() -> object:
+            # The raw result, not ListRootsResult: the typed path rejects the whole answer when one entry is
+            # not a file: URI. The cache judges each entry itself.
+            state = connection.state.get(_STATE_KEY)
+            waiting = (
+                [c for c in state.waiting if c.session.can_send_request]
+                if isinstance(state, _ConnectionRoots)
+                else []
+            )
+            try:
+                if waiting:
+                    # Tied to a call that waits for the answer: on streamable HTTP the request then rides
+                    # that call's open response stream, which exists for sure, rather than the standalone
+                    # GET stream, which the client may not have opened (yet); the SDK drops messages for
+                    # a stream that is not there.
+                    return await _request_channel(waiting[-1]).send_raw_request("roots/list", None)
+                return await connection.send_raw_request("roots/list", None)
+            except NoBackChannelError:
+                self._unsupported(connection, "this connection has no back-channel (stateless HTTP)")
+                raise
+            except MCPError as exc:
+                if exc.code == CONNECTION_CLOSED:
+                    # The connection is ending and its task group is about to cancel this refresh; a
+                    # "failed" warning for a client that merely went away would be noise.
+                    logger.debug("roots/list abandoned: the connection closed")
+                    await anyio.sleep_forever()
+                if exc.code == METHOD_NOT_FOUND or (
+                    exc.code == INVALID_REQUEST and "not supported" in exc.message.lower()
+                ):
+                    self._unsupported(
+                        connection, f"the client answered roots/list with {exc.code} {exc.message!r}"
+                    )
+                raise
+
+        return fetch
+
+    def _unsupported(self, connection: Connection, why: str) -> None:
+        state = connection.state.get(_STATE_KEY)
+        if isinstance(state, _ConnectionRoots):
+            state.cache.mark_unsupported()
+        self._say_once(
+            "unsupported:" + why.split(" ", 3)[0],
+            "%s; using fallback roots from %s: %s",
+            why,
+            self._fallback.source,
+            self._fallback.describe(),
+        )
+
+    async def _serve_connection(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        """Run this connection's roots refresh for as long as the connection lives.
+
+        The SDK runs each notification handler as its own task in the connection's task group and
+        cancels them when the connection ends, so the cache's worker lives exactly as long as the
+        connection; the connection's exit stack closes the cache.
+        """
+        connection = _connection_of(ctx)
+        state = self._state_for(connection, _raw_capabilities(None))
+        if not connection.has_standalone_channel:
+            self._unsupported(connection, "this connection has no back-channel (stateless HTTP)")
+        if connection.session_id is None:
+            state.cache_started = True
+            state.cache.start()
+        # else streamable HTTP: a roots/list sent now would go to the standalone GET stream, which the
+        # client opens only after initialized (the SDK drops what it cannot deliver); the first guarded call
+        # starts the cache instead, and the request rides that call's response stream.
+        await state.cache.run()
+
+    # -- roots for handlers --
+
+    async def roots(self, ctx: object) -> RootSet:
+        """The roots in force for this request: the client's (fresh, clipped to the ceiling) or the
+        fallback roots. Accepts MCPServer's ``Context`` or the low-level ``ServerRequestContext``.
+
+        Raises :class:`RootsUnavailable` on a 2026-07-28 request from a client that has roots, outside a
+        ``@guard.paths`` tool (only a decorated tool can ask for them there).
+        """
+        call_roots = _CALL_ROOTS.get()
+        if call_roots is not None:
+            return call_roots
+        return await self._roots_for(_request_context_of(ctx))
+
+    async def _roots_for(self, request_ctx: ServerRequestContext[Any, Any]) -> RootSet:
+        connection = _connection_of(request_ctx)
+        caps = connection.client_capabilities
+        if _is_modern(connection):
+            if caps is None or caps.roots is None:
+                self._say_once(
+                    "no-capability",
+                    "client declared no roots capability; using fallback roots from %s: %s",
+                    self._fallback.source,
+                    self._fallback.describe(),
+                )
+                return self._fallback
+            raise RootsUnavailable(
+                "on a 2026-07-28 connection the client's roots arrive with the tool call; decorate the tool "
+                "with @guard.paths(...) (no names is fine) so mcp-roots can ask for them"
+            )
+        state = connection.state.get(_STATE_KEY)
+        if not isinstance(state, _ConnectionRoots):
+            # No initialize seen on this connection: stateless HTTP, or the guard was installed late.
+            self._say_once(
+                "no-lifecycle",
+                "no roots lifecycle on this connection (stateless HTTP or no handshake seen); "
+                "using fallback roots from %s: %s",
+                self._fallback.source,
+                self._fallback.describe(),
+            )
+            return self._fallback
+        if not state.cache_started:
+            # Streamable HTTP: the first roots/list waits for the first guarded call (see _serve_connection).
+            state.cache_started = True
+            state.cache.start()
+        state.waiting.append(request_ctx)
+        try:
+            return await state.cache.fresh(self._timeout)
+        finally:
+            state.waiting.remove(request_ctx)
+
+    async def _roots_for_call(self, ctx: object, answer: object) -> RootSet:
+        if isinstance(answer, ListRootsResult):
+            _note_deprecation()
+            entries = [root.model_dump(mode="json", by_alias=True) for root in answer.roots]
+            return self._clip(RootSet.from_uris(entries, strict=False, source="client"))
+        return await self._roots_for(_request_context_of(ctx))
+
+    # -- the decorator --
+
+    def paths(self, *names: str) -> Callable[[F], F]:
+        """Guard the named path arguments of an MCPServer tool.
+
+        Before the body runs, each named argument (a path, or a list of paths) is resolved against the
+        roots in force; a refused one returns a tool result with ``isError: true`` and the body never runs.
+        The body receives canonical paths (``str``, or ``Path`` where annotated so). The tool's input
+        schema is unchanged. ``await guard.roots(ctx)`` inside the body returns the same RootSet.
+        """
+
+        def decorate(fn: F) -> F:
+            # The decorating frame's names, so that string annotations (``from __future__ import
+            # annotations``) of a tool defined inside a function resolve as they would for the SDK.
+            caller_locals = dict(sys._getframe(1).f_locals)
+            return typing.cast(F, self._wrap(fn, names, caller_locals))
+
+        return decorate
+
+    def _wrap(
+        self, fn: Callable[..., Any], names: tuple[str, ...], localns: dict[str, Any] | None = None
+    ) -> Callable[..., Any]:
+        sig = inspect.signature(fn)
+        try:
+            hints = typing.get_type_hints(fn, localns=localns, include_extras=True)
+        except NameError as exc:
+            raise TypeError(
+                f"@guard.paths: cannot resolve the annotations of {fn.__name__}(): {exc}"
+            ) from None
+        for name in names:
+            if name not in sig.parameters:
+                raise TypeError(f"@guard.paths({name!r}): {fn.__name__}() has no parameter named {name!r}")
+        args = {name: _PathArg(name, hints.get(name, str)) for name in names}
+        ctx_name = next(
+            (p for p, h in hints.items() if isinstance(h, type) and issubclass(h, Context)),
+            None,
+        )
+        params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values()]
+        extra = []
+        if ctx_name is None:
+            extra.append(inspect.Parameter(_CTX_PARAM, inspect.Parameter.KEYWORD_ONLY, annotation=Context))
+        roots_annotation = Annotated[Any, Resolve(_ask_for_roots)]
+        extra.append(
+            inspect.Parameter(_ROOTS_PARAM, inspect.Parameter.KEYWORD_ONLY, annotation=roots_annotation)
+        )
+        # Keyword-only extras go after every other parameter (before **kwargs if there is one).
+        var_kw = [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD]
+        params = [p for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD] + extra + var_kw
+        new_sig = sig.replace(parameters=params, return_annotation=hints.get("return", sig.return_annotation))
+        is_async = inspect.iscoroutinefunction(fn)
+        guard = self
+
+        async def wrapper(**kwargs: Any) -> Any:
+            ctx = kwargs[ctx_name] if ctx_name is not None else kwargs.pop(_CTX_PARAM)
+            answer = kwargs.pop(_ROOTS_PARAM, None)
+            try:
+                roots = await guard._roots_for_call(ctx, answer)
+                for name, arg in args.items():
+                    if name in kwargs:
+                        kwargs[name] = arg.check(roots, kwargs[name])
+            except (PathOutsideRoots, InvalidPath, RootsUnavailable) as exc:
+                logger.info("refused %s(): %s", fn.__name__, exc)
+                return _refusal(str(exc))
+            token = _CALL_ROOTS.set(roots)
+            try:
+                if is_async:
+                    return await fn(**kwargs)
+                # anyio copies contextvars into the worker thread, so guard.roots(ctx) works there too.
+                return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+            except (PathOutsideRoots, InvalidPath) as exc:
+                # The body's own RootSet operations refused (e.g. a symlink swapped in after the check).
+                logger.info("refused %s(): %s", fn.__name__, exc)
+                return _refusal(str(exc))
+            finally:
+                _CALL_ROOTS.reset(token)
+
+        functools.update_wrapper(wrapper, fn)
+        wrapper.__signature__ = new_sig  # type: ignore[attr-defined]
+        annotations = {p.name: p.annotation for p in params if p.annotation is not inspect.Parameter.empty}
+        if new_sig.return_annotation is not inspect.Signature.empty:
+            annotations["return"] = new_sig.return_annotation
+        wrapper.__annotations__ = annotations
+        del wrapper.__wrapped__  # type: ignore[attr-defined]  # the SDK must see the new signature
+        return wrapper
+
+    # -- errors as tool results, for hand-written handlers --
+
+    @staticmethod
+    def refusal(exc: RootsError | str) -> CallToolResult:
+        """A tool result with ``isError: true`` carrying ``exc``'s message, for hand-written handlers."""
+        return _refusal(str(exc))
+
+
+async def _ask_for_roots(ctx: Context) -> ListRoots | None:
+    """Resolver behind every @guard.paths tool: on a 2026-07-28 request from a client with the roots
+    capability, ask for its roots (the SDK turns this into the multi-round-trip input request);
+    otherwise answer nothing and let the connection's cache or the fallback decide."""
+    request_ctx = ctx.request_context
+    connection = _connection_of(request_ctx)
+    caps = connection.client_capabilities
+    if _is_modern(connection) and caps is not None and caps.roots is not None:
+        return ListRoots()
+    return None

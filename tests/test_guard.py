@@ -1,0 +1,214 @@
+"""RootsGuard beyond the reference server: the low-level Server, the SDK seams it relies on, per-connection
+state that does not outlive its connection, and no deprecation noise from the server side.
+
+Everything runs against the real mcp SDK over its in-memory transport.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.server import MCPServer, Server
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import Context
+from mcp_types import (
+    CallToolRequestParams,
+    CallToolResult,
+    ListToolsResult,
+    RootsListChangedNotification,
+    TextContent,
+    Tool,
+)
+
+from mcp_roots import RootsCache, RootsError, RootsGuard
+from mcp_roots._server import _connection_of, _request_channel
+
+from .serverkit import RootsCallback, Tree, text_of
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Tree:
+    return Tree(tmp_path)
+
+
+def lowlevel_server(guard: RootsGuard) -> Server[Any]:
+    """A low-level Server with one tool, written the way the README shows for hand-written handlers."""
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> ListToolsResult:
+        schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+        return ListToolsResult(tools=[Tool(name="read_text", input_schema=schema)])
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
+        roots = await guard.roots(ctx)
+        try:
+            text = roots.read_text((params.arguments or {})["path"])
+        except RootsError as exc:
+            return guard.refusal(exc)
+        return CallToolResult(content=[TextContent(type="text", text=text)])
+
+    server: Server[Any] = Server("lowlevel", on_list_tools=list_tools, on_call_tool=call_tool)
+    guard.install(server)
+    return server
+
+
+async def test_lowlevel_server_is_guarded_and_follows_roots_changes(tree: Tree) -> None:
+    guard = RootsGuard([tree.fallback])
+    callback = RootsCallback(tree.project)
+    async with Client(lowlevel_server(guard), mode="legacy", list_roots_callback=callback) as client:
+
+        async def read(path: Path) -> tuple[bool, str]:
+            result = await client.call_tool("read_text", {"path": str(path)})
+            return bool(result.is_error), text_of(result)
+
+        assert await read(tree.project / "hello.txt") == (False, "hello from project")
+        refused = await read(tree.project / "escape" / "secret.txt")
+        assert refused[0]
+        assert "Access denied" in refused[1]
+        assert "TOP SECRET" not in refused[1]
+        callback.paths = [tree.other]
+        await client.session.send_notification(RootsListChangedNotification())
+        assert await read(tree.other / "other.txt") == (False, "hello from other")
+        assert (await read(tree.project / "hello.txt"))[0] is True
+
+
+async def test_lowlevel_server_without_client_roots_uses_the_fallback(tree: Tree) -> None:
+    guard = RootsGuard([tree.fallback])
+    async with Client(lowlevel_server(guard), mode="legacy") as client:
+        ok = await client.call_tool("read_text", {"path": str(tree.fallback / "fb.txt")})
+        assert not ok.is_error
+        assert text_of(ok) == "hello from fallback"
+
+
+def test_install_refuses_what_is_not_an_mcp_server(tree: Tree) -> None:
+    with pytest.raises(TypeError, match="MCPServer or Server"):
+        RootsGuard([tree.fallback]).install(object())
+
+
+def test_install_twice_installs_once(tree: Tree) -> None:
+    guard = RootsGuard([tree.fallback])
+    server = MCPServer("t")
+    guard.install(server)
+    guard.install(server)
+    assert sum(1 for m in server.middleware if m == guard._middleware) == 1
+
+
+def test_paths_names_a_missing_parameter(tree: Tree) -> None:
+    guard = RootsGuard([tree.fallback])
+
+    def tool(path: str) -> str:
+        return path
+
+    with pytest.raises(TypeError, match="no parameter named 'dest'"):
+        guard.paths("dest")(tool)
+
+
+# --- the SDK's private corners: if mcp moves them, these fail loudly -----------------------------------
+
+
+async def test_sdk_seams_are_where_the_guard_expects_them(tree: Tree) -> None:
+    """_connection_of() must give one stable object per connection (not the per-request ServerSession),
+    and _request_channel() the request-scoped channel; both read private SDK attributes."""
+    seen: list[tuple[Connection, Any, Any]] = []
+    server = MCPServer("seams")
+
+    @server.tool()
+    async def probe(ctx: Context) -> str:
+        request_ctx = ctx.request_context
+        seen.append((_connection_of(request_ctx), request_ctx.session, _request_channel(request_ctx)))
+        return "ok"
+
+    async with Client(server, mode="legacy") as first:
+        await first.call_tool("probe", {})
+        await first.call_tool("probe", {})
+    async with Client(server, mode="legacy") as second:
+        await second.call_tool("probe", {})
+    (c1, s1, ch1), (c2, s2, _), (c3, _, _) = seen
+    assert c1 is c2
+    assert c1 is not c3
+    assert s1 is not s2  # while the ServerSession is new on every request
+    assert callable(ch1.send_raw_request)
+
+
+def test_sdk_seams_fail_loudly_when_the_sdk_changes() -> None:
+    class Session:  # what a future ServerSession without the private attributes would look like
+        pass
+
+    ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
+        session=Session(),  # type: ignore[arg-type]
+        lifespan_context={},
+        protocol_version="2025-11-25",
+        method="tools/call",
+    )
+    with pytest.raises(RuntimeError, match="SDK changed"):
+        _connection_of(ctx)
+    with pytest.raises(RuntimeError, match="SDK changed"):
+        _request_channel(ctx)
+
+
+# --- per-connection state ---------------------------------------------------------------------------
+
+
+async def test_connection_state_is_released_when_connections_end(tree: Tree) -> None:
+    guard = RootsGuard([tree.fallback])
+    server = MCPServer("many")
+    guard.install(server)
+
+    @server.tool()
+    @guard.paths("path")
+    async def touch(path: str) -> str:
+        return path
+
+    def live_caches() -> int:
+        gc.collect()
+        return sum(1 for o in gc.get_objects() if isinstance(o, RootsCache))
+
+    before = live_caches()
+    for i in range(150):
+        callback = RootsCallback(tree.project if i % 2 else tree.other)
+        async with Client(server, mode="legacy", list_roots_callback=callback) as client:
+            result = await client.call_tool("touch", {"path": "x"})
+            assert not result.is_error
+    assert live_caches() == before  # every connection's cache went with its connection
+    assert guard.__dict__.keys() >= {"_fallback"}
+    assert not any(isinstance(v, (dict, list, set)) and len(v) > 10 for v in guard.__dict__.values())
+
+
+# --- noise ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("error::mcp.shared.exceptions.MCPDeprecationWarning")
+async def test_server_side_raises_no_deprecation_warnings(
+    tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = RootsGuard([tree.fallback])
+    server = MCPServer("quiet")
+    guard.install(server)
+
+    @server.tool()
+    @guard.paths("path")
+    async def read_text(path: str, ctx: Context) -> str:
+        return (await guard.roots(ctx)).read_text(path)
+
+    caplog.set_level(logging.INFO, logger="mcp_roots")
+    callback = RootsCallback(tree.project)
+    for _ in range(2):
+        async with Client(server, mode="legacy", list_roots_callback=callback) as client:
+            result = await client.call_tool("read_text", {"path": str(tree.project / "hello.txt")})
+            assert not result.is_error, text_of(result)
+            callback.paths = [tree.other]
+            await client.session.send_notification(RootsListChangedNotification())
+            with anyio.fail_after(5):
+                result = await client.call_tool("read_text", {"path": str(tree.other / "other.txt")})
+            assert not result.is_error, text_of(result)
+            callback.paths = [tree.project]
+    # The deprecation of roots is said once per process at most, not once per connection or call.
+    assert sum("deprecated" in r.getMessage() for r in caplog.records) <= 1
