@@ -291,13 +291,28 @@ class FileBroker:
                         self._revoked.append((root.path, ""))
         for watch in list(self._watches.values()):
             if hit(watch.root.path, watch.path):
-                watch.scope.cancel()
-                self._watches.pop(watch.id, None)
+                self._end_watch(watch, "revoked")
         self._discard_uploads(lambda u: hit(u.root.path, u.path))
         logger.info(
             "files/* consent revoked (%s)", "everything" if paths is None else ", ".join(map(str, paths))
         )
         audit.info("revoke paths=%s", "*" if paths is None else [os.fspath(x) for x in paths])
+
+    @property
+    def watching(self) -> tuple[tuple[str, str], ...]:
+        """``(root URI, path)`` of every watch a server holds open now."""
+        return tuple((w.root.uri, w.path) for w in self._watches.values())
+
+    def _end_watch(self, watch: _Watch, reason: str) -> None:
+        """Stop a watch and tell the server (a last notification with ``ended: true``), so its iterator
+        ends instead of waiting for events that will never come."""
+        watch.scope.cancel()
+        if self._watches.pop(watch.id, None) is None:
+            return
+        session = self._session
+        if self._task_group is not None and session is not None:
+            params = {"watchId": watch.id, "changes": [], "ended": True, "reason": reason}
+            self._task_group.start_soon(_notify_quietly, session, params)
 
     def _is_revoked(self, root: Path, rel: str) -> bool:
         if self._revoked_all:
@@ -751,16 +766,16 @@ class FileBroker:
                     )
                 except (OSError, RootsError):
                     after = None  # gone, unreadable or now leading outside: a last 'deleted' and the end
-                changes = _diff(watch, before, after or {})
+                changes: list[dict[str, Any]] = _diff(watch, before, after or {})
+                params: dict[str, Any] = {"watchId": watch.id, "changes": changes}
                 if after is None:
-                    changes = [{"root": watch.root.uri, "path": watch.path, "kind": "deleted"}]
+                    changes[:] = [{"root": watch.root.uri, "path": watch.path, "kind": "deleted"}]
+                    params.update(ended=True, reason="deleted")
+                    self._watches.pop(watch.id, None)
                 if changes:
-                    await send_files_notification(
-                        session, p.NOTIFICATION_CHANGED, {"watchId": watch.id, "changes": changes}
-                    )
+                    await send_files_notification(session, p.NOTIFICATION_CHANGED, params)
                     audit.info("%s watch=%s changes=%d", p.NOTIFICATION_CHANGED, watch.id, len(changes))
                 if after is None:
-                    self._watches.pop(watch.id, None)
                     return
                 before = after
 
@@ -813,6 +828,16 @@ class FileBroker:
 
 
 # --- blocking helpers (worker threads) ----------------------------------------------------------------
+
+
+async def _notify_quietly(session: ClientSession, params: Mapping[str, Any]) -> None:
+    with anyio.move_on_after(5):
+        try:
+            await send_files_notification(session, p.NOTIFICATION_CHANGED, params)
+        except Exception:  # the connection may be closing; the watch is gone either way
+            logger.debug(
+                "could not tell the server that watch %s ended", params.get("watchId"), exc_info=True
+            )
 
 
 def _join(root: Root, rel: str) -> str:

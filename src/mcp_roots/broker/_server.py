@@ -70,14 +70,21 @@ def _route_changes(ctx: ServerRequestContext[Any, Any]) -> None:
     state = connection_of(ctx).state.get(STATE_KEY)
     params = ctx.params or {}
     watch_id, changes = params.get("watchId"), params.get("changes")
-    stream = (
-        state.watches.get(watch_id)
-        if isinstance(state, _ConnectionState) and isinstance(watch_id, str)
-        else None
-    )
+    if not isinstance(state, _ConnectionState) or not isinstance(watch_id, str):
+        return
+    stream = state.watches.get(watch_id)
     if stream is None or not isinstance(changes, list):
         logger.debug("dropped %s for unknown watch %r", p.NOTIFICATION_CHANGED, watch_id)
         return
+    try:
+        _deliver(stream, watch_id, changes)
+    finally:
+        if params.get("ended") is True:  # the host ended the watch: end the consumer's iteration
+            state.watches.pop(watch_id, None)
+            stream.close()
+
+
+def _deliver(stream: MemoryObjectSendStream[FileChange], watch_id: str, changes: list[Any]) -> None:
     for change in changes:
         if not isinstance(change, Mapping):
             continue
