@@ -219,6 +219,27 @@ async def test_implicit_consent_asks_once_and_remembers_a_refusal(root: Path) ->
     assert asked[0].items == (ConsentItem(RootSet.from_paths([root]).roots[0], "a.txt"),)
 
 
+async def test_a_symlink_does_not_carry_a_grant_to_a_path_the_user_did_not_approve(root: Path) -> None:
+    (root / "public").mkdir()
+    (root / "private").mkdir()
+    (root / "private" / "secret.txt").write_text("TOPSECRET")
+    (root / "public" / "shortcut").symlink_to("../private/secret.txt")
+    (root / "public" / "fine.txt").write_text("fine")
+    asked: list[str] = []
+
+    def consent(request: FileConsentRequest) -> bool:
+        asked.extend(item.path for item in request.items)
+        return request.explicit
+
+    broker = FileBroker(RootSet.from_paths([root]), consent=consent)
+    await broker.handle("files/consent", {"message": "m", "paths": [{"path": "public"}]})
+    assert (await broker.handle("files/read", {"path": "public/fine.txt"}))["bytesRead"] == 4
+    error = await refused(broker, "files/read", {"path": "public/shortcut"})
+    assert error.reason == "PERMISSION_DENIED"
+    assert "private" not in error.message
+    assert asked == ["public", "private/secret.txt"]  # the user was asked about the real target
+
+
 async def test_a_raising_consent_callback_is_a_refusal(root: Path) -> None:
     def consent(request: FileConsentRequest) -> bool:
         raise RuntimeError("dialog crashed")

@@ -380,6 +380,31 @@ class FileBroker:
             "PERMISSION_DENIED", f"{rel or '.'!r}: the user did not consent", path=rel, consent="denied"
         )
 
+    async def _authorize(self, root: Root, rootset: RootSet, rel: str, access: Access) -> None:
+        """:meth:`_require` for the path as named and, where consent is per path, for where it leads.
+
+        Grants name paths lexically; a symlink inside the root (``public/x -> ../private/y``) must not
+        carry a grant for ``public`` over to ``private``. So when grants or revocations are narrower than
+        whole roots, the canonical location is checked too (and asked about, if it needs consent). The
+        file operation itself stays confined to the root race-free; a symlink swapped between this check
+        and the operation can only lead elsewhere inside the same root (see docs/design.md).
+        """
+        await self._require(root, rel, access)
+        if not self._revoked and (self._consent is None or all(not g.prefix for g in self._grants)):
+            return
+        canonical = await self._run(rel, _canonical_rel, rootset, root, rel)
+        if canonical != rel:
+            try:
+                await self._require(root, canonical, access)
+            except BrokerError as exc:  # name the path the server asked for, not where the link leads
+                consent = exc.data.get("consent", "denied")
+                raise p.broker_error(
+                    "PERMISSION_DENIED",
+                    f"{rel!r} leads through a symlink to a path without consent",
+                    path=rel,
+                    consent=consent,
+                ) from None
+
     def _server_info(self) -> mcp_types.Implementation | None:
         result = getattr(self._session, "initialize_result", None)
         info = getattr(result, "server_info", None)
@@ -505,8 +530,8 @@ class FileBroker:
         access = _ACCESS_OF.get(method)
         if access is None:  # pragma: no cover - METHODS and _ACCESS_OF list the same methods
             raise p.broker_error("INVALID_PARAMS", f"unknown method {method!r}")
-        await self._require(root, rel, access)
         rootset = self._rootset(root)
+        await self._authorize(root, rootset, rel, access)
         full = _join(root, rel)
         if method == p.READ:
             return await self._read(rootset, full, rel, params)
@@ -720,7 +745,7 @@ class FileBroker:
         where["newPath"] = new_rel
         if not rel or not new_rel:
             raise p.broker_error("PERMISSION_DENIED", "a root itself cannot be renamed or replaced", path=rel)
-        await self._require(new_root, new_rel, "write")
+        await self._authorize(new_root, self._rootset(new_root), new_rel, "write")
         if new_root.path == root.path:
             rootset = self._rootset(root)
         else:
@@ -838,6 +863,12 @@ async def _notify_quietly(session: ClientSession, params: Mapping[str, Any]) -> 
             logger.debug(
                 "could not tell the server that watch %s ended", params.get("watchId"), exc_info=True
             )
+
+
+def _canonical_rel(rootset: RootSet, root: Root, rel: str) -> str:
+    """Where ``rel`` leads beneath ``root`` once symlinks are followed, as a relative path."""
+    real = rootset.resolve(_join(root, rel))  # PathOutsideRoots when it leads out of the root
+    return "" if real == root.path else real.relative_to(root.path).as_posix()
 
 
 def _join(root: Root, rel: str) -> str:
