@@ -451,6 +451,7 @@ class FileBroker:
         params = params or {}
         started = time.monotonic()
         where: dict[str, object] = {}
+        self._expire_uploads()
         try:
             if self._bucket is not None and method != p.UNWATCH:
                 wait = self._bucket.take()
@@ -554,12 +555,15 @@ class FileBroker:
     async def _run(self, rel: str, func: Callable[..., Any], *args: Any, mutating: bool = False) -> Any:
         """Run a blocking file operation in a worker thread, mapping its exceptions to reasons.
 
-        A read is abandoned when the request times out; a mutating call that has started is allowed to
-        finish (the timeout then fires after it), so a TIMEOUT answer never hides a change that happened
-        after it was sent.
+        A read is abandoned when the request times out. A mutating call that has started is shielded
+        and runs to completion, and its outcome is the answer: a TIMEOUT answer never hides a change that
+        happened anyway (the timeout bounds consent prompts, queueing and reads).
         """
         try:
-            return await anyio.to_thread.run_sync(func, *args, abandon_on_cancel=not mutating)
+            if mutating:
+                with anyio.CancelScope(shield=True):
+                    return await anyio.to_thread.run_sync(func, *args)
+            return await anyio.to_thread.run_sync(func, *args, abandon_on_cancel=True)
         except BrokerError:
             raise
         except BaseException as exc:
@@ -610,7 +614,6 @@ class FileBroker:
         if if_match is not None and not isinstance(if_match, str):
             raise p.broker_error("INVALID_PARAMS", "ifMatch must be an etag string")
         create_only = params.get("createOnly", False) is True
-        self._expire_uploads()
         if len(self._uploads) >= MAX_UPLOADS:
             raise p.broker_error(
                 "QUOTA_EXCEEDED",
