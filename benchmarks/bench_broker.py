@@ -3,7 +3,8 @@ reading it locally, one run, and where the brokered time goes.
 
 Usage: python benchmarks/bench_broker.py [--size-mib 100] [--chunk-mib 1 ...]
 The server is examples/brokered_server.py (a subprocess); its tool streams the file with fs.open_read() and
-hashes it. The local figure reads the same file in the same chunk size and hashes it too, so both sides do
+hashes it (and, in a second row, reads it whole with fs.read(), two requests in
+flight). The local figure reads the same file in the same chunk size and hashes it too, so both sides do
 the same consumer work. The goal: brokered throughput at least 25% of local.
 """
 
@@ -63,7 +64,7 @@ def codec_cost(size: int, chunk: int) -> dict[str, float]:
     return {"base64 encode": encode, "base64 decode": decode, "json dumps": dumps, "json loads": loads}
 
 
-async def read_brokered(root: Path, name: str, chunk: int) -> tuple[float, dict[str, object]]:
+async def read_brokered(root: Path, name: str, chunk: int, whole: bool) -> tuple[float, dict[str, object]]:
     provider = RootsProvider([root])
     broker = FileBroker(provider, rate=None)
     params = StdioServerParameters(command=sys.executable, args=[str(SERVER)], env=dict(os.environ))
@@ -72,7 +73,9 @@ async def read_brokered(root: Path, name: str, chunk: int) -> tuple[float, dict[
     async with client, broker:
         await client.call_tool("brokered_stat", {"path": name})  # warm: connection, roots, first request
         started = time.perf_counter()
-        result = await client.call_tool("brokered_checksum", {"path": name, "chunk_size": chunk})
+        result = await client.call_tool(
+            "brokered_checksum", {"path": name, "chunk_size": chunk, "whole": whole}
+        )
         elapsed = time.perf_counter() - started
     if result.is_error or result.structured_content is None:
         raise SystemExit(f"brokered read failed: {result.content}")
@@ -82,7 +85,7 @@ async def read_brokered(root: Path, name: str, chunk: int) -> tuple[float, dict[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=100)
-    parser.add_argument("--chunk-mib", type=float, nargs="+", default=[1.0, 4.0])
+    parser.add_argument("--chunk-mib", type=float, nargs="+", default=[1.0])
     args = parser.parse_args()
     size = args.size_mib * MIB
     with tempfile.TemporaryDirectory() as tmp:
@@ -98,17 +101,18 @@ def main() -> None:
         for chunk_mib in args.chunk_mib:
             chunk = int(chunk_mib * MIB)
             local, local_sha = read_locally(target, chunk)
-            brokered, answer = anyio.run(read_brokered, root, target.name, chunk)
-            if answer.get("sha256") != local_sha or answer.get("size") != size:
-                raise SystemExit(f"checksum mismatch: {answer} vs {local_sha}")
             print(
                 f"| local (open/read + sha256) | {chunk_mib:g} MiB | {local:.3f} | "
                 f"{size / MIB / local:.0f} | 100% |"
             )
-            print(
-                f"| brokered (files/read over stdio + sha256) | {chunk_mib:g} MiB | {brokered:.3f} | "
-                f"{size / MIB / brokered:.0f} | {local / brokered * 100:.1f}% |"
-            )
+            for label, whole in [("open_read, 1 in flight", False), ("read(), 2 in flight", True)]:
+                brokered, answer = anyio.run(read_brokered, root, target.name, chunk, whole)
+                if answer.get("sha256") != local_sha or answer.get("size") != size:
+                    raise SystemExit(f"checksum mismatch: {answer} vs {local_sha}")
+                print(
+                    f"| brokered {label} (files/read over stdio + sha256) | {chunk_mib:g} MiB | "
+                    f"{brokered:.3f} | {size / MIB / brokered:.0f} | {local / brokered * 100:.1f}% |"
+                )
         chunk = int(args.chunk_mib[0] * MIB)
         costs = codec_cost(size, chunk)
         print(f"\nbase64 and JSON alone ({args.size_mib} MiB in {args.chunk_mib[0]:g} MiB chunks):")

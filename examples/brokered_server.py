@@ -72,11 +72,17 @@ async def brokered_read_base64(path: str, ctx: Context, offset: int = 0, length:
 
 
 @server.tool()
-async def brokered_checksum(path: str, ctx: Context, chunk_size: int | None = None) -> dict[str, Any]:
-    """Stream a (large) file from the client in chunks and report its size and SHA-256."""
+async def brokered_checksum(
+    path: str, ctx: Context, chunk_size: int | None = None, whole: bool = False
+) -> dict[str, Any]:
+    """Stream a (large) file from the client in chunks and report its size and SHA-256 (``whole``: read it
+    with ``fs.read``, two requests in flight, instead of streaming)."""
     fs = await broker(ctx, chunk_size)
 
     async def digest() -> dict[str, Any]:
+        if whole:
+            data = await fs.read(path)
+            return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "chunks": None}
         sha, size, chunks = hashlib.sha256(), 0, 0
         async for chunk in fs.open_read(path):
             sha.update(chunk)

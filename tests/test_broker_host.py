@@ -381,3 +381,97 @@ def test_the_server_seam_still_finds_the_connection() -> None:
 
     assert "self._connection = connection" in inspect.getsource(ServerSession.__init__)
     assert callable(_sdk.connection_of)
+
+
+# --- server side: reading in pieces, watching ----------------------------------------------------------
+
+
+def reading_server() -> MCPServer:
+    server = MCPServer("reader")
+    enable_brokering(server)
+
+    @server.tool()
+    async def read_whole(path: str, chunk_size: int, ctx: Context) -> str:
+        fs = await files(ctx, chunk_size=chunk_size)
+        try:
+            data = await fs.read(path)
+        except BrokerError as exc:
+            return f"{exc.reason}: {exc.message}"
+        return base64.b64encode(data).decode("ascii")
+
+    @server.tool()
+    async def watch_once(path: str, ctx: Context) -> list[str]:
+        fs = await files(ctx)
+        seen: list[str] = []
+        with anyio.move_on_after(10):
+            async with fs.watch(path) as changes:
+                async for change in changes:
+                    seen.append(f"{change.kind} {change.path}")
+        return seen
+
+    return server
+
+
+class RewriteAfterFirstRead(logging.Handler):
+    """Rewrites a file right after the broker audited its first files/read: a real concurrent change."""
+
+    def __init__(self, target: Path) -> None:
+        super().__init__()
+        self.target = target
+        self.done = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.done and getattr(record, "files_method", None) == "files/read":
+            self.done = True
+            fresh = self.target.with_name("fresh.tmp")
+            fresh.write_bytes(b"B" * 5000)
+            os.replace(fresh, self.target)  # a new inode: a new etag, whatever the clock's resolution
+
+
+async def test_read_fetches_many_chunks_in_order_and_refuses_a_file_that_changes(
+    root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="mcp_roots.audit")
+    payload = os.urandom(10_000)
+    (root / "data.bin").write_bytes(payload)
+    (root / "moving.bin").write_bytes(b"A" * 5000)
+    provider = RootsProvider([root])
+    broker = FileBroker(provider, rate=None)
+    client = Client(reading_server(), mode="legacy", list_roots_callback=provider)
+    broker.install(client)
+    audit = logging.getLogger("mcp_roots.audit")
+    rewrite = RewriteAfterFirstRead(root / "moving.bin")
+    async with client, broker:
+        result = await client.call_tool("read_whole", {"path": "data.bin", "chunk_size": 999})
+        assert isinstance(result.content[0], mcp_types.TextContent)
+        assert base64.b64decode(result.content[0].text) == payload
+        audit.addHandler(rewrite)
+        try:
+            moved = await client.call_tool("read_whole", {"path": "moving.bin", "chunk_size": 1000})
+        finally:
+            audit.removeHandler(rewrite)
+    assert isinstance(moved.content[0], mcp_types.TextContent)
+    assert moved.content[0].text.startswith(
+        "CONCURRENCY_CONFLICT: 'moving.bin' changed while it was being read"
+    )
+
+
+async def test_a_watched_directory_that_disappears_ends_the_watch_with_deleted(root: Path) -> None:
+    (root / "sub").mkdir()
+    provider = RootsProvider([root])
+    broker = FileBroker(provider, watch_interval=0.02)
+    client = Client(reading_server(), mode="legacy", list_roots_callback=provider)
+    broker.install(client)
+    async with client, broker:
+        results: list[mcp_types.CallToolResult] = []
+
+        async def watch() -> None:
+            results.append(await client.call_tool("watch_once", {"path": "sub"}))
+
+        with anyio.fail_after(8):  # the tool's own limit is 10 s: the watch must end, not time out
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(watch)
+                while not broker.watching:  # noqa: ASYNC110 - host state has no event to wait on
+                    await anyio.sleep(0.01)
+                (root / "sub").rmdir()
+    assert results[0].structured_content == {"result": ["deleted sub"]}

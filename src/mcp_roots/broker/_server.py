@@ -22,7 +22,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import Context
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .._errors import BrokeringUnavailable
+from .._errors import BrokerError, BrokeringUnavailable
 from . import _protocol as p
 from ._sdk import connection_of, send_files_request
 
@@ -259,18 +259,61 @@ class BrokeredFiles:
                 return
 
     async def read(
-        self, path: str, *, offset: int = 0, length: int | None = None, root: str | None = None
+        self,
+        path: str,
+        *,
+        offset: int = 0,
+        length: int | None = None,
+        root: str | None = None,
+        in_flight: int = 2,
     ) -> bytes:
-        """``length`` bytes from ``offset`` (None: to the end), read in chunks."""
-        parts: list[bytes] = []
-        got = 0
-        async for chunk in self.open_read(path, offset=offset, root=root):
-            parts.append(chunk)
-            got += len(chunk)
-            if length is not None and got >= length:
-                break
-        data = b"".join(parts)
-        return data if length is None else data[:length]
+        """``length`` bytes from ``offset`` (None: to the end), read in chunks with up to ``in_flight``
+        requests outstanding, so the host's work and this process's overlap. Every chunk must carry the
+        first chunk's etag (else ``CONCURRENCY_CONFLICT``)."""
+        if in_flight < 1:
+            raise ValueError(f"in_flight must be at least 1, not {in_flight}")
+        first = await self.read_chunk(
+            path, offset, length if length is not None and length < self.chunk_size else None, root=root
+        )
+        etag = first["etag"]
+        head = p.decode_content(first["content"], first.get("encoding", "base64"), max_bytes=p.MAX_CHUNK_SIZE)
+        end = first["size"] if length is None else min(first["size"], offset + length)
+        pieces: dict[int, bytes] = {offset: head}
+        start = offset + len(head)
+        if not head or first["eof"] or start >= end:
+            return head[: max(0, end - offset)]
+        limiter = anyio.CapacityLimiter(in_flight)
+
+        async def fetch(span_start: int, span_end: int) -> None:
+            async with limiter:
+                at = span_start
+                while at < span_end:
+                    answer = await self.read_chunk(path, at, span_end - at, root=root)
+                    if answer["etag"] != etag:
+                        raise p.broker_error(
+                            "CONCURRENCY_CONFLICT", f"{path!r} changed while it was being read", path=path
+                        )
+                    data = p.decode_content(
+                        answer["content"], answer.get("encoding", "base64"), max_bytes=p.MAX_CHUNK_SIZE
+                    )
+                    if not data:  # shorter than its size said: it changed (the etag would say so too)
+                        raise p.broker_error(
+                            "CONCURRENCY_CONFLICT", f"{path!r} changed while it was being read", path=path
+                        )
+                    pieces[at] = data
+                    at += len(data)
+
+        try:
+            async with anyio.create_task_group() as task_group:
+                for span_start in range(start, end, self.chunk_size):
+                    task_group.start_soon(fetch, span_start, min(end, span_start + self.chunk_size))
+        except BaseException as exc:  # a task group wraps the first failure in an exception group
+            error = _first_broker_error(exc)
+            if error is None:
+                raise
+            raise error from None
+        data = b"".join(pieces[k] for k in sorted(pieces))
+        return data[: end - offset]
 
     async def read_text(self, path: str, *, encoding: str = "utf-8", root: str | None = None) -> str:
         return (await self.read(path, root=root)).decode(encoding)
@@ -393,3 +436,13 @@ class BrokeredFiles:
                     await self._call(p.UNWATCH, {"watchId": watch_id})
                 except Exception:  # the watch may already be gone (revoked, root deleted)
                     logger.debug("files/unwatch %s failed", watch_id, exc_info=True)
+
+
+def _first_broker_error(exc: BaseException) -> BrokerError | None:
+    if isinstance(exc, BrokerError):
+        return exc
+    for inner in getattr(exc, "exceptions", ()):
+        found = _first_broker_error(inner)
+        if found is not None:
+            return found
+    return None
