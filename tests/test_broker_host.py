@@ -203,6 +203,18 @@ async def test_a_root_that_is_not_the_clients_is_refused(tmp_path: Path, root: P
     assert ok["content"] == "alpha"
 
 
+async def test_a_root_deleted_on_disk_is_a_protocol_error_not_a_crash(tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    roots = RootSet.from_paths([gone])
+    gone.rmdir()
+    broker = FileBroker(roots)
+    for method in ("files/read", "files/list", "files/write"):
+        error = await refused(broker, method, {"path": "a", "content": ""})
+        assert error.reason in {"FILE_NOT_FOUND", "INVALID_PATH"}, (method, error.message)
+        assert str(tmp_path) not in error.message
+
+
 async def test_implicit_consent_asks_once_and_remembers_a_refusal(root: Path) -> None:
     asked: list[FileConsentRequest] = []
 

@@ -467,12 +467,20 @@ class FileBroker:
             try:
                 with anyio.fail_after(self.timeout):
                     result = await self._dispatch(method, params, where)
+            except BrokerError:
+                raise
             except TimeoutError:
                 raise p.broker_error(
                     "TIMEOUT", f"{method} did not finish within {self.timeout:g}s", timeout=self.timeout
                 ) from None
+            except (RootsError, OSError) as exc:  # outside _run: a root gone, a staging file lost...
+                rel = str(where.get("path", ""))
+                raise _reason_of(exc, rel) or p.broker_error("IO_ERROR", f"{rel!r}: {exc}") from None
         except BrokerError as exc:
             self._audit(method, where, params, exc.reason, started)
+            raise
+        except Exception:
+            self._audit(method, where, params, "error", started)
             raise
         self._audit(method, where, params, "ok", started, result)
         return result
