@@ -170,7 +170,13 @@ async def files(
             f"client-brokered file access needs the legacy protocol era (2025-11-25 or older): this "
             f"connection speaks {version}, where a server cannot send requests to the client"
         )
-    state = connection_of(ctx).state.get(STATE_KEY)
+    connection = connection_of(ctx)
+    state = connection.state.get(STATE_KEY)
+    if not isinstance(state, _ConnectionState) and connection.client_params is None:
+        raise BrokeringUnavailable(
+            "this connection had no initialize handshake (stateless HTTP?): client-brokered file access "
+            "needs a stateful legacy-era connection (stdio or stateful streamable HTTP)"
+        )
     if not isinstance(state, _ConnectionState):
         raise BrokeringUnavailable(
             "the server did not record the client's capabilities: call "
