@@ -11,7 +11,6 @@ the same consumer work. The goal: brokered throughput at least 25% of local.
 from __future__ import annotations
 
 import argparse
-import base64
 import hashlib
 import json
 import os
@@ -25,7 +24,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from mcp_roots import RootsProvider
-from mcp_roots.broker import FileBroker
+from mcp_roots.broker import FileBroker, decode_content, encode_content
 
 SERVER = Path(__file__).resolve().parent.parent / "examples" / "brokered_server.py"
 MIB = 1024 * 1024
@@ -46,11 +45,11 @@ def codec_cost(size: int, chunk: int) -> dict[str, float]:
     pieces = max(1, size // chunk)
     started = time.perf_counter()
     for _ in range(pieces):
-        text = base64.b64encode(data).decode("ascii")
+        text = encode_content(data)
     encode = time.perf_counter() - started
     started = time.perf_counter()
     for _ in range(pieces):
-        base64.b64decode(text.encode("ascii"), validate=True)
+        decode_content(text, max_bytes=chunk)
     decode = time.perf_counter() - started
     message = {"jsonrpc": "2.0", "id": 1, "result": {"content": text, "encoding": "base64", "eof": False}}
     started = time.perf_counter()
@@ -113,6 +112,14 @@ def main() -> None:
                     f"| brokered {label} (files/read over stdio + sha256) | {chunk_mib:g} MiB | "
                     f"{brokered:.3f} | {size / MIB / brokered:.0f} | {local / brokered * 100:.1f}% |"
                 )
+        small = root / "small.bin"
+        small.write_bytes(os.urandom(MIB))
+        requests = MIB // 4096
+        elapsed, _ = anyio.run(read_brokered, root, small.name, 4096, False)
+        print(
+            f"\nper-request cost: {requests} files/read of 4 KiB each in {elapsed:.3f} s = "
+            f"{elapsed / requests * 1000:.2f} ms per round trip (SDK, JSON-RPC, two processes)"
+        )
         chunk = int(args.chunk_mib[0] * MIB)
         costs = codec_cost(size, chunk)
         print(f"\nbase64 and JSON alone ({args.size_mib} MiB in {args.chunk_mib[0]:g} MiB chunks):")
