@@ -8,6 +8,7 @@ memory.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import logging
 import os
@@ -122,8 +123,6 @@ async def test_text_binary_list_create_delete_rename_through_the_client(tmp_path
     async with connected(provider, FileBroker(provider)) as client:
         assert (await call(client, "brokered_read", path="notes.txt")).value == "héllo wörld\n"
         got = await call(client, "brokered_read_base64", path="blob.bin")
-        import base64
-
         assert base64.b64decode(got.value) == binary
         part = await call(client, "brokered_read_base64", path="blob.bin", offset=250, length=10)
         assert base64.b64decode(part.value) == binary[250:260]

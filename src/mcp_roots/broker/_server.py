@@ -130,7 +130,8 @@ class DirEntry:
 
 @dataclass(frozen=True)
 class ConsentGrant:
-    """The user's answer to :meth:`BrokeredFiles.consent`: paths granted and denied (as given)."""
+    """The user's answer to :meth:`BrokeredFiles.consent`: paths granted and denied (as given). True
+    only when everything asked for was granted."""
 
     granted: list[str]
     denied: list[str]
