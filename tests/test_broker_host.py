@@ -412,13 +412,15 @@ def reading_server() -> MCPServer:
         return base64.b64encode(data).decode("ascii")
 
     @server.tool()
-    async def watch_once(path: str, ctx: Context) -> list[str]:
+    async def watch_once(path: str, ctx: Context, recursive: bool = False, events: int = 100) -> list[str]:
         fs = await files(ctx)
         seen: list[str] = []
         with anyio.move_on_after(10):
-            async with fs.watch(path) as changes:
+            async with fs.watch(path, recursive=recursive) as changes:
                 async for change in changes:
                     seen.append(f"{change.kind} {change.path}")
+                    if len(seen) >= events:
+                        break
         return seen
 
     return server
@@ -487,3 +489,28 @@ async def test_a_watched_directory_that_disappears_ends_the_watch_with_deleted(r
                     await anyio.sleep(0.01)
                 (root / "sub").rmdir()
     assert results[0].structured_content == {"result": ["deleted sub"]}
+
+
+async def test_a_watch_never_follows_a_symlink_out_of_the_root(tmp_path: Path, root: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "link").symlink_to(outside)
+    provider = RootsProvider([root])
+    broker = FileBroker(provider, watch_interval=0.02)
+    client = Client(reading_server(), mode="legacy", list_roots_callback=provider)
+    broker.install(client)
+    async with client, broker:
+        results: list[mcp_types.CallToolResult] = []
+
+        async def watch() -> None:
+            results.append(await client.call_tool("watch_once", {"path": "", "recursive": True, "events": 1}))
+
+        with anyio.fail_after(8):
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(watch)
+                while not broker.watching:  # noqa: ASYNC110 - host state has no event to wait on
+                    await anyio.sleep(0.01)
+                (outside / "secret.txt").write_text("x")  # seen only if the watcher followed the link
+                await anyio.sleep(0.3)  # many poll intervals
+                (root / "inside.txt").write_text("y")
+    assert results[0].structured_content == {"result": ["created inside.txt"]}
