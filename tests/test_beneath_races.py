@@ -21,7 +21,9 @@ import pytest
 from mcp_roots import PathOutsideRoots, RootSet, _beneath
 
 VICTIM_SECONDS = 0.5  # how long the operations are hammered, per strategy
-CONTROL_CAP_SECONDS = 5.0  # the naive control stops at its first leak, or after this long
+# The naive control stops at its first leak (usually within milliseconds), or after this long: generous,
+# because on a loaded machine the attacker process may get little CPU for a while.
+CONTROL_CAP_SECONDS = 30.0
 
 # The attacker runs in its own process (no GIL between it and the victim) and stops by itself after
 # ATTACK_CAP seconds even if nobody terminates it.
@@ -44,18 +46,34 @@ while time.monotonic() < cap:
 
 
 @contextmanager
-def attacker(mode: str, a: Path, b: Path) -> Iterator[None]:
+def attacker(mode: str, a: Path, b: Path) -> Iterator[subprocess.Popen[str]]:
     cap = VICTIM_SECONDS * 2 + CONTROL_CAP_SECONDS + 10
     proc = subprocess.Popen(
-        [sys.executable, "-c", ATTACKER, mode, str(a), str(b), str(cap)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", ATTACKER, mode, str(a), str(b), str(cap)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
-        yield
+        yield proc
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def control_must_leak(proc: subprocess.Popen[str], path: Path, root: Path) -> None:
+    """The naive guard must leak under the attack, or the test could not have seen a leak."""
+    if naive_leaks(path, root, b"OUTSIDE") >= 1:
+        return
+    if proc.poll() is None:
+        state = "still running"
+    else:
+        state = f"exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}"
+    raise AssertionError(
+        f"the control never leaked in {CONTROL_CAP_SECONDS}s: the race did not run (attacker {state})"
+    )
 
 
 def naive_leaks(path: Path, root: Path, secret: bytes) -> int:
@@ -106,8 +124,8 @@ def test_swapping_a_directory_with_an_escaping_symlink_never_leaks(
     os.symlink("../out", root / "x")  # swapped with d: d becomes a symlink out, and back
     target = root / "d" / "f"
     roots = RootSet.from_paths([root])
-    with attacker("exchange", root / "d", root / "x"):
-        assert naive_leaks(target, root, b"OUTSIDE") >= 1, "the control never leaked: the race did not run"
+    with attacker("exchange", root / "d", root / "x") as proc:
+        control_must_leak(proc, target, root)
         for name in strategies():
             monkeypatch.setattr(_beneath, "use_openat2", name == "openat2")
             leaks, good = hammer(lambda: roots.read_bytes(target), b"OUTSIDE")
@@ -141,8 +159,8 @@ def test_a_directory_moved_out_mid_lookup_never_leads_outside(
     rel = "d/" + "/".join(f"s{i}" for i in range(depth)) + "/.." * (depth + 1) + "/f"
     target = root / rel
     roots = RootSet.from_paths([root])
-    with attacker("move", root / "d", out / "d"):
-        assert naive_leaks(target, root, b"OUTSIDE") >= 1, "the control never leaked: the race did not run"
+    with attacker("move", root / "d", out / "d") as proc:
+        control_must_leak(proc, target, root)
         for name in strategies():
             monkeypatch.setattr(_beneath, "use_openat2", name == "openat2")
             leaks, good = hammer(lambda: roots.read_bytes(target), b"OUTSIDE")

@@ -101,6 +101,23 @@ def test_install_twice_installs_once(tree: Tree) -> None:
     assert sum(1 for m in server.middleware if m == guard._middleware) == 1
 
 
+async def test_guard_files_says_clearly_when_the_client_offers_no_brokering(tree: Tree) -> None:
+    guard = RootsGuard([tree.fallback])
+    server = MCPServer("brokered")
+    guard.install(server)
+
+    @server.tool()
+    @guard.paths()  # turns the library's errors into readable tool errors
+    async def peek(path: str, ctx: Context) -> str:
+        fs = await guard.files(ctx)
+        return await fs.read_text(path)
+
+    async with Client(server, mode="legacy", list_roots_callback=RootsCallback(tree.project)) as client:
+        result = await client.call_tool("peek", {"path": "hello.txt"})
+    assert result.is_error
+    assert "filesystemBrokering" in text_of(result)
+
+
 def test_paths_names_a_missing_parameter(tree: Tree) -> None:
     guard = RootsGuard([tree.fallback])
 

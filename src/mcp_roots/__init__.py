@@ -1,7 +1,11 @@
 """mcp-roots: a trustworthy filesystem boundary for MCP servers.
 
-The public API is what ``__all__`` lists; every module behind it is private.
+The public API is what ``__all__`` lists; every module behind it is private. The names that need the `mcp`
+SDK (``RootsGuard``, ``RootsProvider``, ``ConsentRequest``) are imported on first use, so that the path guard
+and the ``mcp-roots`` command start without loading the SDK.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from ._beneath import Entry
 from ._cache import RootsCache
@@ -16,13 +20,28 @@ from ._errors import (
     RootsError,
     RootsUnavailable,
 )
-from ._provider import ConsentRequest, RootsProvider
 from ._rootset import Root, RootSet
-from ._server import RootsGuard
 from ._sources import clip_to_ceiling, fallback_roots
 from ._uri import path_to_uri, uri_to_path
 
+if TYPE_CHECKING:
+    from ._provider import ConsentRequest, RootsProvider
+    from ._server import RootsGuard
+
 __version__ = "0.1.0.dev0"
+
+_LAZY = {"ConsentRequest": "._provider", "RootsProvider": "._provider", "RootsGuard": "._server"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mcp_roots' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "BrokerError",

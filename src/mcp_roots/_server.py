@@ -40,6 +40,8 @@ from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, 
 from ._rootset import RootSet
 from ._sources import clip_to_ceiling, fallback_roots
 from ._uri import uri_to_path
+from .broker._server import BrokeredFiles, enable_brokering
+from .broker._server import files as broker_files
 
 __all__ = ["RootsGuard"]
 
@@ -297,6 +299,8 @@ class RootsGuard:
         if self._middleware in middleware:
             return
         middleware.insert(0, self._middleware)
+        # So that tools can also use the client-brokered files/* methods through guard.files(ctx).
+        enable_brokering(server)
 
     async def _middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         method = ctx.method
@@ -551,8 +555,11 @@ class RootsGuard:
                     return await fn(**kwargs)
                 # anyio copies contextvars into the worker thread, so guard.roots(ctx) works there too.
                 return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
-            except (PathOutsideRoots, InvalidPath) as exc:
-                # The body's own RootSet operations refused (e.g. a symlink swapped in after the check).
+            except RootsError as exc:
+                # The body's own RootSet operations refused (a symlink swapped in after the check, a file
+                # over max_bytes), or brokered access is unavailable: every RootsError message is written
+                # for the client to read, so it becomes the tool's error text instead of the SDK's generic
+                # "Error executing tool".
                 logger.info("refused %s(): %s", fn.__name__, exc)
                 return _refusal(str(exc))
             finally:
@@ -566,6 +573,17 @@ class RootsGuard:
         wrapper.__annotations__ = annotations
         del wrapper.__wrapped__  # type: ignore[attr-defined]  # the SDK must see the new signature
         return wrapper
+
+    # -- client-brokered file access --
+
+    async def files(self, ctx: Context, **options: Any) -> BrokeredFiles:
+        """The client's files, operated by the client for this tool call (the ``files/*`` methods; see
+        ``docs/brokering.md``): ``fs = await guard.files(ctx)``, then ``await fs.read_text("notes/a.md")``.
+
+        Raises :class:`BrokeringUnavailable` when the client does not offer it or on a 2026-07-28
+        connection. ``options`` go to :func:`mcp_roots.broker.files` (``timeout``, ``chunk_size``).
+        """
+        return await broker_files(ctx, **options)
 
     # -- errors as tool results, for hand-written handlers --
 

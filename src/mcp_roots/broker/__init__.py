@@ -3,6 +3,7 @@ them; see docs/brokering.md). Legacy protocol era only: the server's requests ri
 
 from .._errors import BrokerError, BrokeringUnavailable
 from . import _protocol as protocol
+from ._host import ConsentItem, FileBroker, FileConsentRequest
 from ._protocol import (
     CAPABILITY,
     DEFAULT_CHUNK_SIZE,
@@ -16,6 +17,7 @@ from ._protocol import (
     encode_content,
     offers_brokering,
 )
+from ._server import BrokeredFiles, ConsentGrant, DirEntry, FileChange, FileInfo, enable_brokering, files
 
 __all__ = [
     "CAPABILITY",
@@ -25,11 +27,21 @@ __all__ = [
     "METHODS",
     "NOTIFICATION_CHANGED",
     "BrokerError",
+    "BrokeredFiles",
     "BrokeringUnavailable",
+    "ConsentGrant",
+    "ConsentItem",
+    "DirEntry",
+    "FileBroker",
+    "FileChange",
+    "FileConsentRequest",
+    "FileInfo",
     "broker_error",
     "check_relative_path",
     "decode_content",
+    "enable_brokering",
     "encode_content",
+    "files",
     "offers_brokering",
     "protocol",
 ]

@@ -15,6 +15,7 @@ from typing import Any, cast
 import mcp_types
 from mcp import Client
 from mcp.client.session import ClientSession
+from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError, NoBackChannelError
@@ -24,7 +25,14 @@ from pydantic import BaseModel, ConfigDict
 from .._errors import BrokerError, BrokeringUnavailable, SDKChanged
 from ._protocol import CAPABILITY, error_from_response
 
-__all__ = ["FilesRequestHandler", "advertise_and_route", "hook_client", "send_files_request"]
+__all__ = [
+    "FilesRequestHandler",
+    "advertise_and_route",
+    "connection_of",
+    "hook_client",
+    "send_files_notification",
+    "send_files_request",
+]
 
 logger = logging.getLogger("mcp_roots")
 
@@ -179,3 +187,36 @@ def hook_client(client: Client, hook: Callable[[ClientSession], None]) -> None:
         return session
 
     object.__setattr__(client, "_build_session", build_session)
+
+
+class _FilesNotification(BaseModel):
+    """Just enough of an ``mcp_types`` notification for ``ClientSession.send_notification``."""
+
+    method: str
+    params: dict[str, Any] | None = None
+
+
+async def send_files_notification(session: ClientSession, method: str, params: Mapping[str, Any]) -> None:
+    """Send a custom notification (``notifications/files/changed``) from the client to the server.
+
+    ``ClientSession.send_notification`` (public) dumps ``method`` and ``params`` by alias and hands them to
+    the dispatcher; it is typed with the spec's closed union, hence the cast.
+    """
+    notification = _FilesNotification(method=method, params=dict(params))
+    await session.send_notification(cast(mcp_types.ClientNotification, notification))
+
+
+# --- Server side: the per-connection object ------------------------------------------------------------
+
+
+def connection_of(ctx: Context | ServerRequestContext[Any, Any]) -> Connection:
+    """The per-connection ``Connection`` behind a tool's ``Context`` or a middleware's request context.
+
+    mcp 2.3 keeps it on the per-request ``ServerSession`` as the private ``_connection`` (the low-level
+    ``Context`` exposes it publicly, the ``MCPServer`` tool context and middleware do not).
+    """
+    request_ctx = ctx.request_context if isinstance(ctx, Context) else ctx
+    connection = getattr(request_ctx.session, "_connection", None)
+    if not isinstance(connection, Connection):
+        raise SDKChanged("mcp's ServerSession._connection (the per-connection Connection) is gone")
+    return connection

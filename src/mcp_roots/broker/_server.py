@@ -1,0 +1,455 @@
+"""The server side of files/*: ``fs = await files(ctx)`` inside a tool, then read, write, list, watch...
+on the client's disk, through the client. Legacy protocol era only (the requests ride the back-channel).
+
+``enable_brokering(server)`` installs the one middleware this needs: it records, per connection, whether
+the client's raw ``initialize`` offered ``roots.filesystemBrokering``, and routes
+``notifications/files/changed`` to the watch that asked for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.server import MCPServer
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.mcpserver import Context
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from .._errors import BrokerError, BrokeringUnavailable
+from . import _protocol as p
+from ._sdk import connection_of, send_files_request
+
+__all__ = [
+    "BrokeredFiles",
+    "ConsentGrant",
+    "DirEntry",
+    "FileChange",
+    "FileInfo",
+    "enable_brokering",
+    "files",
+]
+
+logger = logging.getLogger("mcp_roots")
+
+STATE_KEY = "mcp_roots.broker"
+"""The key of this module's per-connection state in ``Connection.state``."""
+
+WATCH_BUFFER = 1024
+"""Change events buffered per watch; past that, events are dropped with a warning (the host batches, so
+a consumer that stops reading for long is the only way to get there)."""
+
+
+@dataclass
+class _ConnectionState:
+    offers: bool
+    watches: dict[str, MemoryObjectSendStream[FileChange]] = field(default_factory=dict)
+
+
+class _BrokeringMiddleware:
+    """Server middleware: remembers the raw capability at ``initialize`` and routes change
+    notifications (the typed SDK models drop both, see docs/brokering.md section 8)."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "initialize" and ctx.request_id is not None:
+            capabilities = (ctx.params or {}).get("capabilities")
+            connection_of(ctx).state[STATE_KEY] = _ConnectionState(p.offers_brokering(capabilities))
+        elif ctx.method == p.NOTIFICATION_CHANGED and ctx.request_id is None:
+            _route_changes(ctx)
+            return None
+        return await call_next(ctx)
+
+
+def _route_changes(ctx: ServerRequestContext[Any, Any]) -> None:
+    state = connection_of(ctx).state.get(STATE_KEY)
+    params = ctx.params or {}
+    watch_id, changes = params.get("watchId"), params.get("changes")
+    if not isinstance(state, _ConnectionState) or not isinstance(watch_id, str):
+        return
+    stream = state.watches.get(watch_id)
+    if stream is None or not isinstance(changes, list):
+        logger.debug("dropped %s for unknown watch %r", p.NOTIFICATION_CHANGED, watch_id)
+        return
+    try:
+        _deliver(stream, watch_id, changes)
+    finally:
+        if params.get("ended") is True:  # the host ended the watch: end the consumer's iteration
+            state.watches.pop(watch_id, None)
+            stream.close()
+
+
+def _deliver(stream: MemoryObjectSendStream[FileChange], watch_id: str, changes: list[Any]) -> None:
+    for change in changes:
+        if not isinstance(change, Mapping):
+            continue
+        kind, path, root = change.get("kind"), change.get("path"), change.get("root")
+        if kind not in ("created", "modified", "deleted") or not isinstance(path, str):
+            continue
+        try:
+            stream.send_nowait(FileChange(path=path, kind=kind, root=root if isinstance(root, str) else None))
+        except anyio.WouldBlock:
+            logger.warning("watch %s: the consumer is not keeping up; change events dropped", watch_id)
+            return
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return
+
+
+def enable_brokering(server: MCPServer | Server[Any]) -> None:
+    """Let tools of ``server`` use :func:`files`. Call once when building the server (idempotent)."""
+    chain = server.middleware
+    if not any(isinstance(m, _BrokeringMiddleware) for m in chain):
+        chain.append(_BrokeringMiddleware())
+
+
+# --- results ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """What the host reports about a file: ``etag`` is the version to pass as ``if_match``."""
+
+    type: Literal["file", "directory", "symlink", "other"]
+    size: int
+    mtime: float
+    etag: str
+
+
+@dataclass(frozen=True)
+class DirEntry:
+    name: str
+    type: Literal["file", "directory", "symlink", "other"]
+    size: int
+    mtime: float
+
+
+@dataclass(frozen=True)
+class ConsentGrant:
+    """The user's answer to :meth:`BrokeredFiles.consent`: paths granted and denied (as given). True
+    only when everything asked for was granted."""
+
+    granted: list[str]
+    denied: list[str]
+    access: Literal["read", "write"]
+
+    def __bool__(self) -> bool:
+        return bool(self.granted) and not self.denied
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One change a watch saw: ``path`` relative to ``root`` (the root's URI)."""
+
+    path: str
+    kind: Literal["created", "modified", "deleted"]
+    root: str | None = None
+
+
+# --- the API ---------------------------------------------------------------------------------------------
+
+
+async def files(
+    ctx: Context,
+    *,
+    timeout: float = p.DEFAULT_TIMEOUT,  # noqa: ASYNC109 - each request's wait, not a deadline for this call
+    chunk_size: int = p.DEFAULT_CHUNK_SIZE,
+) -> BrokeredFiles:
+    """The client's files, brokered by the client, for the tool call ``ctx`` belongs to.
+
+    Raises :class:`BrokeringUnavailable` on a 2026-07-28 connection (no back-channel for server requests),
+    when the client did not offer ``capabilities.roots.filesystemBrokering``, or when
+    :func:`enable_brokering` was not called on the server. The object is valid during this tool call.
+    """
+    version = ctx.protocol_version
+    if version in MODERN_PROTOCOL_VERSIONS:
+        raise BrokeringUnavailable(
+            f"client-brokered file access needs the legacy protocol era (2025-11-25 or older): this "
+            f"connection speaks {version}, where a server cannot send requests to the client"
+        )
+    connection = connection_of(ctx)
+    state = connection.state.get(STATE_KEY)
+    if not isinstance(state, _ConnectionState) and connection.client_params is None:
+        raise BrokeringUnavailable(
+            "this connection had no initialize handshake (stateless HTTP?): client-brokered file access "
+            "needs a stateful legacy-era connection (stdio or stateful streamable HTTP)"
+        )
+    if not isinstance(state, _ConnectionState):
+        raise BrokeringUnavailable(
+            "the server did not record the client's capabilities: call "
+            "mcp_roots.broker.enable_brokering(server) when building the server"
+        )
+    if not state.offers:
+        raise BrokeringUnavailable(
+            "the client does not offer client-brokered file access (its initialize declared no "
+            "capabilities.roots.filesystemBrokering: true); the server cannot reach the client's files"
+        )
+    if timeout <= 0 or not 0 < chunk_size <= p.MAX_CHUNK_SIZE:
+        raise ValueError(
+            f"timeout ({timeout}) must be positive and chunk_size ({chunk_size}) in 1..{p.MAX_CHUNK_SIZE}"
+        )
+    return BrokeredFiles(ctx, state, timeout=timeout, chunk_size=chunk_size)
+
+
+class BrokeredFiles:
+    """The ``files/*`` operations, as a tool calls them. Paths are relative to a root of the client
+    (``root=`` its URI; default the first root). Errors are :class:`BrokerError` with ``reason``."""
+
+    def __init__(self, ctx: Context, state: _ConnectionState, *, timeout: float, chunk_size: int) -> None:
+        self._ctx = ctx
+        self._state = state
+        self.timeout = timeout
+        self.chunk_size = chunk_size
+
+    async def _call(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        return await send_files_request(self._ctx, method, params, timeout=self.timeout)
+
+    @staticmethod
+    def _ref(path: str, root: str | None) -> dict[str, Any]:
+        ref: dict[str, Any] = {"path": path}
+        if root is not None:
+            ref["root"] = root
+        return ref
+
+    async def consent(
+        self,
+        message: str,
+        paths: Sequence[str] | None = None,
+        *,
+        access: Literal["read", "write"] = "read",
+        root: str | None = None,
+    ) -> ConsentGrant:
+        """Ask the user for ``access`` to ``paths`` (default: every root), in ``message``'s words."""
+        params: dict[str, Any] = {"message": message, "access": access}
+        if paths is not None:
+            params["paths"] = [self._ref(x, root) for x in paths]
+        result = await self._call(p.CONSENT, params)
+        return ConsentGrant(
+            granted=[str(x.get("path", "")) for x in result.get("granted", [])],
+            denied=[str(x.get("path", "")) for x in result.get("denied", [])],
+            access=result.get("access", access),
+        )
+
+    async def read_chunk(
+        self, path: str, offset: int = 0, length: int | None = None, *, root: str | None = None
+    ) -> p.ReadResult:
+        """One ``files/read`` answer as it came (the host may return fewer bytes than asked)."""
+        params = self._ref(path, root)
+        params.update(offset=offset, length=self.chunk_size if length is None else length)
+        result = await self._call(p.READ, params)
+        return result  # type: ignore[return-value]
+
+    async def open_read(self, path: str, *, offset: int = 0, root: str | None = None) -> AsyncIterator[bytes]:
+        """Stream a file in chunks of ``chunk_size`` bytes. The file must not change while it is read
+        (a changed etag raises ``CONCURRENCY_CONFLICT``), so the chunks are never spliced from two
+        versions."""
+        etag: str | None = None
+        while True:
+            answer = await self.read_chunk(path, offset, root=root)
+            if etag is None:
+                etag = answer["etag"]
+            elif answer["etag"] != etag:
+                raise p.broker_error(
+                    "CONCURRENCY_CONFLICT", f"{path!r} changed while it was being read", path=path
+                )
+            data = p.decode_content(
+                answer["content"], answer.get("encoding", "base64"), max_bytes=p.MAX_CHUNK_SIZE
+            )
+            if data:
+                yield data
+            offset += len(data)
+            if answer["eof"] or not data:
+                return
+
+    async def read(
+        self,
+        path: str,
+        *,
+        offset: int = 0,
+        length: int | None = None,
+        root: str | None = None,
+        in_flight: int = 2,
+    ) -> bytes:
+        """``length`` bytes from ``offset`` (None: to the end), read in chunks with up to ``in_flight``
+        requests outstanding, so the host's work and this process's overlap. Every chunk must carry the
+        first chunk's etag (else ``CONCURRENCY_CONFLICT``)."""
+        if in_flight < 1:
+            raise ValueError(f"in_flight must be at least 1, not {in_flight}")
+        first = await self.read_chunk(
+            path, offset, length if length is not None and length < self.chunk_size else None, root=root
+        )
+        etag = first["etag"]
+        head = p.decode_content(first["content"], first.get("encoding", "base64"), max_bytes=p.MAX_CHUNK_SIZE)
+        end = first["size"] if length is None else min(first["size"], offset + length)
+        pieces: dict[int, bytes] = {offset: head}
+        start = offset + len(head)
+        if not head or first["eof"] or start >= end:
+            return head[: max(0, end - offset)]
+        limiter = anyio.CapacityLimiter(in_flight)
+
+        async def fetch(span_start: int, span_end: int) -> None:
+            async with limiter:
+                at = span_start
+                while at < span_end:
+                    answer = await self.read_chunk(path, at, span_end - at, root=root)
+                    if answer["etag"] != etag:
+                        raise p.broker_error(
+                            "CONCURRENCY_CONFLICT", f"{path!r} changed while it was being read", path=path
+                        )
+                    data = p.decode_content(
+                        answer["content"], answer.get("encoding", "base64"), max_bytes=p.MAX_CHUNK_SIZE
+                    )
+                    if not data:  # shorter than its size said: it changed (the etag would say so too)
+                        raise p.broker_error(
+                            "CONCURRENCY_CONFLICT", f"{path!r} changed while it was being read", path=path
+                        )
+                    pieces[at] = data
+                    at += len(data)
+
+        try:
+            async with anyio.create_task_group() as task_group:
+                for span_start in range(start, end, self.chunk_size):
+                    task_group.start_soon(fetch, span_start, min(end, span_start + self.chunk_size))
+        except BaseException as exc:  # a task group wraps the first failure in an exception group
+            error = _first_broker_error(exc)
+            if error is None:
+                raise
+            raise error from None
+        data = b"".join(pieces[k] for k in sorted(pieces))
+        return data[: end - offset]
+
+    async def read_text(self, path: str, *, encoding: str = "utf-8", root: str | None = None) -> str:
+        return (await self.read(path, root=root)).decode(encoding)
+
+    async def write(
+        self,
+        path: str,
+        data: bytes | str,
+        *,
+        if_match: str | None = None,
+        create_only: bool = False,
+        root: str | None = None,
+    ) -> FileInfo:
+        """Replace (or create) a file: sent in chunks, made visible atomically by the host after the last.
+        ``if_match`` (an etag) or ``create_only`` turn a concurrent change into ``CONCURRENCY_CONFLICT``."""
+        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        chunks = list(p.chunk_spans(len(raw), self.chunk_size))
+        view = memoryview(raw)
+        upload_id: str | None = None
+        result: dict[str, Any] = {}
+        for index, (offset, length) in enumerate(chunks):
+            params: dict[str, Any] = {"content": p.encode_content(bytes(view[offset : offset + length]))}
+            if upload_id is None:
+                params.update(self._ref(path, root))
+                if if_match is not None:
+                    params["ifMatch"] = if_match
+                if create_only:
+                    params["createOnly"] = True
+            else:
+                params.update(uploadId=upload_id, offset=offset)
+            if index < len(chunks) - 1:
+                params["more"] = True
+            result = await self._call(p.WRITE, params)
+            upload_id = result.get("uploadId", upload_id)
+        return FileInfo(
+            "file",
+            int(result.get("size", len(raw))),
+            float(result.get("mtime", 0.0)),
+            str(result.get("etag", "")),
+        )
+
+    async def list(self, path: str = "", *, root: str | None = None) -> list[DirEntry]:
+        entries: list[DirEntry] = []
+        cursor: str | None = None
+        while True:
+            params = self._ref(path, root)
+            if cursor is not None:
+                params["cursor"] = cursor
+            result = await self._call(p.LIST, params)
+            entries.extend(
+                DirEntry(e["name"], e["type"], e["size"], e["mtime"]) for e in result.get("entries", [])
+            )
+            cursor = result.get("nextCursor")
+            if not cursor:
+                return entries
+
+    async def stat(self, path: str, *, root: str | None = None) -> FileInfo:
+        r = await self._call(p.STAT, self._ref(path, root))
+        return FileInfo(r["type"], r["size"], r["mtime"], r["etag"])
+
+    async def create(
+        self,
+        path: str,
+        type: Literal["file", "directory"] = "file",
+        *,
+        parents: bool = False,
+        root: str | None = None,
+    ) -> FileInfo:
+        """Create an empty file or a directory; an existing path is ``CONCURRENCY_CONFLICT``."""
+        params = self._ref(path, root)
+        params.update(type=type, parents=parents)
+        r = await self._call(p.CREATE, params)
+        return FileInfo(type, 0, r.get("mtime", 0.0), r.get("etag", ""))
+
+    async def delete(
+        self, path: str, *, recursive: bool = False, if_match: str | None = None, root: str | None = None
+    ) -> None:
+        params = self._ref(path, root)
+        params["recursive"] = recursive
+        if if_match is not None:
+            params["ifMatch"] = if_match
+        await self._call(p.DELETE, params)
+
+    async def rename(
+        self,
+        path: str,
+        new_path: str,
+        *,
+        overwrite: bool = False,
+        root: str | None = None,
+        new_root: str | None = None,
+    ) -> None:
+        params = self._ref(path, root)
+        params.update(newPath=new_path, overwrite=overwrite)
+        if new_root is not None:
+            params["newRoot"] = new_root
+        await self._call(p.RENAME, params)
+
+    @asynccontextmanager
+    async def watch(
+        self, path: str = "", *, recursive: bool = False, root: str | None = None
+    ) -> AsyncIterator[MemoryObjectReceiveStream[FileChange]]:
+        """Watch a file or directory; iterate the yielded stream for :class:`FileChange` events. The
+        watch ends (``files/unwatch``) when the block exits."""
+        params = self._ref(path, root)
+        params["recursive"] = recursive
+        result = await self._call(p.WATCH, params)
+        watch_id = result.get("watchId")
+        if not isinstance(watch_id, str):
+            raise p.broker_error("IO_ERROR", f"files/watch answered no watchId: {result!r}")
+        send, receive = anyio.create_memory_object_stream[FileChange](WATCH_BUFFER)
+        self._state.watches[watch_id] = send
+        try:
+            with send, receive:
+                yield receive
+        finally:
+            self._state.watches.pop(watch_id, None)
+            with anyio.move_on_after(5, shield=True):
+                try:
+                    await self._call(p.UNWATCH, {"watchId": watch_id})
+                except Exception:  # the watch may already be gone (revoked, root deleted)
+                    logger.debug("files/unwatch %s failed", watch_id, exc_info=True)
+
+
+def _first_broker_error(exc: BaseException) -> BrokerError | None:
+    if isinstance(exc, BrokerError):
+        return exc
+    for inner in getattr(exc, "exceptions", ()):
+        found = _first_broker_error(inner)
+        if found is not None:
+            return found
+    return None
