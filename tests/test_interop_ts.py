@@ -109,7 +109,7 @@ def assert_roots_scenario(summary: dict[str, Any], dirs: Dirs) -> None:
     # stream may not exist yet, and a request sent there is lost (the call would wait out the timeout and
     # get the fallback roots).
     assert_content(summary["immediate"], "alpha")
-    assert summary["roots_in_force_after_seconds"] < 1.0
+    assert summary["roots_in_force_after_seconds"] < 5.0  # one list_roots call, generous for a loaded CI
 
     first = summary["first"]
     assert_content(first["inside"], "alpha")
