@@ -545,8 +545,10 @@ class RootSet:
         index, size = self._index, len(text)
         for length in lengths:
             if length < size:
-                if (text[length] == "/" or length == 1) and text[:length] in index:
-                    return text[:length]  # the key is the root path, exactly
+                if text[length] == "/" or length == 1:
+                    key = text[:length]
+                    if key in index:
+                        return key  # the key is the root path, exactly
             elif length == size and text in index:
                 return text
         return None
