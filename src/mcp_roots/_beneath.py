@@ -176,7 +176,7 @@ def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
     ``dirfd``, OSError otherwise. ``O_CLOEXEC`` is always added.
     """
     flags |= O_CLOEXEC
-    if not (flags & O_CREAT or (O_TMPFILE and flags & O_TMPFILE == O_TMPFILE)):
+    if mode and not (flags & O_CREAT or (O_TMPFILE and flags & O_TMPFILE == O_TMPFILE)):
         mode = 0
     if "/" not in rel and rel not in ("", ".", "..") and not flags & O_PATH:
         # One plain name: an openat with O_NOFOLLOW cannot leave dirfd, and costs less than openat2

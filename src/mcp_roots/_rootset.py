@@ -889,7 +889,7 @@ _READ_MODES = {"r": False, "rt": False, "rb": True}
 
 def _open_for_reading(root: Descriptor, rel: str) -> tuple[int, os.stat_result]:
     # The descriptor is read from only: O_NONBLOCK may stay where it changes nothing (see open_regular).
-    return open_regular(root.fd, rel, os.O_RDONLY, plain_dev=root.plain_dev)
+    return open_regular(root.fd, rel, os.O_RDONLY, 0, plain_dev=root.plain_dev)
 
 
 def _reader(
