@@ -43,6 +43,7 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
+
 __all__ = [
     "BrokerError",
     "BrokeringUnavailable",

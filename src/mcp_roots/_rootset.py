@@ -615,12 +615,14 @@ class RootSet:
     def _at_unnamed(self, text: str, parts: list[str] | None, op: Callable[[Descriptor, str], _T]) -> _T:
         parts = _split(text) if parts is None else parts
         dotdot = ".." in parts
+        # A trailing '/' or '/.' requires a directory, as it does for the kernel; keep it on the way down.
+        slash = "/" if text.endswith(("/", "/.")) else ""
         for root, rest in self._lexical_roots(parts):
             if _climbs(rest):
                 continue
             descriptor = self._descriptors.get(str(root.path))
             try:
-                return op(descriptor, "/".join(rest))
+                return op(descriptor, "/".join(rest) + slash if rest else "")
             except Escape:
                 if dotdot:
                     raise self._outside(text, "leaves its root (through '..' or a symlink)") from None
