@@ -541,3 +541,14 @@ def test_innermost_root_matches_the_component_probe(tmp_path: Path) -> None:
     everything = RootSet.from_paths(["/", tmp_path / "a"])
     for text in [*probes, "/", "/x"]:
         assert everything._innermost_root(text) == everything._lookup(text), text
+
+
+@pytest.mark.parametrize("suffix", ["f/", "./f/", "./f/.", "sub/../f/", "f/."])
+def test_a_trailing_slash_on_a_file_is_not_a_directory(tree: Path, strategy: str, suffix: str) -> None:
+    (tree / "root" / "f").write_bytes(b"data")
+    (tree / "root" / "sub").mkdir(exist_ok=True)
+    roots = RootSet.from_paths([tree / "root"])
+    with pytest.raises(NotADirectoryError):
+        roots.read_bytes(f"{tree / 'root'}/{suffix}")
+    assert roots.read_bytes(f"{tree / 'root'}/./f") == b"data"
+    roots.close()

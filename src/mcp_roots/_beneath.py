@@ -36,7 +36,9 @@ O_CREAT: int = os.O_CREAT
 DIR_FLAGS = O_PATH | O_DIRECTORY | O_CLOEXEC  # a directory used only as dir_fd
 LIST_FLAGS = os.O_RDONLY | O_DIRECTORY | O_CLOEXEC  # a directory we read entries from
 
+AT_FDCWD = -100
 RESOLVE_NO_MAGICLINKS = 0x02
+RESOLVE_NO_SYMLINKS = 0x04
 RESOLVE_BENEATH = 0x08
 SYMLOOP_MAX = 40
 # openat2 answers EAGAIN when a rename or mount raced a '..' step; after this many in a row the walk takes
@@ -97,22 +99,31 @@ class _OpenHow(ctypes.Structure):
 _OPENAT2_NR = {"x86_64": 437, "aarch64": 437}.get(platform.machine()) if sys.platform == "linux" else None
 
 
-def _load_syscall() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+def _load_libc() -> tuple[ctypes._CFuncPtr | None, ctypes._CFuncPtr | None]:  # type: ignore[name-defined]
+    """libc's ``syscall`` (bound for openat2) and ``fstatfs``, on the Linux machines we know openat2's
+    number for; (None, None) elsewhere."""
     if _OPENAT2_NR is None:
-        return None
+        return None, None
     try:
-        fn = ctypes.CDLL(None, use_errno=True).syscall
+        libc = ctypes.CDLL(None, use_errno=True)
+        syscall, fstatfs = libc.syscall, libc.fstatfs
     except (OSError, AttributeError):  # pragma: no cover - no libc syscall()
-        return None
-    fn.restype = ctypes.c_long
-    fn.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t]
-    return fn
+        return None, None
+    # No argtypes: converting through them costs ~0.7 us a call, a third of what the call itself costs
+    # in Python. Every call site passes small ints (C int, which libffi sign-extends to the register
+    # width), bytes (char *) and a ctypes.byref pointer, which ctypes passes as they are.
+    syscall.restype = ctypes.c_long
+    fstatfs.restype = ctypes.c_int
+    fstatfs.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    return syscall, fstatfs
 
 
-_syscall = _load_syscall()
+_syscall, _fstatfs = _load_libc()
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 _HOW_SIZE = ctypes.sizeof(_OpenHow)
-_hows: dict[tuple[int, int], _OpenHow] = {}
+# One prebuilt open_how (and the pointer ctypes passes for it) per (flags, mode, resolve): an openat2 call
+# then allocates nothing but the encoded path. The combinations in use are few (the callers' flags).
+_hows: dict[tuple[int, int, int], tuple[_OpenHow, object]] = {}
 
 #: True while openat2 is in use; flipped to False once per process when the kernel (ENOSYS) or a seccomp
 #: filter (EPERM) refuses it. Tests set it to False to force the walk.
@@ -124,17 +135,26 @@ def strategy() -> str:
     return "openat2" if use_openat2 else "walk"
 
 
-def _how(flags: int, mode: int) -> _OpenHow:
-    how = _hows.get((flags, mode))
-    if how is None:
-        how = _hows[(flags, mode)] = _OpenHow(flags, mode, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
-    return how
+_BENEATH = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS
+
+
+def _how(flags: int, mode: int, resolve: int = _BENEATH) -> object:
+    """The ctypes pointer to a prebuilt ``open_how`` for these fields."""
+    key = (flags, mode, resolve)
+    found = _hows.get(key)
+    if found is None:
+        how = _OpenHow(flags, mode, resolve)
+        found = _hows[key] = (how, ctypes.byref(how))  # the pointer object keeps ``how`` alive
+    return found[1]
+
+
+_NO_SYMLINKS = _how(O_PATH | O_CLOEXEC, 0, RESOLVE_NO_SYMLINKS)
 
 
 def _openat2_refused(dirfd: int) -> bool:
     """After an EPERM: does openat2 refuse even a harmless call (seccomp), or was the EPERM genuine?"""
     assert _syscall is not None
-    fd = _syscall(_OPENAT2_NR, dirfd, b".", ctypes.byref(_how(O_PATH | O_CLOEXEC, 0)), _HOW_SIZE)
+    fd = _syscall(_OPENAT2_NR, dirfd, b".", _how(O_PATH | O_CLOEXEC, 0), _HOW_SIZE)
     if fd >= 0:
         os.close(fd)
         return False
@@ -156,7 +176,7 @@ def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
     ``dirfd``, OSError otherwise. ``O_CLOEXEC`` is always added.
     """
     flags |= O_CLOEXEC
-    if not (flags & O_CREAT or (O_TMPFILE and flags & O_TMPFILE == O_TMPFILE)):
+    if mode and not (flags & O_CREAT or (O_TMPFILE and flags & O_TMPFILE == O_TMPFILE)):
         mode = 0
     if "/" not in rel and rel not in ("", ".", "..") and not flags & O_PATH:
         # One plain name: an openat with O_NOFOLLOW cannot leave dirfd, and costs less than openat2
@@ -167,14 +187,18 @@ def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
             if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) or flags & O_NOFOLLOW:
                 raise
     if use_openat2 and _syscall is not None:
-        how = _how(flags, mode)
+        found = _hows.get((flags, mode, _BENEATH))
+        how = found[1] if found is not None else _how(flags, mode)
         path = rel.encode(_FS_ENCODING, _FS_ERRORS) if rel else b"."
-        for _ in range(EAGAIN_RETRIES):
-            fd: int = _syscall(_OPENAT2_NR, dirfd, path, ctypes.byref(how), _HOW_SIZE)
-            if fd >= 0:
-                return fd
+        fd: int = _syscall(_OPENAT2_NR, dirfd, path, how, _HOW_SIZE)
+        retries = EAGAIN_RETRIES - 1
+        while fd < 0:
             code = ctypes.get_errno()
             if code in (errno.EAGAIN, errno.EINTR):
+                if not retries:
+                    break
+                retries -= 1
+                fd = _syscall(_OPENAT2_NR, dirfd, path, how, _HOW_SIZE)
                 continue
             if code == errno.EXDEV:
                 raise Escape(rel)
@@ -184,7 +208,26 @@ def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
             if code == errno.ENOTDIR and rel in ("", ".", "/"):
                 return _reopen_self(dirfd, flags, mode)
             raise _oserror(code)
+        else:
+            return fd
     return walk_open(dirfd, rel, flags, mode)
+
+
+def lookup_without_symlinks(path: str) -> int:
+    """Look the absolute ``path`` up by name from ``/`` refusing every symlink on the way
+    (``openat2(AT_FDCWD, path, O_PATH, RESOLVE_NO_SYMLINKS)``) and return 0 when it exists, else the errno
+    (ELOOP: a component is a symlink; ENOSYS: openat2 is not usable here).
+
+    Success means: every component exists, every non-final one is a directory, and none is a symlink;
+    so ``path`` (absolute, without '.', '..' or empty components) is its own canonical form right now.
+    """
+    if _syscall is None:
+        return errno.ENOSYS
+    fd: int = _syscall(_OPENAT2_NR, AT_FDCWD, path.encode(_FS_ENCODING, _FS_ERRORS), _NO_SYMLINKS, _HOW_SIZE)
+    if fd < 0:
+        return ctypes.get_errno() or errno.EIO
+    os.close(fd)
+    return 0
 
 
 def _reopen_self(fd: int, flags: int, mode: int) -> int:
@@ -277,10 +320,9 @@ def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
 # --- Root descriptors --------------------------------------------------------------------------------------
 
 
-def open_root(path: str) -> tuple[int, bool]:
+def open_root(path: str) -> Descriptor:
     """Open the canonical root ``path`` one component at a time from ``/`` with ``O_NOFOLLOW``: a root
-    whose path now contains a symlink was replaced since it was canonicalized, and is refused.
-    Returns (descriptor, is_directory)."""
+    whose path now contains a symlink was replaced since it was canonicalized, and is refused."""
     fd = os.open("/", (O_PATH or os.O_RDONLY) | O_DIRECTORY | O_CLOEXEC)
     try:
         for name in [c for c in path.split("/") if c]:
@@ -292,24 +334,56 @@ def open_root(path: str) -> tuple[int, bool]:
                 raise PathOutsideRoots(
                     f"Access denied: the root {path!r} was replaced (a component is now a symlink)"
                 )
-        mode = os.fstat(fd).st_mode
+        st = os.fstat(fd)
+        mode = st.st_mode
         if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
             raise PathOutsideRoots(f"Access denied: the root {path!r} is now {file_kind(mode)}")
-        return fd, stat.S_ISDIR(mode)
+        plain_dev = st.st_dev if filesystem_type(fd) in PLAIN_FILESYSTEMS else -1
+        return Descriptor(fd, stat.S_ISDIR(mode), plain_dev)
     except BaseException:
         os.close(fd)
         raise
 
 
+# Filesystems (statfs f_type) whose regular files are read and written through the page cache: there
+# O_NONBLOCK changes nothing for read(2)/write(2) (only RWF_NOWAIT or io_uring make such I/O non-blocking),
+# unlike FUSE, procfs, sysfs, debugfs/tracefs or network filesystems, which may honour it.
+PLAIN_FILESYSTEMS = frozenset(
+    {
+        0xEF53,  # ext2, ext3, ext4
+        0x58465342,  # xfs
+        0x9123683E,  # btrfs
+        0x01021994,  # tmpfs
+        0x858458F6,  # ramfs
+        0xF2F52010,  # f2fs
+    }
+)
+
+
+def filesystem_type(fd: int) -> int | None:
+    """statfs ``f_type`` of the filesystem ``fd`` is on (Linux), or None."""
+    if _fstatfs is None:
+        return None
+    buf = ctypes.create_string_buffer(256)  # struct statfs is 120 bytes on x86_64 and aarch64
+    if _fstatfs(fd, buf) != 0:
+        return None
+    return ctypes.c_long.from_buffer(buf).value
+
+
 class Descriptor:
     """An owned descriptor, closed when the last reference goes: an operation in another thread that still
-    holds it keeps the number from being reused under it."""
+    holds it keeps the number from being reused under it.
 
-    __slots__ = ("fd", "is_dir")
+    ``plain_dev`` is the root's st_dev when its filesystem is one of PLAIN_FILESYSTEMS, else -1. While the
+    descriptor is open it pins that filesystem, so its device number cannot be handed to another mount: a
+    file with the same st_dev is on the same (plain) filesystem."""
 
-    def __init__(self, fd: int, is_dir: bool) -> None:
+    __slots__ = ("fd", "is_dir", "plain_dev")
+
+    def __init__(self, fd: int, is_dir: bool, plain_dev: int = -1) -> None:
         self.fd = fd
         self.is_dir = is_dir
+        self.plain_dev = plain_dev
 
     def __del__(self) -> None:
         # TypeError: the os module is already torn down at interpreter exit.
@@ -329,16 +403,15 @@ class RootDescriptors:
 
     def __init__(self) -> None:
         self._open: dict[str, Descriptor] = {}
-        # The distinct lengths of the root paths, longest first, computed on first use by RootSet (it is
+        # The distinct lengths of the root paths, longest first, set by RootSet when it is built (it is
         # frozen; this holder is its per-set scratch space).
-        self.lengths: tuple[int, ...] | None = None
+        self.lengths: tuple[int, ...] = ()
 
     def get(self, path: str) -> Descriptor:
         found = self._open.get(path)
         if found is not None:
             return found
-        fd, is_dir = open_root(path)
-        found = Descriptor(fd, is_dir)
+        found = open_root(path)
         while len(self._open) >= MAX_OPEN_ROOTS:
             try:
                 del self._open[next(iter(self._open))]
@@ -377,10 +450,14 @@ def open_file(dirfd: int, rel: str, flags: int, mode: int = 0o666) -> int:
 
 
 def open_regular(
-    dirfd: int, rel: str, flags: int, mode: int = 0o666, *, allow_dir: bool = False
+    dirfd: int, rel: str, flags: int, mode: int = 0o666, *, allow_dir: bool = False, plain_dev: int = -1
 ) -> tuple[int, os.stat_result]:
     """:func:`open_file` that also returns the file's fstat; a directory raises IsADirectoryError unless
-    ``allow_dir`` (and the access is read-only)."""
+    ``allow_dir`` (and the access is read-only).
+
+    ``plain_dev`` (a :class:`Descriptor`'s, for a descriptor that is only read from) lets O_NONBLOCK stay
+    set on a regular file of that device: a plain filesystem ignores it, and clearing it costs a system
+    call."""
     try:
         fd = open_beneath(dirfd, rel, flags | O_NONBLOCK, mode)
     except OSError as exc:
@@ -400,8 +477,8 @@ def open_regular(
                     raise _oserror(errno.EISDIR)
                 return fd, st
             raise NotRegularFile(file_kind(kind))
-        if not flags & O_NONBLOCK:  # one F_SETFL: creation and access bits are ignored by it
-            fcntl.fcntl(fd, fcntl.F_SETFL, flags)
+        if not flags & O_NONBLOCK and st.st_dev != plain_dev:
+            fcntl.fcntl(fd, fcntl.F_SETFL, flags)  # one F_SETFL: creation and access bits are ignored by it
         return fd, st
     except BaseException:
         os.close(fd)

@@ -7,8 +7,8 @@ is one dict probe per component of the path, whatever the number of roots.
 
 from __future__ import annotations
 
-import contextlib
 import errno
+import io
 import json
 import logging
 import os
@@ -18,7 +18,7 @@ import sys
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PosixPath, PurePosixPath, PureWindowsPath, WindowsPath
 from types import TracebackType
 from typing import IO, Any, TypeVar
 
@@ -27,12 +27,14 @@ from ._beneath import (
     DIR_FLAGS,
     LIST_FLAGS,
     O_PATH,
+    Descriptor,
     Entry,
     Escape,
     NotRegularFile,
     RootDescriptors,
     fd_path,
     list_entries,
+    lookup_without_symlinks,
     mkdir_at,
     open_beneath,
     open_file,
@@ -53,6 +55,8 @@ logger = logging.getLogger("mcp_roots")
 # Linux's limits; other POSIX systems have the same or larger ones for the purpose of refusing input.
 PATH_MAX = 4096
 SYMLOOP_MAX = 40
+
+_WINDOWS = os.name == "nt"
 
 
 # --- Platform comparison rules ------------------------------------------------------------------------
@@ -220,8 +224,18 @@ def _describe(value: object) -> str:
     return text if len(text) <= 200 else text[:120] + f"...<{len(text)} chars>"
 
 
+# The exact pathlib classes: str() of one is its __fspath__() and always an exact str.
+_PATH_TYPES = frozenset({PurePosixPath, PosixPath, PureWindowsPath, WindowsPath})
+
+
 def _checked_text(path: object) -> str:
     """Turn a user-supplied path into text, or raise InvalidPath naming the input and the rule."""
+    if type(path) in _PATH_TYPES:
+        path = str(path)  # what their __fspath__ returns
+    if type(path) is str and path.isascii() and 0 < len(path) < PATH_MAX and "\x00" not in path:
+        # The common case, checked in O(1) but for the NUL scan: ASCII text encodes one byte per character
+        # in every filesystem encoding and cannot hold a lone surrogate.
+        return path
     if isinstance(path, str):
         raw: object = path
     elif isinstance(path, os.PathLike):
@@ -270,6 +284,12 @@ class RootSet:
     _descriptors: RootDescriptors = field(
         default_factory=RootDescriptors, init=False, repr=False, compare=False
     )
+
+    def __post_init__(self) -> None:
+        # The distinct root-path lengths, longest first, for _innermost_root_path: only where names compare
+        # exactly (a folded key need not be a prefix of the text) and while there are few of them.
+        lengths = sorted({len(key) for key in self._index}, reverse=True)
+        self._descriptors.lengths = tuple(lengths) if self._fold is _fold_exact and len(lengths) <= 16 else ()
 
     # -- construction --
 
@@ -391,11 +411,11 @@ class RootSet:
     def _canonical(self, path: object) -> str:
         """Canonical text of ``path``: InvalidPath for bad input, PathOutsideRoots if unresolvable."""
         text = _checked_text(path)
-        if not os.path.isabs(text):
+        if not (os.path.isabs(text) if _WINDOWS else text.startswith("/")):
             if not self._roots:
                 raise PathOutsideRoots(f"Access denied: {text!r} is relative and there are no allowed roots")
             text = os.path.join(str(self._roots[0].path), text)
-        if os.name == "nt":  # pragma: no cover - best effort, see docs/design.md
+        if _WINDOWS:  # pragma: no cover - best effort, see docs/design.md
             return os.path.realpath(text)
         fast = self._canonical_by_descriptor(text)
         if fast is not None:
@@ -433,7 +453,7 @@ class RootSet:
     def root_of(self, path: object) -> Root | None:
         """The innermost root that contains ``path``, or None (never raises)."""
         try:
-            return self._lookup(self._canonical(path))
+            return self._innermost_root(self._canonical(path))
         except (InvalidPath, PathOutsideRoots):
             return None
 
@@ -479,10 +499,21 @@ class RootSet:
     # os.Root does the same). See docs/design.md, "Race-free operations".
 
     def _canonical_by_descriptor(self, text: str) -> str | None:
-        """The canonical path of an existing ``text`` from one openat2(O_PATH) beneath its root and the
-        kernel's name for the descriptor; None whenever that cannot answer (the caller then walks)."""
+        """The canonical path of an existing absolute ``text`` from the kernel, or None whenever that
+        cannot answer (the caller then walks name by name).
+
+        A path with no '.', '..' or empty component that the kernel looks up from '/' without meeting a
+        single symlink (openat2 RESOLVE_NO_SYMLINKS) is its own canonical form: that is the answer, in one
+        system call. Otherwise one openat2(O_PATH) beneath its root and the kernel's name for the
+        descriptor. See docs/design.md, "Hot paths"."""
         if not _beneath.use_openat2 or not self._index:
             return None
+        if _is_plain(text):
+            code = lookup_without_symlinks(text)
+            if code == 0:
+                return text
+            if code != errno.ELOOP:  # missing (a tail to apply lexically), or an error to report
+                return None
         root = self._innermost_root(text)
         if root is None:
             return None
@@ -503,29 +534,38 @@ class RootSet:
             return real
         return None
 
-    def _innermost_root(self, text: str) -> Root | None:
-        """:meth:`_lookup` for an absolute path on a platform that compares paths exactly: one dict probe
-        per distinct root-path length (usually one or a few) instead of one per component."""
+    def _innermost_root_path(self, text: str) -> str | None:
+        """The path (as a string) of the innermost root that is a whole-component prefix of the absolute
+        ``text``, or None. Where names compare exactly, one dict probe per distinct root-path length
+        (usually one or a few) instead of one per component as :meth:`_lookup` does."""
         lengths = self._descriptors.lengths
-        if lengths is None:
-            lengths = tuple(sorted({len(key) for key in self._index}, reverse=True))
-            self._descriptors.lengths = lengths
-        if self._fold is not _fold_exact or len(lengths) > 16:
-            return self._lookup(text)
+        if not lengths:  # names fold, too many lengths, or no roots
+            root = self._lookup(text)
+            return None if root is None else str(root.path)
         index, size = self._index, len(text)
         for length in lengths:
-            if length == size or (length < size and (text[length] == "/" or length == 1)):
-                root = index.get(text[:length])
-                if root is not None:
-                    return root
+            if length < size:
+                if text[length] == "/" or length == 1:
+                    key = text[:length]
+                    if key in index:
+                        return key  # the key is the root path, exactly
+            elif length == size and text in index:
+                return text
         return None
+
+    def _innermost_root(self, text: str) -> Root | None:
+        """:meth:`_lookup` for an absolute path, by root-path length where names compare exactly."""
+        if not self._descriptors.lengths:
+            return self._lookup(text)
+        root_path = self._innermost_root_path(text)
+        return None if root_path is None else self._index[root_path]
 
     def _outside(self, text: str, why: str = "is outside the allowed roots") -> PathOutsideRoots:
         return PathOutsideRoots(f"Access denied: {_describe(text)} {why} ({self.describe()})")
 
     def _absolute(self, path: object) -> str:
         """The checked text of ``path``, relative paths joined to the first root."""
-        if os.name == "nt":  # pragma: no cover - see docs/design.md
+        if _WINDOWS:  # pragma: no cover - see docs/design.md
             raise NotImplementedError("the race-free RootSet operations are not available on Windows yet")
         text = _checked_text(path)
         if not text.startswith("/"):
@@ -542,10 +582,22 @@ class RootSet:
             if root is not None:
                 yield root, parts[i:]
 
-    def _at(self, text: str, op: Callable[[int, str], _T], parts: list[str] | None = None) -> _T:
+    def _at(self, text: str, op: Callable[[Descriptor, str], _T], parts: list[str] | None = None) -> _T:
         """Run ``op(root_descriptor, relative_path)`` for the path ``text`` (or its components ``parts``
-        when given), naming ``text`` in errors."""
+        when given), naming ``text`` in errors. The op holds the root's Descriptor while it runs."""
         try:
+            if parts is None and "//" not in text and ("/." not in text or _no_dot_components(text)):
+                # The common case, kept cheap: no '.', '..' or empty component, so the innermost root that
+                # prefixes the text is the one. (Its descriptor is keyed by the root path, spelled in text
+                # exactly as on a platform that does not fold names.)
+                root_path = self._innermost_root_path(text)
+                if root_path is not None:
+                    descriptor = self._descriptors.get(root_path)
+                    try:
+                        return op(descriptor, text[len(root_path) :].lstrip("/"))
+                    except Escape:  # a symlink led out of it: the canonical path picks the root
+                        pass
+                return self._at_canonical(text, text, op)
             return self._at_unnamed(text, parts, op)
         except RootsError:
             raise
@@ -560,43 +612,37 @@ class RootSet:
                 raise OSError(exc.errno, exc.strerror, text) from None
             raise
 
-    def _at_unnamed(self, text: str, parts: list[str] | None, op: Callable[[int, str], _T]) -> _T:
-        if parts is None and "/." not in text and "//" not in text:
-            # The common case, kept cheap: no '.', '..' or empty component, so the innermost root that
-            # prefixes the text is the one.
-            root = self._innermost_root(text)
-            if root is not None:
-                root_path = str(root.path)
-                descriptor = self._descriptors.get(root_path)
-                with contextlib.suppress(Escape):
-                    return op(descriptor.fd, text[len(root_path) :].lstrip("/"))
-        else:
-            parts = _split(text) if parts is None else parts
-            dotdot = ".." in parts
-            for root, rest in self._lexical_roots(parts):
-                if _climbs(rest):
-                    continue
-                descriptor = self._descriptors.get(str(root.path))
-                try:
-                    return op(descriptor.fd, "/".join(rest))
-                except Escape:
-                    if dotdot:
-                        raise self._outside(text, "leaves its root (through '..' or a symlink)") from None
-                    break
-            else:
+    def _at_unnamed(self, text: str, parts: list[str] | None, op: Callable[[Descriptor, str], _T]) -> _T:
+        parts = _split(text) if parts is None else parts
+        dotdot = ".." in parts
+        # A trailing '/' or '/.' requires a directory, as it does for the kernel; keep it on the way down.
+        slash = "/" if text.endswith(("/", "/.")) else ""
+        for root, rest in self._lexical_roots(parts):
+            if _climbs(rest):
+                continue
+            descriptor = self._descriptors.get(str(root.path))
+            try:
+                return op(descriptor, "/".join(rest) + slash if rest else "")
+            except Escape:
                 if dotdot:
-                    raise self._outside(
-                        text, "climbs out of its root with '..' (refused even if it comes back)"
-                    )
-        # No root is a lexical prefix, or a symlink led out of it: let the canonical path pick the root.
-        canonical = self._canonical(text if parts is None else "/" + "/".join(parts))
+                    raise self._outside(text, "leaves its root (through '..' or a symlink)") from None
+                break
+        else:
+            if dotdot:
+                raise self._outside(text, "climbs out of its root with '..' (refused even if it comes back)")
+        return self._at_canonical(text, "/" + "/".join(parts), op)
+
+    def _at_canonical(self, text: str, path: str, op: Callable[[Descriptor, str], _T]) -> _T:
+        """No root is a lexical prefix of ``path`` (the components of ``text``), or a symlink led out of
+        it: let the canonical path pick the root, and open beneath that one (a second escape is refused)."""
+        canonical = self._canonical(path)
         landed = self._lookup(canonical)
         if landed is None:
             raise self._outside(text)
         root_path = str(landed.path)
         descriptor = self._descriptors.get(root_path)
         try:
-            return op(descriptor.fd, canonical[len(root_path) :].lstrip("/"))
+            return op(descriptor, canonical[len(root_path) :].lstrip("/"))
         except Escape:
             raise self._outside(text, "changed while it was being opened and now leads outside") from None
 
@@ -615,8 +661,8 @@ class RootSet:
         ):
             raise InvalidPath(f"{_describe(text)} is one of the allowed roots itself; it cannot be {verb}")
 
-        def in_parent(dirfd: int, rel: str) -> _T:
-            parent = open_beneath(dirfd, rel, DIR_FLAGS)
+        def in_parent(root: Descriptor, rel: str) -> _T:
+            parent = open_beneath(root.fd, rel, DIR_FLAGS)
             try:
                 return op(parent, name)
             finally:
@@ -640,9 +686,21 @@ class RootSet:
         blocking; a file created by ``"w"``/``"a"``/``"x"`` is created beneath the root.
         """
         text = self._absolute(path)
+        binary = _READ_MODES.get(mode) if type(mode) is str else None
+        if (
+            binary is not None
+            and type(buffering) is int
+            and buffering == -1
+            and (not binary or (encoding is None and errors is None and newline is None))
+        ):
+            # The common read, built as the builtin builds it minus two system calls it cannot avoid: the
+            # opener path re-sets O_CLOEXEC (ioctl FIOCLEX) and asks isatty (ioctl TCGETS), and a regular
+            # file -- the only kind we return -- is never a terminal.
+            fd, st = self._at(text, _open_for_reading)
+            return _reader(fd, st, text, mode, binary, encoding, errors, newline)
 
         def opener(_name: str, flags: int) -> int:
-            return self._at(text, lambda fd, rel: open_file(fd, rel, flags))
+            return self._at(text, lambda root, rel: open_file(root.fd, rel, flags))
 
         return open(text, mode, buffering, encoding, errors, newline, opener=opener)
 
@@ -650,14 +708,14 @@ class RootSet:
         """The descriptor-level open: ``os.open(path, flags, mode)`` confined to the roots. ``O_CLOEXEC``
         is always added; no file-type check is made (pass ``O_NONBLOCK`` yourself if that matters)."""
         text = self._absolute(path)
-        return self._at(text, lambda fd, rel: open_beneath(fd, rel, flags, mode))
+        return self._at(text, lambda root, rel: open_beneath(root.fd, rel, flags, mode))
 
     def read_bytes(self, path: str | os.PathLike[str], *, max_bytes: int | None = None) -> bytes:
         """The contents of a regular file inside the roots; :class:`FileTooLarge` past ``max_bytes``."""
         if max_bytes is not None and max_bytes < 0:
             raise ValueError(f"max_bytes must be None or >= 0, not {max_bytes!r}")
         text = self._absolute(path)
-        fd, st = self._at(text, lambda d, rel: open_regular(d, rel, os.O_RDONLY))
+        fd, st = self._at(text, _open_for_reading)
         try:
             return read_fd(fd, max_bytes, st.st_size)
         except OverflowError:
@@ -720,7 +778,7 @@ class RootSet:
 
     def _open_dir(self, path: str | os.PathLike[str]) -> tuple[str, int]:
         text = self._absolute(path)
-        return text, self._at(text, lambda fd, rel: open_beneath(fd, rel, LIST_FLAGS))
+        return text, self._at(text, lambda root, rel: open_beneath(root.fd, rel, LIST_FLAGS))
 
     def listdir(self, path: str | os.PathLike[str]) -> list[str]:
         """The names in a directory inside the roots, like :func:`os.listdir`."""
@@ -763,7 +821,7 @@ class RootSet:
         """:func:`os.stat` of a path inside the roots (symlinks followed while they stay inside)."""
         text = self._absolute(path)
         flags = O_PATH or (os.O_RDONLY | _beneath.O_NONBLOCK)
-        fd = self._at(text, lambda d, rel: open_beneath(d, rel, flags))
+        fd = self._at(text, lambda root, rel: open_beneath(root.fd, rel, flags))
         try:
             return os.fstat(fd)
         finally:
@@ -825,6 +883,56 @@ class RootSet:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+#: The read modes RootSet.open builds itself (True: binary), as the builtin would with buffering=-1.
+_READ_MODES = {"r": False, "rt": False, "rb": True}
+
+
+def _open_for_reading(root: Descriptor, rel: str) -> tuple[int, os.stat_result]:
+    # The descriptor is read from only: O_NONBLOCK may stay where it changes nothing (see open_regular).
+    return open_regular(root.fd, rel, os.O_RDONLY, 0, plain_dev=root.plain_dev)
+
+
+def _reader(
+    fd: int,
+    st: os.stat_result,
+    name: str,
+    mode: str,
+    binary: bool,
+    encoding: str | None,
+    errors: str | None,
+    newline: str | None,
+) -> IO[Any]:
+    """The file object ``open(name, mode)`` returns, around ``fd`` (a regular file opened read-only,
+    ``st`` its fstat): FileIO, a BufferedReader of the file's block size, and for text a TextIOWrapper."""
+    try:
+        raw = io.FileIO(fd, "r")  # fstats once more, as the builtin does; on failure fd is still ours
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        raw.name = name  # what the builtin names it: the path as given (made absolute)
+        buffered = io.BufferedReader(raw, st.st_blksize if st.st_blksize > 1 else io.DEFAULT_BUFFER_SIZE)
+        if binary:
+            return buffered
+        wrapper = io.TextIOWrapper(buffered, encoding, errors, newline)
+        wrapper.mode = mode  # type: ignore[misc]
+        return wrapper
+    except BaseException:
+        raw.close()
+        raise
+
+
+def _no_dot_components(text: str) -> bool:
+    """Whether the absolute ``text`` has no '.', '..' or empty component (a trailing '/' is allowed)."""
+    return "//" not in text and "/./" not in text and "/../" not in text and not text.endswith(("/.", "/.."))
+
+
+def _is_plain(text: str) -> bool:
+    """Whether the absolute ``text`` is in canonical form as text: no '.', '..' or empty component and no
+    trailing '/' (``/`` itself is not plain)."""
+    return not text.endswith("/") and _no_dot_components(text)
 
 
 def _split(text: str) -> list[str]:

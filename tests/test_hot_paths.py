@@ -1,0 +1,223 @@
+"""The fast paths of RootSet.open, read_bytes and contains(): each must answer exactly what the general path
+answers (the file object the builtin would build, the canonical path the name walk would find), refuse what
+it refuses, and leak no descriptor."""
+
+from __future__ import annotations
+
+import errno
+import gc
+import os
+from pathlib import Path
+
+import pytest
+
+from mcp_roots import InvalidPath, RootSet, _beneath
+from mcp_roots._rootset import canonicalize
+
+needs_openat2 = pytest.mark.skipif(_beneath._syscall is None, reason="openat2 is not available here")
+
+
+@pytest.fixture(params=["openat2", "walk"])
+def strategy(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "openat2" and _beneath._syscall is None:  # pragma: no cover - not Linux x86_64/arm64
+        pytest.skip("openat2 is not available on this platform")
+    monkeypatch.setattr(_beneath, "use_openat2", request.param == "openat2")
+    return str(request.param)
+
+
+def open_fds() -> int:
+    gc.collect()
+    return len(os.listdir("/proc/self/fd"))
+
+
+# --- open() for reading builds the builtin's file object ------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["r", "rt", "rb"])
+def test_read_modes_build_what_the_builtin_builds(tmp_path: Path, strategy: str, mode: str) -> None:
+    (tmp_path / "d").mkdir()
+    path = tmp_path / "d" / "f.txt"
+    path.write_bytes(b"one\r\ntwo\n\xc3\xa9")
+    roots = RootSet.from_paths([tmp_path])
+    kwargs = {} if "b" in mode else {"encoding": "utf-8"}
+    with open(path, mode, **kwargs) as theirs, roots.open(path, mode, **kwargs) as ours:  # type: ignore[call-overload]
+        assert type(ours) is type(theirs)
+        assert ours.name == theirs.name == str(path)
+        assert ours.mode == theirs.mode
+        assert repr(ours) == repr(theirs)
+        raw_ours = ours.buffer.raw if "b" not in mode else ours.raw
+        raw_theirs = theirs.buffer.raw if "b" not in mode else theirs.raw
+        assert raw_ours.name == raw_theirs.name
+        assert raw_ours.mode == raw_theirs.mode
+        assert raw_ours._blksize == raw_theirs._blksize
+        if "b" not in mode:
+            assert ours.encoding == theirs.encoding
+            assert ours.line_buffering == theirs.line_buffering is False
+        assert ours.read() == theirs.read()  # newline translation included
+        assert not os.get_inheritable(ours.fileno())
+    assert ours.closed
+    with roots.open(path, "r", encoding="latin-1", newline="") as ours:
+        assert ours.read() == "one\r\ntwo\n\xc3\xa9"
+
+
+def test_a_failing_read_open_leaks_no_descriptor(tmp_path: Path, strategy: str) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "f").write_text("x")
+    os.mkfifo(tmp_path / "fifo")
+    roots = RootSet.from_paths([tmp_path])
+    roots.contains(tmp_path / "f")
+    roots.open(tmp_path / "f", "rb").close()  # the root descriptor is open from here on
+    before = open_fds()
+    with pytest.raises(LookupError):
+        roots.open(tmp_path / "f", "r", encoding="no-such-codec")
+    with pytest.raises(IsADirectoryError) as info:
+        roots.open(tmp_path / "sub", "rb")
+    assert info.value.filename == str(tmp_path / "sub")
+    with pytest.raises(InvalidPath, match="FIFO"):
+        roots.open(tmp_path / "fifo", "rb")
+    with pytest.raises(FileNotFoundError):
+        roots.open(tmp_path / "missing", "rt")
+    with pytest.raises(ValueError, match="binary mode"):
+        roots.open(tmp_path / "f", "rb", encoding="utf-8")  # the builtin's own check, through its path
+    assert open_fds() == before
+
+
+def test_o_nonblock_stays_only_where_it_changes_nothing(tmp_path: Path) -> None:
+    # procfs honours O_NONBLOCK for some of its regular files: a read there must be blocking again.
+    proc = RootSet.from_paths(["/proc/sys/kernel"])
+    with proc.open("/proc/sys/kernel/ostype", "rb") as f:
+        assert os.get_blocking(f.fileno())
+        assert f.read()
+    assert proc.read_text("/proc/sys/kernel/ostype")
+    # A write is always blocking, whatever the filesystem.
+    roots = RootSet.from_paths([tmp_path])
+    with roots.open(tmp_path / "w", "wb") as f:
+        assert os.get_blocking(f.fileno())
+    with roots.open(tmp_path / "w", "rb", buffering=0) as f:  # the builtin's path: blocking too
+        assert os.get_blocking(f.fileno())
+    descriptor = roots._descriptors.get(str(tmp_path))
+    on_plain = _beneath.filesystem_type(descriptor.fd) in _beneath.PLAIN_FILESYSTEMS
+    assert descriptor.plain_dev == (os.stat(tmp_path).st_dev if on_plain else -1)
+    with roots.open(tmp_path / "w", "rb") as f:
+        assert os.get_blocking(f.fileno()) is not on_plain
+        assert f.read() == b""
+
+
+# --- contains(): one lookup without symlinks, the same answer as the name walk ---------------------------
+
+
+@needs_openat2
+def test_lookup_without_symlinks_refuses_every_symlink(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "f").write_text("x")
+    os.symlink("a", tmp_path / "link")
+    os.symlink("f", tmp_path / "a" / "b" / "flink")
+    assert _beneath.lookup_without_symlinks(f"{tmp_path}/a/b/f") == 0
+    assert _beneath.lookup_without_symlinks(f"{tmp_path}/a/b") == 0
+    assert _beneath.lookup_without_symlinks(f"{tmp_path}/link/b/f") == errno.ELOOP
+    assert _beneath.lookup_without_symlinks(f"{tmp_path}/a/b/flink") == errno.ELOOP
+    assert _beneath.lookup_without_symlinks(f"{tmp_path}/a/missing") == errno.ENOENT
+    assert _beneath.lookup_without_symlinks(f"{tmp_path}/a/b/f/x") == errno.ENOTDIR
+    assert _beneath.lookup_without_symlinks("/proc/self/root") == errno.ELOOP
+
+
+def by_name(roots: RootSet, path: Path) -> bool:
+    """The reference answer: the name-by-name walk, then the index."""
+    try:
+        return roots._lookup(canonicalize(str(path))) is not None
+    except Exception:
+        return False
+
+
+@needs_openat2
+def test_a_moved_root_is_judged_by_name_as_the_walk_judges_it(tmp_path: Path) -> None:
+    """The kernel's answer is used only when no component of the path is a symlink, so a root that was moved
+    and whose old name now points elsewhere cannot be answered by the descriptor that followed it."""
+    (tmp_path / "a" / "root").mkdir(parents=True)
+    (tmp_path / "a" / "root" / "f").write_text("x")
+    (tmp_path / "elsewhere").mkdir()
+    root = tmp_path / "a" / "root"
+    roots = RootSet.from_paths([root])
+    target = root / "f"
+    assert roots.contains(target)
+    roots.open(target).close()  # the root descriptor now pins the directory
+
+    # The root moves away; its old name becomes a symlink to where it went.
+    os.rename(root, tmp_path / "elsewhere" / "root")
+    os.symlink(tmp_path / "elsewhere" / "root", root)
+    assert by_name(roots, target) is False
+    assert roots.contains(target) is False
+
+    # An intermediate component replaced by a symlink to the directory it used to be.
+    os.unlink(root)
+    os.rename(tmp_path / "elsewhere" / "root", root)
+    os.rename(tmp_path / "a", tmp_path / "moved")
+    os.symlink(tmp_path / "moved", tmp_path / "a")
+    assert by_name(roots, target) is False
+    assert roots.contains(target) is False
+
+    # A real directory under the old name again: inside by name, for both.
+    os.unlink(tmp_path / "a")
+    (tmp_path / "a" / "root").mkdir(parents=True)
+    (tmp_path / "a" / "root" / "f").write_text("new")
+    assert by_name(roots, target) is True
+    assert roots.contains(target) is True
+    assert roots.resolve(target) == target
+
+
+@needs_openat2
+def test_fast_contains_agrees_with_the_walk_on_shapes_of_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "root" / ".git" / "objects").mkdir(parents=True)
+    (tmp_path / "root" / "f").write_text("x")
+    (tmp_path / "root" / "..f").write_text("x")
+    (tmp_path / "out").mkdir()
+    os.symlink("../out", tmp_path / "root" / "esc")
+    os.symlink("f", tmp_path / "root" / "inner")
+    roots = RootSet.from_paths([tmp_path / "root"])
+    base = str(tmp_path / "root")
+    shapes = [
+        base,
+        base + "/",
+        base + "/f",
+        base + "/f/",
+        base + "/f/.",
+        base + "/./f",
+        base + "//f",
+        base + "/..f",
+        base + "/.git/objects",
+        base + "/.git/../f",
+        base + "/esc",
+        base + "/esc/x",
+        base + "/inner",
+        base + "/missing/new",
+        base + "/../out",
+        base + "/../root/f",
+        str(tmp_path / "out"),
+        "/",
+    ]
+    fast = {shape: (roots.contains(shape), _resolved(roots, shape)) for shape in shapes}
+    monkeypatch.setattr(_beneath, "use_openat2", False)  # the name walk only
+    for shape in shapes:
+        assert fast[shape] == (roots.contains(shape), _resolved(roots, shape)), shape
+
+
+def _resolved(roots: RootSet, path: str) -> str | None:
+    try:
+        return str(roots.resolve(path))
+    except Exception as exc:
+        return type(exc).__name__
+
+
+def test_plain_filesystem_numbers_are_statfs_magics() -> None:
+    fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        kind = _beneath.filesystem_type(fd)
+    finally:
+        os.close(fd)
+    if _beneath._fstatfs is None:  # pragma: no cover - not Linux x86_64/arm64
+        assert kind is None
+    else:
+        assert kind == 0x9FA0  # PROC_SUPER_MAGIC: procfs is not a plain filesystem
+        assert kind not in _beneath.PLAIN_FILESYSTEMS
