@@ -751,3 +751,24 @@ async def test_run_refuses_to_run_twice(dirs: dict[str, Path]) -> None:
 def test_bad_settings_are_refused_with_their_name(dirs: dict[str, Path], option: str, value: float) -> None:
     with pytest.raises(ValueError, match=option):
         make_cache(FakeClient([]), dirs, **{option: value})
+
+
+async def test_a_slow_answer_after_the_timeout_still_applies(dirs: dict[str, Path]) -> None:
+    # An overloaded client answers later than the timeout: the tool call in between gets the fallback
+    # (bounded wait), and the answer, when it comes, is applied rather than thrown away.
+    client = FakeClient([dirs["a"]], latency=0.3)
+    cache = make_cache(client, dirs, timeout=0.15)
+    async with running(cache):
+        with anyio.fail_after(1):
+            assert paths_of(await cache.fresh()) == [dirs["fallback"]]
+        await until(lambda: paths_of(cache.current()) == [dirs["a"]])
+    assert client.calls == 1
+    assert client.cancelled == 0
+
+
+async def test_an_answer_later_than_two_timeouts_is_cancelled(dirs: dict[str, Path]) -> None:
+    client = FakeClient([dirs["a"]], latency=5.0)
+    cache = make_cache(client, dirs, timeout=0.1)
+    async with running(cache):
+        await until(lambda: client.cancelled == 1, limit=1.0)  # after one timeout of grace
+        assert paths_of(cache.current()) == [dirs["fallback"]]

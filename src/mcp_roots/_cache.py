@@ -388,10 +388,12 @@ class RootsCache:
             self._in_flight = False
         if request.done.is_set():
             return
-        # Stop waiting, and ask the fetch to stop. A fetch that ignores cancellation may still answer
-        # later; its answer then competes by generation, and it never blocks the next request.
+        # Stop waiting and move on, but let the fetch live a while longer (one more timeout): a client
+        # that is merely slow (an overloaded host) still gets its answer applied when it comes, competing by
+        # generation with any newer request. After that, the fetch is cancelled; one that ignores
+        # cancellation may still answer later, under the same rule, and never blocks the next request.
         request.abandoned = True
-        request.scope.cancel()
+        request.scope.deadline = min(request.scope.deadline, anyio.current_time() + self._timeout)
         self._settle(request)
         self._failed(request, f"got no answer within {self._timeout:g}s")
 
