@@ -5,7 +5,8 @@ Usage: python benchmarks/bench_broker.py [--size-mib 100] [--chunk-mib 1 ...]
 The server is examples/brokered_server.py (a subprocess); its tool streams the file with fs.open_read() and
 hashes it (and, in a second row, reads it whole with fs.read(), two requests in flight). The local figure
 reads the same file in the same chunk size and hashes it too, so both sides do the same consumer work.
-The goal: brokered throughput at least 25% of local.
+A third row sends the same base64 JSON lines between two bare Python processes (no SDK, no broker): the
+ceiling of the design itself. The goal: brokered throughput at least 25% of local.
 
 Wall time on a shared machine mostly measures how busy it is; the CPU seconds of each process (the host,
 i.e. this process, and the server subprocess, read from /proc on Linux) do not, and the step costs at the
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import anyio
 import mcp_types
+import pydantic_core
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -84,6 +87,45 @@ def step_costs(path: Path, size: int, chunk: int) -> tuple[dict[str, float], dic
     return host, server
 
 
+def bare_host(path: str) -> None:
+    """``--bare-host PATH``: answer ``{"id", "offset", "length"}`` lines on stdin with the same base64 JSON
+    lines files/read sends, with pydantic-core (the SDK's JSON engine) and no SDK, no broker."""
+    fd = os.open(path, os.O_RDONLY)
+    out = sys.stdout.buffer
+    for line in sys.stdin.buffer:
+        request = pydantic_core.from_json(line)
+        data = os.pread(fd, request["length"], request["offset"])
+        result = {"content": encode_content(data), "encoding": "base64", "bytesRead": len(data)}
+        out.write(pydantic_core.to_json({"jsonrpc": "2.0", "id": request["id"], "result": result}) + b"\n")
+        out.flush()
+
+
+def read_bare(path: Path, size: int, chunk: int) -> tuple[float, str]:
+    """(wall seconds, sha256) of reading ``path`` through a bare pipe to a ``--bare-host`` subprocess, one
+    request in flight, decoding strictly and hashing like the brokered tool: the ceiling of this design in
+    Python, without the SDK, the broker or an event loop."""
+    command = [sys.executable, __file__, "--bare-host", str(path)]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as host:
+        stdin, stdout = host.stdin, host.stdout
+        assert stdin is not None
+        assert stdout is not None
+
+        def ask(offset: int, length: int) -> bytes:
+            stdin.write(pydantic_core.to_json({"id": 1, "offset": offset, "length": length}) + b"\n")
+            stdin.flush()
+            answer = pydantic_core.from_json(stdout.readline())
+            return decode_content(answer["result"]["content"], max_bytes=chunk)
+
+        ask(0, 0)  # warm: the host process has started and imported what it needs
+        sha = hashlib.sha256()
+        started = time.perf_counter()
+        for offset in range(0, size, chunk):
+            sha.update(ask(offset, chunk))
+        elapsed = time.perf_counter() - started
+        stdin.close()
+    return elapsed, sha.hexdigest()
+
+
 def _server_cpu() -> float | None:
     """CPU seconds used so far by this process's one child (the server), or None where /proc cannot say."""
     try:
@@ -128,7 +170,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=100)
     parser.add_argument("--chunk-mib", type=float, nargs="+", default=[1.0])
+    parser.add_argument("--bare-host", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.bare_host:
+        bare_host(args.bare_host)
+        return
     size = args.size_mib * MIB
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(os.path.realpath(tmp))
@@ -160,6 +206,13 @@ def main() -> None:
                     f"{brokered:.3f} | {size / MIB / brokered:.0f} | {local / brokered * 100:.1f}% | "
                     f"{host_cpu:.2f} / {server} |"
                 )
+            bare, bare_sha = read_bare(target, size, chunk)
+            if bare_sha != local_sha:
+                raise SystemExit(f"checksum mismatch through the bare pipe: {bare_sha} vs {local_sha}")
+            print(
+                f"| bare pipe, no SDK (same base64 JSON lines, 1 in flight + sha256) | {chunk_mib:g} MiB | "
+                f"{bare:.3f} | {size / MIB / bare:.0f} | {local / bare * 100:.1f}% | - |"
+            )
         small = root / "small.bin"
         small.write_bytes(os.urandom(MIB))
         requests = MIB // 4096
