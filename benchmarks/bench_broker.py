@@ -1,25 +1,33 @@
 """Read throughput of a file through client-brokered access (files/read over stdio, base64 in JSON) beside
-reading it locally, one run, and where the brokered time goes.
+reading it locally, one run, with the CPU time each process spent and where the brokered time goes.
 
 Usage: python benchmarks/bench_broker.py [--size-mib 100] [--chunk-mib 1 ...]
 The server is examples/brokered_server.py (a subprocess); its tool streams the file with fs.open_read() and
-hashes it (and, in a second row, reads it whole with fs.read(), two requests in
-flight). The local figure reads the same file in the same chunk size and hashes it too, so both sides do
-the same consumer work. The goal: brokered throughput at least 25% of local.
+hashes it (and, in a second row, reads it whole with fs.read(), two requests in flight). The local figure
+reads the same file in the same chunk size and hashes it too, so both sides do the same consumer work.
+A third row sends the same base64 JSON lines between two bare Python processes (no SDK, no broker): the
+ceiling of the design itself. The goal: brokered throughput at least 25% of local.
+
+Wall time on a shared machine mostly measures how busy it is; the CPU seconds of each process (the host,
+i.e. this process, and the server subprocess, read from /proc on Linux) do not, and the step costs at the
+end say what the brokered path cannot avoid: base64 both ways and the SDK's JSON-RPC (de)serialization,
+timed with the very calls the SDK makes on each message.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import anyio
+import mcp_types
+import pydantic_core
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -30,40 +38,114 @@ SERVER = Path(__file__).resolve().parent.parent / "examples" / "brokered_server.
 MIB = 1024 * 1024
 
 
-def read_locally(path: Path, chunk: int) -> tuple[float, str]:
+def read_locally(path: Path, chunk: int) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds, sha256) of reading ``path`` in ``chunk`` pieces and hashing it."""
     sha = hashlib.sha256()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     with open(path, "rb", buffering=0) as f:
         while data := f.read(chunk):
             sha.update(data)
-    return time.perf_counter() - started, sha.hexdigest()
+    return time.perf_counter() - started, time.process_time() - cpu, sha.hexdigest()
 
 
-def codec_cost(size: int, chunk: int) -> dict[str, float]:
-    """Seconds spent on base64 and JSON for ``size`` bytes in ``chunk`` pieces, each done once per side."""
-    data = os.urandom(chunk)
+def step_costs(path: Path, size: int, chunk: int) -> tuple[dict[str, float], dict[str, float]]:
+    """CPU seconds of each unavoidable step of a brokered read of ``size`` bytes in ``chunk`` pieces, on the
+    host and on the server, each timed alone with the call the real path makes (one pass each)."""
     pieces = max(1, size // chunk)
-    started = time.perf_counter()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        started = time.process_time()
+        for i in range(pieces):
+            data = os.pread(fd, chunk, i * chunk)
+        pread = time.process_time() - started
+    finally:
+        os.close(fd)
+    started = time.process_time()
     for _ in range(pieces):
         text = encode_content(data)
-    encode = time.perf_counter() - started
-    started = time.perf_counter()
+    encode = time.process_time() - started
+    result = {"content": text, "encoding": "base64", "offset": 0, "bytesRead": len(data), "size": size}
+    response = mcp_types.JSONRPCResponse(jsonrpc="2.0", id=1, result={**result, "eof": False, "etag": "x"})
+    started = time.process_time()
+    for _ in range(pieces):  # what the SDK's stdio_client writes for each answer
+        line = response.model_dump_json(by_alias=True, exclude_unset=True)
+    dump = time.process_time() - started
+    started = time.process_time()
+    for _ in range(pieces):  # what the SDK's stdio_server does with each line it reads
+        mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    parse = time.process_time() - started
+    started = time.process_time()
     for _ in range(pieces):
-        decode_content(text, max_bytes=chunk)
-    decode = time.perf_counter() - started
-    message = {"jsonrpc": "2.0", "id": 1, "result": {"content": text, "encoding": "base64", "eof": False}}
-    started = time.perf_counter()
+        decoded = decode_content(text, max_bytes=chunk)
+    decode = time.process_time() - started
+    started = time.process_time()
     for _ in range(pieces):
-        line = json.dumps(message)
-    dumps = time.perf_counter() - started
-    started = time.perf_counter()
-    for _ in range(pieces):
-        json.loads(line)
-    loads = time.perf_counter() - started
-    return {"base64 encode": encode, "base64 decode": decode, "json dumps": dumps, "json loads": loads}
+        hashlib.sha256(decoded)
+    digest = time.process_time() - started
+    host = {"pread": pread, "base64 encode": encode, "SDK response to JSON": dump}
+    server = {"SDK JSON line to message": parse, "strict base64 decode": decode, "sha256": digest}
+    return host, server
 
 
-async def read_brokered(root: Path, name: str, chunk: int, whole: bool) -> tuple[float, dict[str, object]]:
+def bare_host(path: str) -> None:
+    """``--bare-host PATH``: answer ``{"id", "offset", "length"}`` lines on stdin with the same base64 JSON
+    lines files/read sends, with pydantic-core (the SDK's JSON engine) and no SDK, no broker."""
+    fd = os.open(path, os.O_RDONLY)
+    out = sys.stdout.buffer
+    for line in sys.stdin.buffer:
+        request = pydantic_core.from_json(line)
+        data = os.pread(fd, request["length"], request["offset"])
+        result = {"content": encode_content(data), "encoding": "base64", "bytesRead": len(data)}
+        out.write(pydantic_core.to_json({"jsonrpc": "2.0", "id": request["id"], "result": result}) + b"\n")
+        out.flush()
+
+
+def read_bare(path: Path, size: int, chunk: int) -> tuple[float, str]:
+    """(wall seconds, sha256) of reading ``path`` through a bare pipe to a ``--bare-host`` subprocess, one
+    request in flight, decoding strictly and hashing like the brokered tool: the ceiling of this design in
+    Python, without the SDK, the broker or an event loop."""
+    command = [sys.executable, __file__, "--bare-host", str(path)]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as host:
+        stdin, stdout = host.stdin, host.stdout
+        assert stdin is not None
+        assert stdout is not None
+
+        def ask(offset: int, length: int) -> bytes:
+            stdin.write(pydantic_core.to_json({"id": 1, "offset": offset, "length": length}) + b"\n")
+            stdin.flush()
+            answer = pydantic_core.from_json(stdout.readline())
+            return decode_content(answer["result"]["content"], max_bytes=chunk)
+
+        ask(0, 0)  # warm: the host process has started and imported what it needs
+        sha = hashlib.sha256()
+        started = time.perf_counter()
+        for offset in range(0, size, chunk):
+            sha.update(ask(offset, chunk))
+        elapsed = time.perf_counter() - started
+        stdin.close()
+    return elapsed, sha.hexdigest()
+
+
+def _server_cpu() -> float | None:
+    """CPU seconds used so far by this process's one child (the server), or None where /proc cannot say."""
+    try:
+        children = [
+            int(pid)
+            for task in Path(f"/proc/{os.getpid()}/task").iterdir()
+            for pid in (task / "children").read_text().split()
+        ]
+        if len(children) != 1:
+            return None
+        fields = Path(f"/proc/{children[0]}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+async def read_brokered(
+    root: Path, name: str, chunk: int, whole: bool
+) -> tuple[float, float, float | None, dict[str, object]]:
+    """(wall seconds, host CPU seconds, server CPU seconds or None, tool result) of one brokered read."""
     provider = RootsProvider([root])
     broker = FileBroker(provider, rate=None)
     params = StdioServerParameters(command=sys.executable, args=[str(SERVER)], env=dict(os.environ))
@@ -71,21 +153,28 @@ async def read_brokered(root: Path, name: str, chunk: int, whole: bool) -> tuple
     broker.install(client)
     async with client, broker:
         await client.call_tool("brokered_stat", {"path": name})  # warm: connection, roots, first request
+        server_before, cpu = _server_cpu(), time.process_time()
         started = time.perf_counter()
         result = await client.call_tool(
             "brokered_checksum", {"path": name, "chunk_size": chunk, "whole": whole}
         )
         elapsed = time.perf_counter() - started
+        host_cpu, server_after = time.process_time() - cpu, _server_cpu()
     if result.is_error or result.structured_content is None:
         raise SystemExit(f"brokered read failed: {result.content}")
-    return elapsed, result.structured_content
+    server_cpu = None if server_before is None or server_after is None else server_after - server_before
+    return elapsed, host_cpu, server_cpu, result.structured_content
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=100)
     parser.add_argument("--chunk-mib", type=float, nargs="+", default=[1.0])
+    parser.add_argument("--bare-host", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.bare_host:
+        bare_host(args.bare_host)
+        return
     size = args.size_mib * MIB
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(os.path.realpath(tmp))
@@ -94,40 +183,59 @@ def main() -> None:
             for _ in range(args.size_mib):
                 f.write(os.urandom(MIB))
         read_locally(target, MIB)  # page cache warm for every figure below
-        print(f"file: {args.size_mib} MiB, one run each\n")
-        print("| read | chunk | seconds | MiB/s | % of local |")
-        print("|---|---|---|---|---|")
+        load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"file: {args.size_mib} MiB, one run each; load average {load} on {os.cpu_count()} CPUs\n")
+        print("| read | chunk | seconds | MiB/s | % of local | CPU s host / server |")
+        print("|---|---|---|---|---|---|")
         for chunk_mib in args.chunk_mib:
             chunk = int(chunk_mib * MIB)
-            local, local_sha = read_locally(target, chunk)
+            local, local_cpu, local_sha = read_locally(target, chunk)
             print(
                 f"| local (open/read + sha256) | {chunk_mib:g} MiB | {local:.3f} | "
-                f"{size / MIB / local:.0f} | 100% |"
+                f"{size / MIB / local:.0f} | 100% | {local_cpu:.2f} / - |"
             )
             for label, whole in [("open_read, 1 in flight", False), ("read(), 2 in flight", True)]:
-                brokered, answer = anyio.run(read_brokered, root, target.name, chunk, whole)
+                brokered, host_cpu, server_cpu, answer = anyio.run(
+                    read_brokered, root, target.name, chunk, whole
+                )
                 if answer.get("sha256") != local_sha or answer.get("size") != size:
                     raise SystemExit(f"checksum mismatch: {answer} vs {local_sha}")
+                server = "?" if server_cpu is None else f"{server_cpu:.2f}"
                 print(
                     f"| brokered {label} (files/read over stdio + sha256) | {chunk_mib:g} MiB | "
-                    f"{brokered:.3f} | {size / MIB / brokered:.0f} | {local / brokered * 100:.1f}% |"
+                    f"{brokered:.3f} | {size / MIB / brokered:.0f} | {local / brokered * 100:.1f}% | "
+                    f"{host_cpu:.2f} / {server} |"
                 )
+            bare, bare_sha = read_bare(target, size, chunk)
+            if bare_sha != local_sha:
+                raise SystemExit(f"checksum mismatch through the bare pipe: {bare_sha} vs {local_sha}")
+            print(
+                f"| bare pipe, no SDK (same base64 JSON lines, 1 in flight + sha256) | {chunk_mib:g} MiB | "
+                f"{bare:.3f} | {size / MIB / bare:.0f} | {local / bare * 100:.1f}% | - |"
+            )
         small = root / "small.bin"
         small.write_bytes(os.urandom(MIB))
         requests = MIB // 4096
-        elapsed, _ = anyio.run(read_brokered, root, small.name, 4096, False)
+        elapsed, *_ = anyio.run(read_brokered, root, small.name, 4096, False)
         print(
             f"\nper-request cost: {requests} files/read of 4 KiB each in {elapsed:.3f} s = "
             f"{elapsed / requests * 1000:.2f} ms per round trip (SDK, JSON-RPC, two processes)"
         )
         chunk = int(args.chunk_mib[0] * MIB)
-        costs = codec_cost(size, chunk)
-        print(f"\nbase64 and JSON alone ({args.size_mib} MiB in {args.chunk_mib[0]:g} MiB chunks):")
-        for name, seconds in costs.items():
-            print(f"  {name:14} {seconds:.3f} s")
+        host, server = step_costs(target, size, chunk)
+        _, local_cpu, _ = read_locally(target, chunk)
         print(
-            f"  {'sum':14} {sum(costs.values()):.3f} s "
-            "(encode + dumps on the client, loads + decode on the server)"
+            f"\nCPU seconds of the unavoidable steps ({args.size_mib} MiB in {args.chunk_mib[0]:g} MiB "
+            "chunks):"
+        )
+        for side, costs in (("host", host), ("server", server)):
+            steps = ", ".join(f"{name} {seconds:.3f}" for name, seconds in costs.items())
+            print(f"  {side:6} {steps}; sum {sum(costs.values()):.3f}")
+        floor = max(sum(host.values()), sum(server.values()))
+        print(
+            f"  floor {floor:.3f} s: the slower side's steps alone, as if both processes ran in parallel on "
+            f"free cores and the SDK,\n  pipes and event loops cost nothing; local read + sha256 took "
+            f"{local_cpu:.3f} s CPU, so at best {local_cpu / floor * 100:.0f}% of local"
         )
 
 
