@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
-import socket
-import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -19,8 +16,7 @@ from mcp_types import ErrorData, ListRootsResult, Root
 
 from mcp_roots import path_to_uri
 
-REPO = Path(__file__).resolve().parent.parent
-FILE_SERVER = REPO / "examples" / "file_server.py"
+from .interopkit import FILE_SERVER
 
 
 def load_file_server() -> ModuleType:
@@ -82,40 +78,3 @@ class RootsCallback:
 
 def text_of(result: Any) -> str:
     return "".join(getattr(c, "text", "") for c in result.content)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_http_server(*args: str, port: int) -> Iterator[subprocess.Popen[bytes]]:
-    """Start examples/file_server.py --http PORT as a subprocess; yield it; stop it (bounded)."""
-    proc = subprocess.Popen(
-        [sys.executable, str(FILE_SERVER), "--http", str(port), *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            if proc.poll() is not None:
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                raise RuntimeError(f"file_server exited early: {err}")
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError("file_server did not start listening within 20 s")
-            time.sleep(0.05)
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr:
-            proc.stderr.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from .serverkit import REPO
+from .interopkit import REPO
 
 
 def test_demo_shows_the_boundary_and_its_change() -> None:

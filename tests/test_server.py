@@ -28,13 +28,12 @@ from mcp_types import (
 
 from mcp_roots import RootsGuard, path_to_uri
 
+from .interopkit import http_server
 from .serverkit import (
     FILE_SERVER,
     RootsCallback,
     Tree,
-    free_port,
     load_file_server,
-    start_http_server,
     text_of,
 )
 
@@ -64,9 +63,7 @@ class _HttpServers:
 
     def url(self, args: tuple[str, ...]) -> str:
         if args not in self._ports:
-            port = free_port()
-            self._stack.enter_context(contextlib.contextmanager(start_http_server)(*args, port=port))
-            self._ports[args] = port
+            self._ports[args] = self._stack.enter_context(http_server(*args)).port
         return f"http://127.0.0.1:{self._ports[args]}/mcp"
 
     def close(self) -> None:
