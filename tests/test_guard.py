@@ -93,6 +93,12 @@ def test_install_refuses_what_is_not_an_mcp_server(tree: Tree) -> None:
         RootsGuard([tree.fallback]).install(object())
 
 
+def test_a_ceiling_given_as_one_string_is_one_path(tree: Tree) -> None:
+    guard = RootsGuard([tree.project / "sub"], ceiling=str(tree.project))
+    assert guard.ceiling is not None
+    assert list(guard.ceiling.paths) == [tree.project]
+
+
 def test_install_twice_installs_once(tree: Tree) -> None:
     guard = RootsGuard([tree.fallback])
     server = MCPServer("t")

@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import inspect
 import logging
+import os
 import sys
 import types
 import typing
@@ -240,7 +241,7 @@ class RootsGuard:
         roots: Sequence[str | Any] | str | None = None,
         *,
         project_root: str | Any | None = None,
-        ceiling: RootSet | Sequence[str | Any] | None = None,
+        ceiling: RootSet | str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
         environ: Mapping[str, str] | None = None,
         user_config_dir: str | Any | None = None,
         debounce: float = 0.02,
@@ -248,6 +249,8 @@ class RootsGuard:
         timeout: float = 5.0,
         first_answer_timeout: float | None = None,
     ) -> None:
+        if isinstance(ceiling, (str, os.PathLike)):
+            ceiling = [ceiling]  # one path, not a sequence of one-character paths
         if ceiling is not None and not isinstance(ceiling, RootSet):
             ceiling = RootSet.from_paths(list(ceiling), source="ceiling")
         self._ceiling: RootSet | None = ceiling
