@@ -756,10 +756,11 @@ def test_bad_settings_are_refused_with_their_name(dirs: dict[str, Path], option:
 async def test_a_slow_answer_after_the_timeout_still_applies(dirs: dict[str, Path]) -> None:
     # An overloaded client answers later than the timeout: the tool call in between gets the fallback
     # (bounded wait), and the answer, when it comes, is applied rather than thrown away.
-    client = FakeClient([dirs["a"]], latency=0.3)
-    cache = make_cache(client, dirs, timeout=0.15)
+    # Answered 0.55 s after the request: past the 0.4 s timeout, well inside the one-timeout grace (0.8 s).
+    client = FakeClient([dirs["a"]], latency=0.55)
+    cache = make_cache(client, dirs, timeout=0.4)
     async with running(cache):
-        with anyio.fail_after(1):
+        with anyio.fail_after(2):
             assert paths_of(await cache.fresh()) == [dirs["fallback"]]
         await until(lambda: paths_of(cache.current()) == [dirs["a"]])
     assert client.calls == 1
