@@ -108,6 +108,13 @@ def hammer(read: Callable[[], bytes], secret: bytes) -> tuple[int, int]:
     return leaks, good
 
 
+def assert_never_leaks(strategy: str, read: Callable[[], bytes]) -> None:
+    """Hammer ``read`` under the attack: no outside read, and at least one inside read."""
+    leaks, good = hammer(read, b"OUTSIDE")
+    assert leaks == 0, f"{strategy}: {leaks} reads of the outside file"
+    assert good > 0, f"{strategy}: never read the inside file, the test proved nothing"
+
+
 def strategies() -> list[str]:
     return ["openat2", "walk"] if _beneath._syscall is not None else ["walk"]
 
@@ -128,16 +135,13 @@ def test_swapping_a_directory_with_an_escaping_symlink_never_leaks(
         control_must_leak(proc, target, root)
         for name in strategies():
             monkeypatch.setattr(_beneath, "use_openat2", name == "openat2")
-            leaks, good = hammer(lambda: roots.read_bytes(target), b"OUTSIDE")
-            assert leaks == 0, f"{name}: {leaks} reads of the outside file"
-            assert good > 0, f"{name}: never read the inside file, the test proved nothing"
+            assert_never_leaks(name, lambda: roots.read_bytes(target))
 
             def through_open() -> bytes:
                 with roots.open(target, "rb") as f:
                     return f.read()
 
-            leaks, good = hammer(through_open, b"OUTSIDE")
-            assert (leaks, good > 0) == (0, True), name
+            assert_never_leaks(name, through_open)
     roots.close()
 
 
@@ -163,7 +167,5 @@ def test_a_directory_moved_out_mid_lookup_never_leads_outside(
         control_must_leak(proc, target, root)
         for name in strategies():
             monkeypatch.setattr(_beneath, "use_openat2", name == "openat2")
-            leaks, good = hammer(lambda: roots.read_bytes(target), b"OUTSIDE")
-            assert leaks == 0, f"{name}: {leaks} reads of the outside file"
-            assert good > 0, f"{name}: never read the inside file, the test proved nothing"
+            assert_never_leaks(name, lambda: roots.read_bytes(target))
     roots.close()
