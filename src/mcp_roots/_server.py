@@ -37,10 +37,11 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ._cache import RootsCache
-from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable
+from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable, SDKChanged
 from ._rootset import RootSet
 from ._sources import clip_to_ceiling, fallback_roots
 from ._uri import uri_to_path
+from .broker._sdk import connection_of as _connection_of
 from .broker._server import BrokeredFiles, enable_brokering
 from .broker._server import files as broker_files
 
@@ -77,22 +78,6 @@ def _note_deprecation() -> None:
 # --- The SDK's private corners, each isolated here and pinned by tests/test_sdk_contract.py ----------
 
 
-def _connection_of(request_ctx: ServerRequestContext[Any, Any]) -> Connection:
-    """The per-connection object behind a request.
-
-    mcp 2.3 builds a new ServerSession per request and keeps the stable Connection in the private
-    ``ServerSession._connection``; there is no public accessor on ServerRequestContext. If the SDK
-    renames it, this raises instead of silently keying state by the wrong object.
-    """
-    connection = getattr(request_ctx.session, "_connection", None)
-    if not isinstance(connection, Connection):
-        raise RuntimeError(
-            "mcp-roots cannot find the per-connection object behind ServerSession (the mcp SDK changed: "
-            "ServerSession._connection is gone); please report this with your mcp version"
-        )
-    return connection
-
-
 def _request_channel(request_ctx: ServerRequestContext[Any, Any]) -> Any:
     """The request-scoped back-channel of a request (on streamable HTTP: its POST's response stream).
 
@@ -102,7 +87,7 @@ def _request_channel(request_ctx: ServerRequestContext[Any, Any]) -> Any:
     """
     channel = getattr(request_ctx.session, "_request_outbound", None)
     if channel is None or not callable(getattr(channel, "send_raw_request", None)):
-        raise RuntimeError(
+        raise SDKChanged(
             "mcp-roots cannot find the request-scoped channel of ServerSession (the mcp SDK changed: "
             "ServerSession._request_outbound is gone); please report this with your mcp version"
         )
@@ -131,7 +116,6 @@ def _is_modern(connection: Connection) -> bool:
 @dataclass
 class _ConnectionRoots:
     cache: RootsCache
-    raw_capabilities: Mapping[str, Any]
     # Guarded calls waiting for roots right now, newest last: a roots/list sent while one waits rides
     # that call's response stream (see _fetcher).
     waiting: list[ServerRequestContext[Any, Any]] = field(default_factory=list)
@@ -358,7 +342,7 @@ class RootsGuard:
                 self._fallback.source,
                 self._fallback.describe(),
             )
-        state = _ConnectionRoots(cache, raw)
+        state = _ConnectionRoots(cache)
         connection.state[_STATE_KEY] = state
         connection.exit_stack.push_async_callback(cache.aclose)
         return state

@@ -218,5 +218,8 @@ def connection_of(ctx: Context | ServerRequestContext[Any, Any]) -> Connection:
     request_ctx = ctx.request_context if isinstance(ctx, Context) else ctx
     connection = getattr(request_ctx.session, "_connection", None)
     if not isinstance(connection, Connection):
-        raise SDKChanged("mcp's ServerSession._connection (the per-connection Connection) is gone")
+        raise SDKChanged(
+            "mcp-roots cannot find the per-connection object behind ServerSession (the mcp SDK changed: "
+            "ServerSession._connection is gone); please report this with your mcp version"
+        )
     return connection
