@@ -38,7 +38,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ._cache import RootsCache
 from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable, SDKChanged
-from ._rootset import RootSet
+from ._rootset import RootSet, _uri_and_name
 from ._sources import clip_to_ceiling, fallback_roots
 from ._uri import uri_to_path
 from .broker._sdk import connection_of as _connection_of
@@ -157,13 +157,11 @@ def _without_invalid_roots(params: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _valid_root_entry(entry: object) -> bool:
+    """The rules RootSet.from_uris applies to each entry (shape, name, URI), without the filesystem."""
     if not isinstance(entry, Mapping):
         return False
-    uri, name = entry.get("uri"), entry.get("name")
-    if name is not None and not isinstance(name, str):
-        return False
     try:
-        uri_to_path(uri)
+        uri_to_path(_uri_and_name(entry)[0])
     except InvalidRootURI:
         return False
     return True
