@@ -45,30 +45,39 @@ import sys
 import types
 import typing
 import weakref
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ._cache import RootsCache
-from ._errors import InvalidPath, RootsError
+from ._errors import InvalidPath, InvalidRootURI, RootsError, os_error_line
 from ._rootset import RootSet
 from ._sources import clip_to_ceiling, fallback_roots
+from ._uri import uri_to_path
 
 if TYPE_CHECKING:
     from .broker import BrokeredFiles
 
 __all__ = [
     "Adapter",
+    "AuditRow",
     "ConnectionRoots",
     "GuardNotInstalled",
     "GuardPolicy",
     "GuardedFunction",
+    "Handler",
     "RootsGuard",
+    "audit_handlers",
+    "audit_server",
     "call_roots",
+    "exemption_of",
+    "format_audit",
     "guarded_call",
     "guarded_function_of",
     "note_deprecation",
+    "strict_refusal",
+    "warn_unguarded",
 ]
 
 logger = logging.getLogger("mcp_roots")
@@ -101,6 +110,19 @@ class GuardNotInstalled(RootsError):
     """A guarded function ran on a server where ``guard.install(server)`` never ran."""
 
 
+def _not_installed_error() -> GuardNotInstalled:
+    """GuardNotInstalled, also of the tool-error type of every loaded framework, so that the framework
+    running the function shows the client the reason instead of a generic "Error executing tool"."""
+    from .adapters import tool_error_types
+
+    bases = tool_error_types()
+    if not bases:
+        return GuardNotInstalled(NOT_INSTALLED)
+    error_type = type("GuardNotInstalled", (GuardNotInstalled, *bases), {"__module__": __name__})
+    error: GuardNotInstalled = error_type(NOT_INSTALLED)
+    return error
+
+
 # --- Per-connection state ----------------------------------------------------------------------------
 
 
@@ -127,8 +149,12 @@ class GuardPolicy:
         max_wait: float,
         timeout: float,
         first_answer_timeout: float,
+        strict: bool = False,
+        expand_user: bool = False,
     ) -> None:
         self.fallback = fallback
+        self.strict = strict
+        self.expand_user = expand_user
         self.ceiling = ceiling
         self.debounce = debounce
         self.max_wait = max_wait
@@ -241,6 +267,23 @@ class Adapter(Protocol):
         guarded call."""
         ...
 
+    def handlers(self, server: Any) -> list[Handler]:
+        """Every tool and resource template ``server`` has registered now, for the audit (an empty list
+        where handlers are not registered functions, as on a low-level server)."""
+        ...
+
+    def installed(self, server: Any) -> list[GuardPolicy]:
+        """The policies of the guards installed on ``server``."""
+        ...
+
+
+def audit_server(server: Any) -> list[AuditRow]:
+    """The audit of any supported server, whichever guards are installed on it (``mcp-roots audit``)."""
+    from .adapters import adapter_for_server
+
+    adapter: Adapter = adapter_for_server(server)(None)
+    return audit_handlers(adapter.handlers(server), adapter.installed(server))
+
 
 # --- Guarded functions -------------------------------------------------------------------------------
 
@@ -268,7 +311,8 @@ class _PathArg:
         if isinstance(target, type) and issubclass(target, Path):
             self.as_path = True
 
-    def check(self, roots: RootSet, value: Any) -> Any:
+    def check(self, roots: RootSet, value: Any, *, expand_user: bool, absolute_only: bool = False) -> Any:
+        """``value`` canonical; with ``absolute_only``, relative paths are passed through unjudged."""
         if value is None:
             return None
         if self.many:
@@ -276,14 +320,41 @@ class _PathArg:
                 raise InvalidPath(
                     f"argument {self.name!r} must be a list of paths, not {type(value).__name__}"
                 )
-            return [self._one(roots, v) for v in value]
-        return self._one(roots, value)
+            return [self._one(roots, v, expand_user, absolute_only) for v in value]
+        return self._one(roots, value, expand_user, absolute_only)
 
-    def _one(self, roots: RootSet, value: Any) -> str:
+    def _one(self, roots: RootSet, value: Any, expand_user: bool, absolute_only: bool) -> Any:
+        if isinstance(value, str):
+            value = self._as_written(value, expand_user)
+            if absolute_only and not os.path.isabs(value):
+                return value
         return str(roots.resolve(value))
 
+    def _as_written(self, value: str, expand_user: bool) -> str:
+        """Paths as models write them: ``~/x`` and ``file:///x`` are never names under the first root."""
+        if value.startswith("~"):
+            if not expand_user:
+                raise InvalidPath(
+                    f"argument {self.name!r}: {value!r} starts with '~', which this server does not expand; "
+                    "pass an absolute path, or './' + the name for a file really named '~...'"
+                )
+            expanded = os.path.expanduser(value)
+            if expanded.startswith("~"):
+                raise InvalidPath(f"argument {self.name!r}: cannot expand {value!r} (no such user)")
+            return expanded
+        if value[:5].lower() == "file:":
+            if not expand_user:
+                raise InvalidPath(
+                    f"argument {self.name!r}: {value!r} is a file: URI; pass a filesystem path instead"
+                )
+            try:
+                return uri_to_path(value)
+            except InvalidRootURI as exc:
+                raise InvalidPath(f"argument {self.name!r}: {exc}") from None
+        return value
 
-@dataclass(frozen=True, eq=False)
+
+@dataclass(eq=False)
 class GuardedFunction:
     """What ``@guard.paths(*names)`` recorded about one function."""
 
@@ -292,6 +363,9 @@ class GuardedFunction:
     fn: Callable[..., Any]
     names: tuple[str, ...]
     args: Mapping[str, _PathArg]
+    wrapper: Callable[..., Any] | None = None
+    """The wrapper @guard.paths returned: what the framework must run (the adapter swaps it in where the
+    framework registered ``fn`` itself, i.e. @guard.paths stood above the tool decorator)."""
 
     @property
     def name(self) -> str:
@@ -302,8 +376,15 @@ class GuardedFunction:
         checked = dict(arguments)
         for name, arg in self.args.items():
             if name in checked:
-                checked[name] = arg.check(roots, checked[name])
+                checked[name] = arg.check(roots, checked[name], expand_user=self.policy.expand_user)
         return checked
+
+    def precheck(self, ceiling: RootSet, arguments: Mapping[str, Any]) -> None:
+        """Refuse (``PathOutsideRoots`` / ``InvalidPath``) an absolute path outside ``ceiling`` before any
+        roots are asked for: no client answer can make it allowed."""
+        for name, arg in self.args.items():
+            if name in arguments:
+                arg.check(ceiling, arguments[name], expand_user=self.policy.expand_user, absolute_only=True)
 
 
 def guarded_function_of(obj: object) -> GuardedFunction | None:
@@ -345,6 +426,153 @@ def call_roots(roots: RootSet) -> Iterator[None]:
         _CALL.reset(token)
 
 
+# --- The audit ---------------------------------------------------------------------------------------
+
+EXEMPT_ATTRIBUTE = "__mcp_roots_exempt__"
+
+_PATH_NAMES = frozenset(
+    {
+        "path",
+        "paths",
+        "file",
+        "files",
+        "filename",
+        "filepath",
+        "dir",
+        "dirs",
+        "directory",
+        "folder",
+        "src",
+        "source",
+        "dest",
+        "destination",
+        "target",
+        "root",
+        "cwd",
+        "workdir",
+        "uri",
+    }
+)
+_PATH_SUFFIXES = ("_path", "_paths", "_dir", "_dirs", "_file", "_files", "_directory", "_folder", "_root")
+
+
+@dataclass(frozen=True)
+class Handler:
+    """A tool or resource template as an adapter sees it, for the audit."""
+
+    kind: str  # "tool" or "resource template"
+    name: str
+    fn: Callable[..., Any] | None
+    parameters: Mapping[str, Any]  # name -> annotation (or None where only the name is known)
+    checked_by_uri: bool = False  # a file: resource template: its reads are checked by URI
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """One line of the audit: a handler, its path-like parameters and whether each is guarded."""
+
+    kind: str
+    name: str
+    path_parameters: tuple[str, ...]
+    guarded: tuple[str, ...]
+    exempt: str | None
+
+    @property
+    def unguarded(self) -> tuple[str, ...]:
+        """Path-like parameters nothing checks (empty when exempted)."""
+        if self.exempt is not None:
+            return ()
+        return tuple(p for p in self.path_parameters if p not in self.guarded)
+
+    @property
+    def status(self) -> str:
+        if not self.path_parameters:
+            return "no path parameters"
+        if self.exempt is not None:
+            return f"exempt: {self.exempt}"
+        return "UNGUARDED: " + ", ".join(self.unguarded) if self.unguarded else "guarded"
+
+
+def _looks_like_a_path(name: str, annotation: Any) -> bool:
+    lowered = name.lower()
+    if lowered in _PATH_NAMES or lowered.endswith(_PATH_SUFFIXES):
+        return True
+    target = annotation
+    for _ in range(3):  # Optional[...], list[...], Annotated[...]
+        args = [a for a in typing.get_args(target) if a is not type(None)]
+        if not args:
+            break
+        target = args[0]
+    return isinstance(target, type) and issubclass(target, os.PathLike)
+
+
+def exemption_of(fn: object) -> str | None:
+    """The reason given to ``@guard.exempt(reason)`` for ``fn``, if any."""
+    reason = getattr(fn, EXEMPT_ATTRIBUTE, None)
+    return reason if isinstance(reason, str) else None
+
+
+def audit_handlers(handlers: Sequence[Handler], installed: Collection[GuardPolicy]) -> list[AuditRow]:
+    """The audit of ``handlers``: every one with its path-like parameters, guarded or not. A parameter
+    counts as guarded only when the guard of its ``@guard.paths`` is one of those ``installed`` on the
+    server (a guard that was never installed checks nothing where the framework holds the bare function).
+    """
+    rows = []
+    for handler in handlers:
+        path_params = tuple(p for p, a in handler.parameters.items() if _looks_like_a_path(p, a))
+        spec = guarded_function_of(handler.fn)
+        guarded: tuple[str, ...] = spec.names if spec is not None and spec.policy in installed else ()
+        if handler.checked_by_uri:
+            guarded = path_params
+        rows.append(AuditRow(handler.kind, handler.name, path_params, guarded, exemption_of(handler.fn)))
+    return rows
+
+
+def format_audit(rows: Sequence[AuditRow]) -> str:
+    """The audit as a plain-text table."""
+    table = [("KIND", "NAME", "PATH PARAMETERS", "STATUS")]
+    table += [(r.kind, r.name, ", ".join(r.path_parameters) or "-", r.status) for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(3)]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(line[:3], widths, strict=True)) + "  " + line[3]
+        for line in table
+    ]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def warn_unguarded(rows: Sequence[AuditRow], *, strict: bool) -> None:
+    """One warning per handler with unguarded path-like parameters (adapters call it once per server)."""
+    for row in rows:
+        if row.unguarded:
+            logger.warning(
+                "%s %r has path-like parameters that mcp-roots does not check: %s; guard them with "
+                "@guard.paths(...) or mark it @guard.exempt(reason)%s",
+                row.kind,
+                row.name,
+                ", ".join(row.unguarded),
+                " (strict=True: it refuses every call)" if strict else "",
+            )
+
+
+def strict_refusal(fn: object, name: str) -> str | None:
+    """Why a strict guard refuses to run tool ``name`` (registered as ``fn``), or None."""
+    parameters: dict[str, Any] = {}
+    try:
+        parameters = {p.name: p.annotation for p in inspect.signature(fn).parameters.values()}  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    spec = guarded_function_of(fn)
+    installed = [spec.policy] if spec is not None else []
+    (row,) = audit_handlers([Handler("tool", name, fn, parameters)], installed)  # type: ignore[arg-type]
+    if not row.unguarded:
+        return None
+    return (
+        f"tool {name!r} refuses every call: its path-like parameters ({', '.join(row.unguarded)}) are not "
+        "checked by mcp-roots and the server runs with RootsGuard(strict=True); guard them with "
+        "@guard.paths(...) or mark the tool @guard.exempt(reason)"
+    )
+
+
 # --- The guard ---------------------------------------------------------------------------------------
 
 
@@ -354,6 +582,8 @@ class RootsGuard:
     ``roots`` / ``project_root`` / ``environ`` / ``user_config_dir`` select the fallback roots (see
     :func:`mcp_roots.fallback_roots`); ``ceiling`` bounds every client root (client roots narrow
     access, never widen it); ``debounce``, ``max_wait`` and ``timeout`` tune the roots refresh.
+    ``strict=True`` makes a tool with path-like parameters that are neither guarded nor exempted refuse
+    every call; ``expand_user=True`` expands ``~`` and ``file://`` path arguments instead of refusing them.
     """
 
     def __init__(
@@ -368,6 +598,8 @@ class RootsGuard:
         max_wait: float = 0.1,
         timeout: float = 5.0,
         first_answer_timeout: float | None = None,
+        strict: bool = False,
+        expand_user: bool = False,
     ) -> None:
         if isinstance(ceiling, (str, os.PathLike)):
             ceiling = [ceiling]  # one path, not a sequence of one-character paths
@@ -385,6 +617,8 @@ class RootsGuard:
             max_wait=max_wait,
             timeout=timeout,
             first_answer_timeout=timeout if first_answer_timeout is None else first_answer_timeout,
+            strict=strict,
+            expand_user=expand_user,
         )
         # One adapter per framework this guard was installed on (a guard may serve several servers).
         self._adapters: dict[type, Adapter] = {}
@@ -469,16 +703,17 @@ class RootsGuard:
             call = _CALL.get()
             if call is None or call.spec is not spec or call.refuse is None:
                 logger.error("refused %s(): %s", spec.name, NOT_INSTALLED)
-                raise GuardNotInstalled(NOT_INSTALLED)
+                raise _not_installed_error()
             return call
 
-        def refused(call: _Call, exc: RootsError) -> Any:
+        def refused(call: _Call, exc: OSError | RootsError) -> Any:
             # The body's own RootSet operations refused (a symlink swapped in after the check, a file
-            # over max_bytes), or brokered access is unavailable: every RootsError message is written for
-            # the client to read, so it becomes the tool's error text instead of a generic one.
-            logger.info("refused %s(): %s", spec.name, exc)
+            # over max_bytes), brokered access is unavailable, or the OS said no (a missing file): each
+            # becomes one readable line of tool error text, with no traceback in the log.
+            message = str(exc) if isinstance(exc, RootsError) else os_error_line(exc)
+            logger.info("refused %s(): %s", spec.name, message)
             assert call.refuse is not None
-            return call.refuse(str(exc))
+            return call.refuse(message)
 
         wrapper: Callable[..., Any]
         if inspect.iscoroutinefunction(fn):
@@ -487,7 +722,7 @@ class RootsGuard:
                 call = entered()
                 try:
                     return await fn(*args, **kwargs)
-                except RootsError as exc:
+                except (RootsError, OSError) as exc:
                     return refused(call, exc)
 
             wrapper = async_wrapper
@@ -497,7 +732,7 @@ class RootsGuard:
                 call = entered()
                 try:
                     return fn(*args, **kwargs)
-                except RootsError as exc:
+                except (RootsError, OSError) as exc:
                     return refused(call, exc)
 
             wrapper = sync_wrapper
@@ -510,9 +745,33 @@ class RootsGuard:
         wrapper.__annotations__ = {k: v for k, v in hints.items() if k in sig.parameters or k == "return"}
         delattr(wrapper, "__wrapped__")  # nothing may unwrap to the unguarded body
         setattr(wrapper, GUARDED_ATTRIBUTE, spec)
+        spec.wrapper = wrapper
         with contextlib.suppress(AttributeError, TypeError):  # a builtin or a callable object
             setattr(fn, GUARDED_ATTRIBUTE, spec)
         return wrapper
+
+    # -- the audit --
+
+    @staticmethod
+    def exempt(reason: str) -> Callable[[F], F]:
+        """Mark a tool whose path-like parameters are not paths on this machine (or are checked by the
+        tool itself) so that the audit and ``strict=True`` accept it; ``reason`` is shown in the audit."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise TypeError("@guard.exempt(reason): give the reason as a non-empty string")
+
+        def decorate(fn: F) -> F:
+            setattr(fn, EXEMPT_ATTRIBUTE, reason)
+            return fn
+
+        return decorate
+
+    def audit(self, server: Any) -> list[AuditRow]:
+        """Every tool and resource template of ``server`` with the parameters that look like paths, and
+        whether each is guarded (see :func:`format_audit` for the table ``mcp-roots audit`` prints)."""
+        from .adapters import adapter_for_server
+
+        adapter = self._adapter(adapter_for_server(server))
+        return audit_handlers(adapter.handlers(server), adapter.installed(server))
 
     # -- client-brokered file access --
 

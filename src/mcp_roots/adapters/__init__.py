@@ -12,7 +12,15 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["KINDS", "Kind", "adapter_for_context", "adapter_for_server", "supported_kinds"]
+__all__ = [
+    "KINDS",
+    "TOOL_ERRORS",
+    "Kind",
+    "adapter_for_context",
+    "adapter_for_server",
+    "supported_kinds",
+    "tool_error_types",
+]
 
 
 def _mcp_major() -> int | None:
@@ -91,3 +99,22 @@ def adapter_for_server(server: object) -> type:
 def adapter_for_context(ctx: object) -> type:
     """The adapter class that understands the request context ``ctx``."""
     return _lookup(ctx, False)
+
+
+TOOL_ERRORS: list[tuple[str, str]] = [
+    ("mcp.server.mcpserver.exceptions", "ToolError"),
+]
+"""(module, class) of each framework's "a tool failed, show the client this message" exception. A
+guarded function that runs without install() raises an exception of every loaded one of these types, so
+that whichever framework runs it shows the client why (and not "Error executing tool")."""
+
+
+def tool_error_types() -> tuple[type[Exception], ...]:
+    """The tool-error types of the frameworks loaded in this process (none is imported here)."""
+    found = []
+    for module_name, class_name in TOOL_ERRORS:
+        module = sys.modules.get(module_name)
+        cls = getattr(module, class_name, None) if module is not None else None
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            found.append(cls)
+    return tuple(found)
