@@ -6,31 +6,42 @@ The adapter interface (internal; ``adapters/mcp2.py`` is the reference implement
 ---------------------------------------------------------------------------------------
 ``guard.install(server)`` asks :func:`mcp_roots.adapters.adapter_for_server` for the adapter that serves
 ``server``'s type and calls ``adapter.install(server)``; ``await guard.roots(ctx)`` outside a guarded call
-asks :func:`mcp_roots.adapters.adapter_for_context`. An adapter is built as ``Adapter(policy)`` with the
-guard's :class:`GuardPolicy` and satisfies :class:`Adapter`. What it gets from this module:
+asks :func:`mcp_roots.adapters.adapter_for_context`. An adapter module adds its rows to
+``adapters.KINDS`` (which classes it serves, by module and name) and to ``adapters.TOOL_ERRORS`` (its
+framework's "tool failed with this message" exception). An adapter is built as ``Adapter(policy)`` with
+the guard's :class:`GuardPolicy` (or ``Adapter(None)`` to read a server only: ``handlers``/``installed``
+for ``mcp-roots audit``) and satisfies :class:`Adapter`. What it gets from this module:
 
 * :class:`GuardPolicy`, the guard's configuration and the services an adapter needs:
-  ``fallback``, ``ceiling``, ``clip(roots)``, ``say_once(key, message, *args)``;
+  ``fallback``, ``ceiling``, ``strict``, ``expand_user``, ``timeout``, ``clip(roots)``,
+  ``say_once(key, message, *args)``;
   ``open_connection(key, fetch, declared=, list_changed=)`` -> :class:`ConnectionRoots` (idempotent per
   key; ``key`` is whatever object the framework offers as the connection: hashable by identity and
   weak-referenceable; ``fetch()`` is an async callable returning the raw ``roots/list`` result dict, or
   raising), ``connection(key)``, ``close_connection(key)`` (call it when the connection ends),
   ``mark_unsupported(state, why)``, ``no_capability_fallback()``, ``no_lifecycle_fallback()``,
   ``roots_from_client_answer(entries)`` (a modern-era answer's raw ``roots`` list -> clipped RootSet).
+  Legacy era: ``await state.cache.fresh(policy.timeout)`` gives a call's roots.
 * :class:`GuardedFunction` and :func:`guarded_function_of`: ``@guard.paths(...)`` marks both the
-  function it decorates and the wrapper it returns; whichever of the two the framework registered,
-  ``guarded_function_of(registered_fn)`` finds the spec. ``spec.check(roots, arguments)`` returns the
-  arguments with every guarded path replaced by its canonical form (JSON-able: ``str``/lists of ``str``),
-  or raises ``PathOutsideRoots`` / ``InvalidPath``. ``spec.guard`` is the RootsGuard that owns it (a tool
-  guarded by another guard than the one installed is not this adapter's business).
+  function it decorates and the wrapper it returns (``spec.wrapper``); whichever of the two the framework
+  registered, ``guarded_function_of(registered_fn)`` finds the spec (where it is the bare function,
+  @guard.paths stood above the tool decorator: swap ``spec.wrapper`` in). Enforce only specs whose
+  ``spec.policy`` is yours. ``spec.check(roots, arguments)`` returns the arguments with every guarded path
+  canonical (JSON-able: ``str``/lists of ``str``) or raises ``PathOutsideRoots`` / ``InvalidPath``;
+  ``spec.precheck(ceiling, arguments)`` refuses absolute paths outside the ceiling before any roots are
+  asked for (2026-07-28: zero round trips for them).
 * :func:`guarded_call`: the adapter runs the tool call (its ``call_next``) inside
   ``with guarded_call(spec, roots, refuse):`` after checking the arguments. The wrapper of a guarded
   function runs its body only inside such a call for its own spec (otherwise it raises
-  :class:`GuardNotInstalled`: "guard.install(server) was not called"); inside, ``await guard.roots(ctx)``
-  returns ``roots`` without asking the adapter, and a ``RootsError`` raised by the body becomes
-  ``refuse(message)`` (the framework's ``isError`` tool result).
+  :class:`GuardNotInstalled`, also an instance of every loaded ``TOOL_ERRORS`` type: "guard.install(server)
+  was not called"); inside, ``await guard.roots(ctx)`` returns ``roots`` without asking the adapter, and a
+  ``RootsError`` or ``OSError`` raised by the body becomes ``refuse(one_line_message)`` (the framework's
+  ``isError`` tool result).
 * :func:`call_roots`: the same context variable for calls that are not guarded functions (a low-level
   handler whose roots the adapter obtained itself, e.g. by a multi-round-trip): ``with call_roots(roots):``.
+* The audit: ``Adapter.handlers(server)`` lists :class:`Handler` rows; :func:`audit_handlers` classifies
+  them; :func:`warn_unguarded` logs them once per server (call it at startup, i.e. on the first message);
+  with ``policy.strict``, refuse a tool call when :func:`strict_refusal` returns a reason.
 """
 
 from __future__ import annotations
