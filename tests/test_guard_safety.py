@@ -363,3 +363,64 @@ async def test_strict_guard_refuses_an_unguarded_tool_until_guarded_or_exempt(tr
         assert text_of(guarded) == "hello from project"
         plain = await client.call_tool("add", {"a": 1, "b": 2})
         assert text_of(plain) == "3"
+
+
+SERVER_MODULE = """
+from pathlib import Path
+from mcp.server import MCPServer
+from mcp_roots import RootsGuard
+
+server = MCPServer("audited")
+guard = RootsGuard(["{root}"])
+guard.install(server)
+
+@server.tool()
+@guard.paths("path")
+def read_text(path: str) -> str:
+    return Path(path).read_text()
+"""
+
+LEAKY_TOOL = """
+@server.tool()
+def copy_file(src: str, dest_path: Path) -> str:
+    return src
+"""
+
+
+@pytest.mark.parametrize(("leaky", "exit_code"), [(False, 0), (True, 1)])
+def test_audit_command_prints_the_table_and_fails_on_unguarded(
+    tree: Tree,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    leaky: bool,
+    exit_code: int,
+) -> None:
+    from mcp_roots.cli import main
+
+    name = f"audit_target_{'leaky' if leaky else 'clean'}_{tree.base.name}"
+    source = SERVER_MODULE.format(root=tree.fallback) + (LEAKY_TOOL if leaky else "")
+    (tree.base / f"{name}.py").write_text(source)
+    monkeypatch.chdir(tree.base)
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))
+    assert main(["audit", f"{name}:server"]) == exit_code
+    out = capsys.readouterr().out
+    assert "read_text" in out
+    assert "guarded" in out
+    if leaky:
+        assert "UNGUARDED: src, dest_path" in out
+        assert "1 of 2 handlers have unguarded path-like parameters" in out
+
+
+def test_audit_command_says_what_is_wrong_with_its_target(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mcp_roots.cli import main
+
+    assert main(["audit", "no_such_module_xyz:server"]) == 2
+    assert "cannot import 'no_such_module_xyz'" in capsys.readouterr().err
+    assert main(["audit", "json"]) == 2
+    assert "is not MODULE:SERVER" in capsys.readouterr().err
+    assert main(["audit", "json:loads"]) == 2
+    err = capsys.readouterr().err
+    assert "supports: mcp 2.x MCPServer" in err
+    assert "Traceback" not in err
