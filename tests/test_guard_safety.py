@@ -424,3 +424,20 @@ def test_audit_command_says_what_is_wrong_with_its_target(
     err = capsys.readouterr().err
     assert "supports: mcp 2.x MCPServer" in err
     assert "Traceback" not in err
+
+
+async def test_malformed_modern_roots_answer_is_a_refusal_not_a_crash(tree: Tree) -> None:
+    guard = RootsGuard([tree.fallback])
+    server = order_server(guard, "below")
+    async with Client(server, list_roots_callback=RootsCallback(tree.project)) as client:
+        # The SDK client validates what it sends; its dispatcher sends what a hostile client would.
+        dispatcher: Any = client.session._dispatcher  # type: ignore[union-attr]
+        params = {
+            "name": "read_text",
+            "arguments": {"path": str(tree.project / "hello.txt")},
+            "inputResponses": {"mcp_roots.roots": {"roots": "not a list"}},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"},
+        }
+        result = await dispatcher.send_raw_request("tools/call", params)
+    assert result["isError"] is True
+    assert "malformed" in result["content"][0]["text"]

@@ -359,7 +359,11 @@ class Mcp2Adapter:
         arguments = params.get("arguments")
         arguments = arguments if isinstance(arguments, Mapping) else {}
         try:
-            roots = self._roots_from_answer(answer) if answer is not None else None
+            try:
+                roots = self._roots_from_answer(answer) if answer is not None else None
+            except RootsUnavailable as exc:
+                logger.info("refused %s(): %s", name, exc)
+                return refusal(str(exc))
             if spec is None:
                 if roots is not None:
                     with call_roots(roots):
