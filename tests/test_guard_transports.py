@@ -53,7 +53,7 @@ def servers() -> Iterator[_Servers]:
 
 @contextlib.asynccontextmanager
 async def connect(
-    transport: str, kind: str, tree: Tree, servers: _Servers, *extra: str
+    transport: str, kind: str, tree: Tree, servers: _Servers, *extra: str, mode: str = "legacy"
 ) -> AsyncIterator[Client]:
     args = (kind, "--roots", str(tree.fallback), *extra)
     callback = RootsCallback(tree.project)
@@ -63,7 +63,7 @@ async def connect(
     else:
         flags = {"http": (), "http-json": ("--json-response",), "http-stateless": ("--stateless",)}[transport]
         target = servers.url(*args, *flags)
-    async with Client(target, mode="legacy", list_roots_callback=callback) as client:
+    async with Client(target, mode=mode, list_roots_callback=callback) as client:  # type: ignore[arg-type]
         yield client
 
 
@@ -104,3 +104,19 @@ async def test_install_forgotten_refuses_over_real_transports(
             refused, text = await read(client, path)
             assert refused
             assert "guard.install(server) was not called" in text
+
+
+@pytest.mark.parametrize("kind", ["below", "above", "lowlevel"])
+@pytest.mark.parametrize("transport", ["stdio", *HTTP])
+async def test_modern_era_gets_the_client_roots_over_real_transports(
+    transport: str, kind: str, tree: Tree, servers: _Servers
+) -> None:
+    """2026-07-28 (the default of the official client): every transport, stateless included, gets the
+    client's roots by multi-round-trip, for decorated tools and low-level handlers alike."""
+    async with connect(transport, kind, tree, servers, mode="auto") as client:
+        assert client.session.protocol_version == "2026-07-28"  # type: ignore[union-attr]
+        refused, text = await read(client, tree.outside / "secret.txt")
+        assert refused
+        assert "TOP SECRET" not in text
+        assert await read(client, tree.project / "hello.txt") == (False, "hello from project")
+        assert (await read(client, tree.fallback / "fb.txt"))[0]  # the client's roots, not the fallback
