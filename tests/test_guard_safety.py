@@ -441,3 +441,40 @@ async def test_malformed_modern_roots_answer_is_a_refusal_not_a_crash(tree: Tree
         result = await dispatcher.send_raw_request("tools/call", params)
     assert result["isError"] is True
     assert "malformed" in result["content"][0]["text"]
+
+
+def template_server(guard: RootsGuard, order: str) -> MCPServer:
+    server = MCPServer("templates")
+    guard.install(server)
+    if order == "below":
+
+        @server.resource("text://{name}")
+        @guard.paths("name")
+        def text(name: Path) -> str:
+            assert isinstance(name, Path)
+            assert name.is_absolute()  # the body gets the canonical path
+            return name.read_text()
+
+    else:
+
+        @guard.paths("name")
+        @server.resource("text://{name}")
+        def text(name: Path) -> str:
+            assert name.is_absolute()
+            return name.read_text()
+
+    return server
+
+
+@pytest.mark.parametrize("order", ["below", "above"])
+@pytest.mark.parametrize("mode", ERAS)
+async def test_guarded_resource_template_reads_inside_and_refuses_outside(
+    tree: Tree, mode: str, order: str
+) -> None:
+    (tree.project / "escape.txt").symlink_to(tree.outside / "secret.txt")
+    server = template_server(RootsGuard([tree.fallback]), order)
+    async with Client(server, mode=mode, list_roots_callback=RootsCallback(tree.project)) as client:
+        inside = await client.read_resource("text://hello.txt")
+        assert "hello from project" in str(inside.contents[0])
+        with pytest.raises(MCPError, match="outside the allowed roots"):
+            await client.read_resource("text://escape.txt")

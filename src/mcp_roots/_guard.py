@@ -334,6 +334,12 @@ class _PathArg:
             return [self._one(roots, v, expand_user, absolute_only) for v in value]
         return self._one(roots, value, expand_user, absolute_only)
 
+    def typed(self, checked: Any) -> Any:
+        """A checked (canonical ``str``) value as the body expects it: ``Path`` where annotated so."""
+        if checked is None or not self.as_path:
+            return checked
+        return [Path(v) for v in checked] if self.many else Path(checked)
+
     def _one(self, roots: RootSet, value: Any, expand_user: bool, absolute_only: bool) -> Any:
         if isinstance(value, str):
             value = self._as_written(value, expand_user)
@@ -399,9 +405,16 @@ class GuardedFunction:
 
 
 def guarded_function_of(obj: object) -> GuardedFunction | None:
-    """The GuardedFunction recorded on a function or on the wrapper @guard.paths returned, if any."""
-    spec = getattr(obj, GUARDED_ATTRIBUTE, None)
-    return spec if isinstance(spec, GuardedFunction) else None
+    """The GuardedFunction recorded on a function or on the wrapper @guard.paths returned, if any; also
+    through wrappers a framework made of either (``__wrapped__``, as ``functools.wraps`` leaves it)."""
+    for _ in range(8):  # a few layers of framework wrappers at most
+        spec = getattr(obj, GUARDED_ATTRIBUTE, None)
+        if isinstance(spec, GuardedFunction):
+            return spec
+        obj = getattr(obj, "__wrapped__", None)
+        if obj is None:
+            break
+    return None
 
 
 @dataclass(frozen=True)
@@ -409,6 +422,7 @@ class _Call:
     roots: RootSet | None
     spec: GuardedFunction | None = None
     refuse: Callable[[str], Any] | None = None
+    checked: Mapping[str, Any] | None = None
 
 
 # The call in progress: the RootSet a guarded call's arguments were checked against (so that
@@ -418,9 +432,17 @@ _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("mcp_roots_
 
 
 @contextlib.contextmanager
-def guarded_call(spec: GuardedFunction, roots: RootSet, refuse: Callable[[str], Any]) -> Iterator[None]:
-    """Run a call to ``spec``'s function whose arguments the adapter checked against ``roots``."""
-    token = _CALL.set(_Call(roots, spec, refuse))
+def guarded_call(
+    spec: GuardedFunction,
+    roots: RootSet,
+    refuse: Callable[[str], Any],
+    checked: Mapping[str, Any] | None = None,
+) -> Iterator[None]:
+    """Run a call to ``spec``'s function whose arguments the adapter checked against ``roots``.
+
+    ``checked`` (what ``spec.check`` returned) is handed to the body in place of the guarded arguments the
+    framework passes, for frameworks whose arguments the adapter cannot rewrite (resource templates)."""
+    token = _CALL.set(_Call(roots, spec, refuse, checked))
     try:
         yield
     finally:
@@ -717,6 +739,14 @@ class RootsGuard:
                 raise _not_installed_error()
             return call
 
+        def substituted(call: _Call, kwargs: dict[str, Any]) -> dict[str, Any]:
+            if call.checked is None:
+                return kwargs
+            for name, arg in spec.args.items():
+                if name in kwargs and name in call.checked:
+                    kwargs[name] = arg.typed(call.checked[name])
+            return kwargs
+
         def refused(call: _Call, exc: OSError | RootsError) -> Any:
             # The body's own RootSet operations refused (a symlink swapped in after the check, a file
             # over max_bytes), brokered access is unavailable, or the OS said no (a missing file): each
@@ -732,7 +762,7 @@ class RootsGuard:
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 call = entered()
                 try:
-                    return await fn(*args, **kwargs)
+                    return await fn(*args, **substituted(call, kwargs))
                 except (RootsError, OSError) as exc:
                     return refused(call, exc)
 
@@ -742,7 +772,7 @@ class RootsGuard:
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
                 call = entered()
                 try:
-                    return fn(*args, **kwargs)
+                    return fn(*args, **substituted(call, kwargs))
                 except (RootsError, OSError) as exc:
                     return refused(call, exc)
 

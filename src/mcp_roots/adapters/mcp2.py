@@ -9,12 +9,14 @@ whichever side of ``@server.tool()`` ``@guard.paths`` stands on.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
+from mcp.server import MCPServer
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
@@ -96,7 +98,7 @@ class _Registry:
 
     def __init__(self, server: Any) -> None:
         self.tools = self.resources = None
-        if type(server).__name__ != "MCPServer":
+        if not isinstance(server, MCPServer):
             return
         self.tools = getattr(server, "_tool_manager", None)
         self.resources = getattr(server, "_resource_manager", None)
@@ -113,6 +115,19 @@ class _Registry:
 
     def tool(self, name: str) -> Any:
         return self.tools.get_tool(name) if self.tools is not None else None
+
+    def template(self, uri: str) -> tuple[Any, Mapping[str, Any]]:
+        """The first resource template matching ``uri`` and the parameters it extracts, or (None, {})."""
+        if self.resources is None:
+            return None, {}
+        for template in self.resources.list_templates():
+            try:
+                params = template.matches(uri)
+            except Exception:  # the template's own security policy refused it: the SDK will say so
+                continue
+            if params is not None:
+                return template, params
+        return None, {}
 
     def handlers(self) -> list[Handler]:
         if self.tools is None or self.resources is None:
@@ -166,6 +181,12 @@ def _is_modern(connection: Connection) -> bool:
 def refusal(message: str) -> CallToolResult:
     """A tool result with ``isError: true`` carrying ``message``."""
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+def _refuse_read(message: str, uri: str) -> NoReturn:
+    """A refused ``resources/read``: a JSON-RPC error (resource results have no ``isError``)."""
+    logger.info("refused resources/read: %s", message)
+    raise MCPError(INVALID_PARAMS, message, {"uri": uri})
 
 
 class _RootsRequired(MCPError):
@@ -385,22 +406,34 @@ class Mcp2Adapter:
         except _RootsRequired:
             return InputRequiredResult(input_requests={ROOTS_INPUT_KEY: ListRootsRequest()})
 
-    async def read_resource(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """``resources/read`` of a ``file:`` URI: the same roots as tools decide, before the handler."""
+    async def read_resource(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext, registry: _Registry
+    ) -> HandlerResult:
+        """``resources/read``: a ``file:`` URI is checked against the same roots as tools, and a resource
+        template under ``@guard.paths`` gets its path parameters checked, before the handler runs."""
         params, answer = self._roots_answer(ctx)
         if params is not ctx.params:
             ctx = dataclasses.replace(ctx, params=params)
         uri = params.get("uri")
-        if not isinstance(uri, str) or uri[:5].lower() != "file:":
+        if not isinstance(uri, str):
+            return await call_next(ctx)
+        template, template_params = registry.template(uri)
+        spec = self._guarded(template)
+        is_file = uri[:5].lower() == "file:"
+        if not is_file and spec is None:
             return await call_next(ctx)
         try:
             roots = self._roots_from_answer(answer) if answer is not None else await self._roots_for(ctx)
-            roots.resolve(uri_to_path(uri))
+            if is_file:
+                roots.resolve(uri_to_path(uri))
+            checked = spec.check(roots, template_params) if spec is not None else None
         except _RootsRequired:
             return InputRequiredResult(input_requests={ROOTS_INPUT_KEY: ListRootsRequest()})
         except (PathOutsideRoots, InvalidPath, InvalidRootURI, RootsUnavailable) as exc:
-            logger.info("refused resources/read: %s", exc)
-            raise MCPError(INVALID_PARAMS, str(exc), {"uri": uri}) from None
+            _refuse_read(str(exc), uri)
+        if spec is not None:
+            with guarded_call(spec, roots, functools.partial(_refuse_read, uri=uri), checked):
+                return await call_next(ctx)
         with call_roots(roots):
             return await call_next(ctx)
 
@@ -424,8 +457,9 @@ class Mcp2Adapter:
         if spec is None or spec.policy is not self.policy:
             return None
         if tool.fn is not spec.wrapper and spec.wrapper is not None:
-            # @guard.paths stood above @server.tool(): the SDK registered the bare function. Run the
-            # wrapper instead, so that the body's OS errors and refusals become readable tool errors too.
+            # @guard.paths stood above @server.tool() (or .resource()): the SDK registered the bare
+            # function. Run the wrapper instead, so that the body gets canonical paths and its OS errors
+            # and refusals become readable errors too.
             tool.fn = spec.wrapper
         return spec
 
@@ -469,5 +503,5 @@ class _Middleware:
         if method == "tools/call":
             return await self.adapter.call_tool(ctx, call_next, self.registry)
         if method == "resources/read":
-            return await self.adapter.read_resource(ctx, call_next)
+            return await self.adapter.read_resource(ctx, call_next, self.registry)
         return await call_next(ctx)
