@@ -31,7 +31,8 @@ for ``mcp-roots audit``) and satisfies :class:`Adapter`. What it gets from this 
   ``spec.precheck(ceiling, arguments)`` refuses absolute paths outside the ceiling before any roots are
   asked for (2026-07-28: zero round trips for them).
 * :func:`guarded_call`: the adapter runs the tool call (its ``call_next``) inside
-  ``with guarded_call(spec, roots, refuse):`` after checking the arguments. The wrapper of a guarded
+  ``with guarded_call(spec, roots, refuse[, checked]):`` after checking the arguments (``checked``: where
+  the adapter cannot rewrite the arguments the framework passes, the wrapper substitutes these). The wrapper of a guarded
   function runs its body only inside such a call for its own spec (otherwise it raises
   :class:`GuardNotInstalled`, also an instance of every loaded ``TOOL_ERRORS`` type: "guard.install(server)
   was not called"); inside, ``await guard.roots(ctx)`` returns ``roots`` without asking the adapter, and a
