@@ -478,3 +478,12 @@ async def test_guarded_resource_template_reads_inside_and_refuses_outside(
         assert "hello from project" in str(inside.contents[0])
         with pytest.raises(MCPError, match="outside the allowed roots"):
             await client.read_resource("text://escape.txt")
+
+
+def test_install_says_so_when_the_sdk_moved_a_private_corner(tree: Tree) -> None:
+    from mcp_roots import SDKChanged
+
+    server = MCPServer("moved")
+    del server._tool_manager  # what a future MCPServer without the registry would look like
+    with pytest.raises(SDKChanged, match="_tool_manager"):
+        RootsGuard([tree.fallback]).install(server)

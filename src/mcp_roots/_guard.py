@@ -32,8 +32,8 @@ for ``mcp-roots audit``) and satisfies :class:`Adapter`. What it gets from this 
   asked for (2026-07-28: zero round trips for them).
 * :func:`guarded_call`: the adapter runs the tool call (its ``call_next``) inside
   ``with guarded_call(spec, roots, refuse[, checked]):`` after checking the arguments (``checked``: where
-  the adapter cannot rewrite the arguments the framework passes, the wrapper substitutes these). The wrapper of a guarded
-  function runs its body only inside such a call for its own spec (otherwise it raises
+  the adapter cannot rewrite the arguments the framework passes, the wrapper substitutes these). The
+  wrapper of a guarded function runs its body only inside such a call for its own spec (otherwise it raises
   :class:`GuardNotInstalled`, also an instance of every loaded ``TOOL_ERRORS`` type: "guard.install(server)
   was not called"); inside, ``await guard.roots(ctx)`` returns ``roots`` without asking the adapter, and a
   ``RootsError`` or ``OSError`` raised by the body becomes ``refuse(one_line_message)`` (the framework's
