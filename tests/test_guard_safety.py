@@ -487,3 +487,26 @@ def test_install_says_so_when_the_sdk_moved_a_private_corner(tree: Tree) -> None
     del server._tool_manager  # what a future MCPServer without the registry would look like
     with pytest.raises(SDKChanged, match="_tool_manager"):
         RootsGuard([tree.fallback]).install(server)
+
+
+@pytest.mark.parametrize("install", [True, False])
+async def test_guard_roots_without_install_refuses_instead_of_using_the_fallback(
+    tree: Tree, install: bool
+) -> None:
+    guard = RootsGuard([tree.fallback])
+    server = MCPServer("plain")
+    if install:
+        guard.install(server)
+
+    @server.tool()
+    async def list_roots(ctx: Context) -> str:
+        return ",".join(str(p) for p in (await guard.roots(ctx)).paths)
+
+    async with Client(server, mode="legacy", list_roots_callback=RootsCallback(tree.project)) as client:
+        result = await client.call_tool("list_roots", {})
+    if install:
+        assert text_of(result) == str(tree.project)
+    else:  # never the fallback: it is wider than what this client granted
+        assert result.is_error
+        assert "guard.install(server) was not called" in text_of(result)
+        assert str(tree.fallback) not in text_of(result)

@@ -87,6 +87,7 @@ __all__ = [
     "format_audit",
     "guarded_call",
     "guarded_function_of",
+    "not_installed_error",
     "note_deprecation",
     "strict_refusal",
     "warn_unguarded",
@@ -122,7 +123,7 @@ class GuardNotInstalled(RootsError):
     """A guarded function ran on a server where ``guard.install(server)`` never ran."""
 
 
-def _not_installed_error() -> GuardNotInstalled:
+def not_installed_error() -> GuardNotInstalled:
     """GuardNotInstalled, also of the tool-error type of every loaded framework, so that the framework
     running the function shows the client the reason instead of a generic "Error executing tool"."""
     from .adapters import tool_error_types
@@ -737,7 +738,7 @@ class RootsGuard:
             call = _CALL.get()
             if call is None or call.spec is not spec or call.refuse is None:
                 logger.error("refused %s(): %s", spec.name, NOT_INSTALLED)
-                raise _not_installed_error()
+                raise not_installed_error()
             return call
 
         def substituted(call: _Call, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsUnavailable, SDKChanged
 from .._guard import (
+    NOT_INSTALLED,
     ConnectionRoots,
     GuardedFunction,
     GuardPolicy,
@@ -43,6 +44,7 @@ from .._guard import (
     call_roots,
     guarded_call,
     guarded_function_of,
+    not_installed_error,
     strict_refusal,
     warn_unguarded,
 )
@@ -348,7 +350,13 @@ class Mcp2Adapter:
             raise _RootsRequired()
         state = self.policy.connection(connection)
         if state is None:
-            # No initialize seen on this connection: stateless HTTP, or the guard was installed late.
+            caps = connection.client_capabilities
+            if caps is not None and caps.roots is not None:
+                # The client declared roots in an initialize the guard never saw: the guard is not wired
+                # into this server. Its roots are the only authority; the fallback would be a wider one.
+                logger.error("guard.roots(): %s", NOT_INSTALLED)
+                raise not_installed_error()
+            # No handshake seen on this connection: stateless HTTP.
             return self.policy.no_lifecycle_fallback()
         if not state.cache_started:
             # Streamable HTTP: the first roots/list waits for the first guarded call (see _serve_connection).
