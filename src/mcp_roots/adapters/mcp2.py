@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import inspect
 import logging
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
@@ -275,9 +276,16 @@ class Mcp2Adapter:
         return state
 
     def _fetcher(self, connection: Connection) -> Callable[[], Any]:
+        # A weak reference: the policy's map holds this connection's state weakly by the connection, and a
+        # strong one from inside the state would keep both alive if the exit stack never ran.
+        connection_ref = weakref.ref(connection)
+
         async def fetch() -> object:
             # The raw result, not ListRootsResult: the typed path rejects the whole answer when one entry is
             # not a file: URI. The cache judges each entry itself.
+            connection = connection_ref()
+            if connection is None:
+                raise RootsUnavailable("the connection has ended")
             state = self.policy.connection(connection)
             waiting = [c for c in state.waiting if c.session.can_send_request] if state is not None else []
             try:
