@@ -7,7 +7,9 @@ implement is described in ``mcp_roots._guard``'s docstring.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.metadata
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,12 +25,13 @@ __all__ = [
 ]
 
 
+@functools.lru_cache(maxsize=1)
 def _mcp_major() -> int | None:
-    """The major version of the ``mcp`` package that is loaded (the object's class came from it)."""
-    module = sys.modules.get("mcp.server.mcpserver")
-    if module is not None:
-        return 2
-    return 1 if "mcp.server.fastmcp" in sys.modules or "mcp" in sys.modules else None
+    """The major version of the installed ``mcp`` distribution (from its metadata; nothing is imported)."""
+    try:
+        return int(importlib.metadata.version("mcp").split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
