@@ -1,0 +1,123 @@
+"""Which adapter serves a server or a request context: decided by the object's class (module and name,
+walked along its MRO), so that no SDK is imported to ask; only the chosen adapter module imports its SDK.
+
+The adapter modules are the only code that imports an MCP SDK or touches its privates. The interface they
+implement is described in ``mcp_roots._guard``'s docstring.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = [
+    "KINDS",
+    "TOOL_ERRORS",
+    "Kind",
+    "adapter_for_context",
+    "adapter_for_server",
+    "supported_kinds",
+    "tool_error_types",
+]
+
+
+@functools.lru_cache(maxsize=1)
+def _mcp_major() -> int | None:
+    """The major version of the installed ``mcp`` distribution (from its metadata; nothing is imported)."""
+    try:
+        return int(importlib.metadata.version("mcp").split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of object an adapter serves: a class named ``qualname`` defined in ``module``."""
+
+    description: str
+    module: str
+    qualname: str
+    adapter: str  # "module:Class", relative to this package
+    server: bool  # a server (install) or a request context (roots)
+    applies: Callable[[], bool] = lambda: True  # tells apart same-named classes of two SDK majors
+
+    def matches(self, cls: type) -> bool:
+        return cls.__module__ == self.module and cls.__qualname__ == self.qualname and self.applies()
+
+
+def _is_mcp2() -> bool:
+    return _mcp_major() == 2
+
+
+KINDS: list[Kind] = [
+    Kind("mcp 2.x MCPServer", "mcp.server.mcpserver.server", "MCPServer", "mcp2:Mcp2Adapter", True),
+    Kind(
+        "mcp 2.x low-level Server", "mcp.server.lowlevel.server", "Server", "mcp2:Mcp2Adapter", True, _is_mcp2
+    ),
+    Kind("mcp 2.x tool Context", "mcp.server.mcpserver.context", "Context", "mcp2:Mcp2Adapter", False),
+    Kind(
+        "mcp 2.x ServerRequestContext",
+        "mcp.server.context",
+        "ServerRequestContext",
+        "mcp2:Mcp2Adapter",
+        False,
+        _is_mcp2,
+    ),
+]
+"""Every kind the adapters serve; an adapter module adds its rows here."""
+
+
+def supported_kinds(server: bool = True) -> str:
+    return ", ".join(kind.description for kind in KINDS if kind.server is server)
+
+
+def _lookup(obj: object, server: bool) -> type:
+    for cls in type(obj).__mro__:
+        for kind in KINDS:
+            if kind.server is server and kind.matches(cls):
+                module_name, _, class_name = kind.adapter.partition(":")
+                module = importlib.import_module(f".{module_name}", __name__)
+                adapter: type = getattr(module, class_name)
+                return adapter
+    raise TypeError(
+        f"mcp-roots has no adapter for {type(obj).__module__}.{type(obj).__qualname__}; "
+        + (
+            f"guard.install() supports: {supported_kinds(True)}"
+            if server
+            else f"guard.roots(ctx) accepts: {supported_kinds(False)} (declare a parameter typed "
+            "`Context` on your tool and pass it to guard.roots(ctx))"
+        )
+    )
+
+
+def adapter_for_server(server: object) -> type:
+    """The adapter class that serves ``server`` (``TypeError`` naming the supported kinds otherwise)."""
+    return _lookup(server, True)
+
+
+def adapter_for_context(ctx: object) -> type:
+    """The adapter class that understands the request context ``ctx``."""
+    return _lookup(ctx, False)
+
+
+TOOL_ERRORS: list[tuple[str, str]] = [
+    ("mcp.server.mcpserver.exceptions", "ToolError"),
+]
+"""(module, class) of each framework's "a tool failed, show the client this message" exception. A
+guarded function that runs without install() raises an exception of every loaded one of these types, so
+that whichever framework runs it shows the client why (and not "Error executing tool")."""
+
+
+def tool_error_types() -> tuple[type[Exception], ...]:
+    """The tool-error types of the frameworks loaded in this process (none is imported here)."""
+    found = []
+    for module_name, class_name in TOOL_ERRORS:
+        module = sys.modules.get(module_name)
+        cls = getattr(module, class_name, None) if module is not None else None
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            found.append(cls)
+    return tuple(found)
