@@ -19,6 +19,7 @@ from ._errors import (
     PathOutsideRoots,
     RootsError,
     RootsUnavailable,
+    SandboxUnavailable,
 )
 from ._rootset import Root, RootSet
 from ._sources import clip_to_ceiling, fallback_roots
@@ -61,6 +62,7 @@ __all__ = [
     "RootsGuard",
     "RootsProvider",
     "RootsUnavailable",
+    "SandboxUnavailable",
     "__version__",
     "clip_to_ceiling",
     "fallback_roots",
