@@ -186,14 +186,14 @@ def _program(argv: Any, options: Mapping[str, Any]) -> str | None:
             program = argv if isinstance(argv, (str, bytes, os.PathLike)) else next(iter(argv), None)
     if program is None:
         return None
-    program = os.fsdecode(os.fspath(program))
-    if os.sep in program:
+    name: str = os.fsdecode(os.fspath(program))
+    if os.sep in name:
         cwd = options.get("cwd")
         base = os.fsdecode(os.fspath(cwd)) if cwd is not None else os.getcwd()
-        return os.path.join(base, program)
+        return os.path.join(base, name)
     env = options.get("env")
     search: str = (env if env is not None else os.environ).get("PATH", os.defpath)
-    return shutil.which(program, path=search)
+    return shutil.which(name, path=search)
 
 
 def plan(
