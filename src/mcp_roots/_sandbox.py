@@ -246,7 +246,9 @@ def plan(
 
 def _refuse_or_warn(reason: str, allow_unconfined: bool) -> None:
     if not allow_unconfined:
-        raise SandboxUnavailable(f"{reason}; pass allow_unconfined=True to run without it")
+        raise SandboxUnavailable(
+            f"{reason}; pass allow_unconfined=True (mcp-roots run --allow-unconfined) to run without it"
+        )
     with _warned_lock:
         first = reason not in _warned
         _warned.add(reason)
