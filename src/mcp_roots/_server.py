@@ -12,6 +12,7 @@ import functools
 import inspect
 import logging
 import os
+import subprocess
 import sys
 import types
 import typing
@@ -37,7 +38,15 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ._cache import RootsCache
-from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable, SDKChanged
+from ._errors import (
+    ConfigError,
+    InvalidPath,
+    InvalidRootURI,
+    PathOutsideRoots,
+    RootsError,
+    RootsUnavailable,
+    SDKChanged,
+)
 from ._rootset import RootSet, _uri_and_name
 from ._sources import clip_to_ceiling, fallback_roots
 from ._uri import uri_to_path
@@ -230,6 +239,7 @@ class RootsGuard:
         max_wait: float = 0.1,
         timeout: float = 5.0,
         first_answer_timeout: float | None = None,
+        confine: bool = False,
     ) -> None:
         if isinstance(ceiling, (str, os.PathLike)):
             ceiling = [ceiling]  # one path, not a sequence of one-character paths
@@ -247,6 +257,8 @@ class RootsGuard:
         self._timeout = timeout
         self._first_answer_timeout = timeout if first_answer_timeout is None else first_answer_timeout
         self._said: set[str] = set()
+        if confine:
+            self._confine_process()
 
     # -- configuration --
 
@@ -269,6 +281,27 @@ class RootsGuard:
         else:
             self._said.add(key)
             logger.info(message, *args)
+
+    def _confine_process(self) -> None:
+        # The process is confined by the kernel (Landlock) to the ceiling, or to the fallback roots, which
+        # then become the ceiling: client roots can only narrow within it, so the guard never allows
+        # what the kernel refuses. Only the calling thread and what it starts later are confined, so
+        # confine_process refuses (SandboxUnavailable) when other threads already exist.
+        from . import _sandbox
+
+        if self._ceiling is None:
+            if not self._fallback:
+                raise ConfigError(
+                    "RootsGuard(confine=True) needs a ceiling or fallback roots to confine the process to"
+                )
+            self._ceiling = self._fallback
+        _sandbox.confine_process(self._ceiling)
+
+    async def run(self, ctx: object, argv: Any, **options: Any) -> subprocess.CompletedProcess[bytes]:
+        """``await roots.run_async(argv, **options)`` with the roots in force for this tool call: the
+        command is confined by the kernel to them (see ``RootSet.run_async``)."""
+        roots = await self.roots(ctx)
+        return await roots.run_async(argv, **options)
 
     # -- installation --
 
