@@ -381,3 +381,33 @@ def test_cli_doctor_reports_the_abi_and_what_is_enforced() -> None:
     assert document["landlock_abi"] == KERNEL.abi
     assert document["available"] is True
     assert "/usr" in document["read_only_paths"]
+
+
+@needs_landlock
+def test_a_root_swapped_for_a_symlink_after_the_rootset_was_built_is_refused(tree: Tree) -> None:
+    import dataclasses
+
+    from mcp_roots import SandboxUnavailable
+    from mcp_roots._sandbox import _spawn_confined, plan
+    from mcp_roots._sys.landlock import EXACT_PATH
+
+    roots = tree.roots
+    tree.root.rename(tree.base / "root.real")
+    tree.root.symlink_to(tree.outside)  # the root's path now leads outside
+    secret_via_root = tree.root / "secret.txt"
+    # The naive control: the same rules without the exact-path check grant the symlink's target.
+    confinement = plan(roots, program="/usr/bin/cat")
+    assert confinement is not None
+    loose = dataclasses.replace(confinement, rules=tuple((p, r & ~EXACT_PATH) for p, r in confinement.rules))
+    with _spawn_confined(loose, ["cat", str(secret_via_root)], {"stdout": subprocess.PIPE}) as leaky:
+        assert leaky.communicate(timeout=60)[0] == SECRET.encode()
+    with pytest.raises(SandboxUnavailable, match="no longer resolves to itself"):
+        roots.run(["cat", str(secret_via_root)])
+
+
+@pytest.mark.parametrize("command", ["run", "doctor"])
+def test_sandbox_commands_have_help(command: str) -> None:
+    result = cli(command, "--help")
+    assert result.returncode == 0
+    assert f"usage: mcp-roots {command}" in result.stdout
+    assert "Exit code" in result.stdout

@@ -240,7 +240,7 @@ def plan(
         rules.append((program, _FS.READ_FILE | _FS.EXECUTE))
         rules.extend((path, _READ) for path in _python_paths(program))
     granted = _READ | (_WRITE if write else 0)
-    rules.extend((path, granted) for path in _root_paths(roots))
+    rules.extend((path, granted | landlock.EXACT_PATH) for path in _root_paths(roots))
     return Confinement(abi, tuple(rules), handled_fs, handled_net, scoped, tuple(notes))
 
 

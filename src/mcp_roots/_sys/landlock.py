@@ -17,6 +17,7 @@ from collections.abc import Iterable
 __all__ = [
     "ACCESS_NET_BIND_TCP",
     "ACCESS_NET_CONNECT_TCP",
+    "EXACT_PATH",
     "FILE_RIGHTS",
     "FS",
     "SCOPE_ABSTRACT_UNIX_SOCKET",
@@ -64,6 +65,10 @@ ACCESS_NET_BIND_TCP = 1 << 0  # ABI 4
 ACCESS_NET_CONNECT_TCP = 1 << 1  # ABI 4
 SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
 SCOPE_SIGNAL = 1 << 1  # ABI 6
+
+# Not a Landlock right: a flag on a rule's rights saying that the path is canonical and must still resolve
+# to itself when the rule is made (roots; not system paths such as /bin, a symlink on merged-/usr systems).
+EXACT_PATH = 1 << 63
 
 # The rights that mean something on a file that is not a directory; a rule on such a file may only
 # carry these (the kernel answers EINVAL otherwise).
@@ -165,6 +170,7 @@ def restrict_thread(
     rules: Iterable[tuple[str, int]], *, handled_fs: int, handled_net: int = 0, scoped: int = 0
 ) -> list[str]:
     """Confine the calling thread (and all it creates from now on) to ``rules``: (path, rights) pairs.
+    Rights with ``EXACT_PATH`` set refuse a path that no longer resolves to itself.
 
     A directory's rights apply to everything beneath it; a file's are masked to ``FILE_RIGHTS``. Paths that
     do not exist are skipped and returned (nothing to grant). Sets no_new_privs on the thread first, as
@@ -184,6 +190,12 @@ def restrict_thread(
                 skipped.append(path)
                 continue
             try:
+                if rights & EXACT_PATH and os.readlink(f"/proc/self/fd/{fd}") != path:
+                    # A canonical root whose path now resolves elsewhere: a component was swapped for a
+                    # symlink since the RootSet was built. Granting the new target could widen access.
+                    raise OSError(
+                        errno.ELOOP, "the path no longer resolves to itself (a symlink was swapped in)"
+                    )
                 if not stat.S_ISDIR(os.fstat(fd).st_mode):
                     rights &= FILE_RIGHTS
                 rights &= handled_fs
