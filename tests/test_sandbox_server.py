@@ -5,6 +5,7 @@ cannot read outside the ceiling (the kernel refuses), guarded tools and guard.ru
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -126,3 +127,36 @@ def test_confine_needs_something_to_confine_to(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert "needs a ceiling or fallback roots" in proc.stdout, proc
+
+
+HOME_SCRIPT = """
+import sys
+from mcp_roots import RootsGuard
+RootsGuard(roots=[sys.argv[1]], ceiling=sys.argv[1], confine=sys.argv[3] == "confined")
+try:
+    print(open(sys.argv[2]).read())
+except PermissionError:
+    print("REFUSED")
+"""
+
+
+@pytest.mark.skipif(not KERNEL.available, reason=f"no Landlock here: {KERNEL.reason}")
+def test_a_server_started_from_home_does_not_grant_home_through_sys_path(tmp_path: Path) -> None:
+    home = tmp_path.resolve()
+    (home / "project").mkdir()
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_rsa").write_text(SECRET)
+    script = home / "server.py"  # run from $HOME: sys.path[0] and __main__'s directory are $HOME
+    script.write_text(HOME_SCRIPT)
+    env = {**os.environ, "HOME": str(home)}
+
+    def start(mode: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, str(script), str(home / "project"), str(home / ".ssh" / "id_rsa"), mode]
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=60, check=False, env=env, cwd=home
+        )
+
+    assert start("unconfined").stdout.strip() == SECRET  # the naive control
+    confined = start("confined")
+    assert confined.stdout.strip() == "REFUSED", confined
+    assert "not granting" in confined.stderr

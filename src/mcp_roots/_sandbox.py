@@ -435,16 +435,32 @@ async def run_async(
 # --- Confining this process --------------------------------------------------------------------------------
 
 
+def _too_wide(path: str) -> bool:
+    # The rule of the fallback roots: never /, the home directory or one of its ancestors. A server run
+    # from $HOME (python -m server) has $HOME on sys.path; granting it would grant ~/.ssh.
+    real = os.path.realpath(path)
+    home = os.path.realpath(os.path.expanduser("~"))
+    return real == "/" or real == home or home.startswith(real.rstrip("/") + "/")
+
+
 def _python_needs() -> list[str]:
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     paths.update(p for p in sys.path if p and os.path.isabs(p))
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    paths.add(package)
-    main = sys.modules.get("__main__")
-    main_file = getattr(main, "__file__", None)
+    paths.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # where mcp_roots is
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
     if isinstance(main_file, str):
         paths.add(os.path.dirname(os.path.abspath(main_file)))
-    return sorted(paths)
+    needed = []
+    for path in sorted(paths):
+        if _too_wide(path):
+            logger.warning(
+                "confine=True: not granting %s (it is /, the home directory or one of its ancestors); "
+                "modules not yet imported from there will fail to import",
+                path,
+            )
+        else:
+            needed.append(path)
+    return needed
 
 
 def confine_process(
