@@ -411,3 +411,23 @@ def test_sandbox_commands_have_help(command: str) -> None:
     assert result.returncode == 0
     assert f"usage: mcp-roots {command}" in result.stdout
     assert "Exit code" in result.stdout
+
+
+@needs_landlock
+@pytest.mark.skipif(KERNEL.abi < 6, reason="signal scoping needs Landlock ABI 6")
+def test_a_confined_child_cannot_signal_processes_outside_its_sandbox(tree: Tree) -> None:
+    victims = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+    try:
+        assert naive(["kill", "-TERM", str(victims[0].pid)]).returncode == 0  # the control kills
+        assert victims[0].wait(timeout=60) == -15
+        result = confined(tree.roots, ["kill", "-TERM", str(victims[1].pid)])
+        assert result.returncode != 0
+        assert "Operation not permitted" in result.stderr
+        assert victims[1].poll() is None
+        # Its own children are its to signal.
+        own = confined(tree.roots, ["sh", "-c", "sleep 60 & kill -TERM $!; wait $!; echo $?"])
+        assert own.stdout.strip() == str(128 + 15)
+    finally:
+        for victim in victims:
+            victim.kill()
+            victim.wait(timeout=60)
