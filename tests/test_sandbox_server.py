@@ -160,3 +160,18 @@ def test_a_server_started_from_home_does_not_grant_home_through_sys_path(tmp_pat
     confined = start("confined")
     assert confined.stdout.strip() == "REFUSED", confined
     assert "not granting" in confined.stderr
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the simulation is a Linux seccomp filter")
+def test_confine_without_landlock_refuses_to_start(tmp_path: Path) -> None:
+    code = (
+        "import sys\nfrom mcp_roots import RootsGuard, SandboxUnavailable\n"
+        "try:\n    RootsGuard(roots=[sys.argv[1]], confine=True)\n    print('STARTED')\n"
+        "except SandboxUnavailable as exc:\n    print(exc)"
+    )
+    without_landlock = Path(__file__).resolve().parent / "without_landlock.py"
+    argv = [sys.executable, str(without_landlock), "EPERM", sys.executable, "-c", code, str(tmp_path)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.stdout.startswith(
+        "cannot confine the server process: the Landlock system calls are refused"
+    ), proc
