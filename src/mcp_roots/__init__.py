@@ -19,6 +19,7 @@ from ._errors import (
     PathOutsideRoots,
     RootsError,
     RootsUnavailable,
+    SandboxUnavailable,
     SDKChanged,
 )
 from ._guard import RootsGuard
@@ -63,6 +64,7 @@ __all__ = [
     "RootsProvider",
     "RootsUnavailable",
     "SDKChanged",
+    "SandboxUnavailable",
     "__version__",
     "clip_to_ceiling",
     "fallback_roots",

@@ -20,6 +20,7 @@ __all__ = [
     "RootsError",
     "RootsUnavailable",
     "SDKChanged",
+    "SandboxUnavailable",
     "os_error_line",
 ]
 
@@ -62,6 +63,15 @@ class PathOutsideRoots(RootsError, PermissionError):
 
 class RootsUnavailable(RootsError):
     """No roots could be obtained: the client did not answer, refused, or no fallback is configured."""
+
+
+# --- Kernel confinement of subprocesses and of the server process ----------------------------------
+
+
+class SandboxUnavailable(RootsError):
+    """The kernel cannot confine a process here (no Landlock: not Linux, kernel < 5.13, disabled at boot,
+    blocked by seccomp; or too old an ABI for what was asked; or a process that already has threads).
+    The message names the reason. ``allow_unconfined=True`` runs subprocesses without it, with a warning."""
 
 
 # --- Client-brokered file operations (the files/* methods) ------------------------------------------

@@ -63,12 +63,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ._cache import RootsCache
-from ._errors import InvalidPath, InvalidRootURI, RootsError, os_error_line
+from ._errors import ConfigError, InvalidPath, InvalidRootURI, RootsError, os_error_line
 from ._rootset import RootSet
 from ._sources import clip_to_ceiling, fallback_roots
 from ._uri import uri_to_path
 
 if TYPE_CHECKING:
+    import subprocess
+
     from .broker import BrokeredFiles
 
 __all__ = [
@@ -635,6 +637,7 @@ class RootsGuard:
         first_answer_timeout: float | None = None,
         strict: bool = False,
         expand_user: bool = False,
+        confine: bool = False,
     ) -> None:
         if isinstance(ceiling, (str, os.PathLike)):
             ceiling = [ceiling]  # one path, not a sequence of one-character paths
@@ -645,6 +648,8 @@ class RootsGuard:
         )
         if ceiling is not None:
             fallback = clip_to_ceiling(fallback, ceiling)
+        if confine:
+            ceiling = self._confine_process(ceiling, fallback)
         self._policy = GuardPolicy(
             fallback=fallback,
             ceiling=ceiling,
@@ -669,6 +674,31 @@ class RootsGuard:
     def ceiling(self) -> RootSet | None:
         """The operator's ceiling, or None."""
         return self._policy.ceiling
+
+    # -- confinement by the kernel (Landlock; the bodies live in _sandbox) --
+
+    @staticmethod
+    def _confine_process(ceiling: RootSet | None, fallback: RootSet) -> RootSet:
+        # confine=True: the process is confined to the ceiling, or to the fallback roots, which then become
+        # the ceiling (client roots can only narrow within it, so the guard never allows what the kernel
+        # refuses). Landlock confines only the calling thread and what it starts later, so confine_process
+        # refuses (SandboxUnavailable) when other threads already exist.
+        from . import _sandbox
+
+        if ceiling is None:
+            if not fallback:
+                raise ConfigError(
+                    "RootsGuard(confine=True) needs a ceiling or fallback roots to confine the process to"
+                )
+            ceiling = fallback
+        _sandbox.confine_process(ceiling)
+        return ceiling
+
+    async def run(self, ctx: object, argv: Any, **options: Any) -> subprocess.CompletedProcess[bytes]:
+        """``await roots.run_async(argv, **options)`` with the roots in force for this tool call: the
+        command is confined by the kernel to them (see ``RootSet.run_async``)."""
+        roots = await self.roots(ctx)
+        return await roots.run_async(argv, **options)
 
     # -- installation --
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PosixPath, PurePosixPath, PureWindowsPath, WindowsPath
 from types import TracebackType
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from . import _beneath
 from ._beneath import (
@@ -45,6 +45,9 @@ from ._beneath import (
 )
 from ._errors import FileTooLarge, InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError
 from ._uri import path_to_uri, uri_to_path
+
+if TYPE_CHECKING:
+    import subprocess
 
 __all__ = ["Root", "RootSet"]
 
@@ -883,6 +886,60 @@ class RootSet:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    # -- subprocesses confined by the kernel (the bodies live in _sandbox) --
+
+    def run(
+        self,
+        argv: Any,
+        *,
+        write: bool = False,
+        network: bool = True,
+        allow_unconfined: bool = False,
+        **kwargs: Any,
+    ) -> subprocess.CompletedProcess[Any]:
+        """``subprocess.run(argv, **kwargs)`` with the child confined by the kernel (Landlock) to these
+        roots: read (``write=True``: read-write) beneath them, read-only what a program needs; with
+        ``network=False`` no TCP bind/connect. ``SandboxUnavailable`` where the kernel cannot, unless
+        ``allow_unconfined=True`` (then a warning). See ``mcp_roots._sandbox.run``."""
+        from . import _sandbox
+
+        return _sandbox.run(
+            self, argv, write=write, network=network, allow_unconfined=allow_unconfined, **kwargs
+        )
+
+    def popen(
+        self,
+        argv: Any,
+        *,
+        write: bool = False,
+        network: bool = True,
+        allow_unconfined: bool = False,
+        **kwargs: Any,
+    ) -> subprocess.Popen[Any]:
+        """``subprocess.Popen(argv, **kwargs)``, confined like ``run``."""
+        from . import _sandbox
+
+        return _sandbox.popen(
+            self, argv, write=write, network=network, allow_unconfined=allow_unconfined, **kwargs
+        )
+
+    async def run_async(
+        self,
+        argv: Any,
+        *,
+        write: bool = False,
+        network: bool = True,
+        allow_unconfined: bool = False,
+        **kwargs: Any,
+    ) -> subprocess.CompletedProcess[bytes]:
+        """``await anyio.run_process(argv, **kwargs)`` (output captured, ``check=True``), confined like
+        ``run``."""
+        from . import _sandbox
+
+        return await _sandbox.run_async(
+            self, argv, write=write, network=network, allow_unconfined=allow_unconfined, **kwargs
+        )
 
 
 #: The read modes RootSet.open builds itself (True: binary), as the builtin would with buffering=-1.

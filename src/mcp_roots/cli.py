@@ -11,7 +11,7 @@ import logging
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import __version__
@@ -140,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
         "shell 'export' lines (use: eval \"$(mcp-roots env)\"), or as one JSON object with --json.",
     )
     _add_audit_command(commands)
+    _add_sandbox_commands(command)
     return parser
 
 
@@ -225,6 +226,102 @@ def _env(roots: RootSet, as_json: bool) -> tuple[str, int]:
     return "\n".join(f"export {key}={shlex.quote(value)}" for key, value in variables.items()), EXIT_OK
 
 
+# --- Commands of the kernel sandbox: run (exit code of the child) and doctor -----------------------------
+
+EXIT_SANDBOX_MISSING = 1  # 'doctor': no kernel confinement here
+EXIT_CANNOT_RUN = 126  # 'run': the command exists but cannot be executed (as env(1) and timeout(1))
+EXIT_NOT_FOUND = 127  # 'run': the command does not exist (as env(1) and timeout(1))
+
+
+def _add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentParser]) -> None:
+    run = command(
+        "run",
+        "run a command confined by the kernel to the roots (Landlock); its exit code passes through",
+        "Run COMMAND so that the kernel (Landlock) lets it, and every process it starts, read only beneath "
+        "the roots (and write there with --write), plus read-only what a program needs to start "
+        "(/usr, /lib*, the dynamic loader's files in /etc, locale and time zone data, /dev/null...). "
+        "Exit code: the command's own (128+N if signal N ended it); 127 if it does not exist, 126 if it "
+        "cannot be executed; 2 for a usage or configuration error, or no kernel confinement here (see "
+        f"'{PROG} doctor') without --allow-unconfined.",
+    )
+    run.add_argument("--write", action="store_true", help="let the command write beneath the roots")
+    run.add_argument(
+        "--no-network", action="store_true", help="refuse TCP bind and connect (Landlock ABI >= 4)"
+    )
+    run.add_argument(
+        "--allow-unconfined",
+        action="store_true",
+        help="where the kernel cannot confine, run anyway (with a warning) instead of failing",
+    )
+    run.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARG...]")
+    command(
+        "doctor",
+        "report whether the kernel can confine subprocesses, and what is enforced",
+        "Report the Landlock ABI of this kernel (or why there is none), what a confined command is "
+        "refused at this ABI, and the read-only system paths it is given. Exit code 0 when the kernel can "
+        "confine, 1 when it cannot.",
+    )
+
+
+def _run(roots: RootSet, args: argparse.Namespace) -> int:
+    argv = list(args.argv)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        raise ConfigError(f"'{PROG} run' needs a command after '--' (for example: {PROG} run -- ls)")
+    from . import _sandbox
+
+    try:
+        code = _sandbox.run(
+            roots,
+            argv,
+            write=args.write,
+            network=not args.no_network,
+            allow_unconfined=args.allow_unconfined,
+        ).returncode
+    except FileNotFoundError:
+        _say(sys.stderr, f"{PROG}: error: {argv[0]}: command not found")
+        return EXIT_NOT_FOUND
+    except PermissionError as exc:
+        _say(sys.stderr, f"{PROG}: error: {argv[0]}: cannot be executed ({exc.strerror})")
+        return EXIT_CANNOT_RUN
+    return 128 - code if code < 0 else code
+
+
+def _doctor(as_json: bool) -> tuple[str, int]:
+    from . import _sandbox
+    from ._sys import landlock
+
+    kernel = _sandbox.support()
+    features = kernel.enforced()
+    paths = [(p, os.path.exists(p)) for p in (*_sandbox.SYSTEM_READ_PATHS, *_sandbox.SYSTEM_DEVICE_PATHS)]
+    code = EXIT_OK if kernel.available else EXIT_SANDBOX_MISSING
+    if as_json:
+        document = {
+            "platform": sys.platform,
+            "kernel": os.uname().release,
+            "landlock_abi": kernel.abi,
+            "available": kernel.available,
+            "reason": kernel.reason,
+            "enforced": [{"what": what, "enforced": on, "needs": needs} for what, on, needs in features],
+            "read_only_paths": [p for p in _sandbox.SYSTEM_READ_PATHS if os.path.exists(p)],
+            "read_write_devices": [p for p in _sandbox.SYSTEM_DEVICE_PATHS if os.path.exists(p)],
+            "threads": landlock.thread_count() if sys.platform == "linux" else None,
+        }
+        return json.dumps(document, indent=2), code
+    lines = [f"kernel: {sys.platform} {os.uname().release}"]
+    if kernel.available:
+        lines.append(f"Landlock: ABI {kernel.abi}: '{PROG} run' and RootSet.run() confine subprocesses")
+    else:
+        lines.append(f"Landlock: unavailable: {kernel.reason}")
+        lines.append("  RootSet.run() raises SandboxUnavailable; allow_unconfined=True runs UNCONFINED")
+    lines.append("enforced for a confined command:")
+    lines += [f"  [{'x' if on else ' '}] {what}  ({needs})" for what, on, needs in features]
+    lines.append("read-only for every confined command (besides the roots and its own binary):")
+    lines += [f"  {p}{'' if there else '  (absent here)'}" for p, there in paths]
+    return "\n".join(lines), code
+
+
 # --- Entry point -----------------------------------------------------------------------------------------
 
 
@@ -261,11 +358,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_ERROR)
     handler = _setup_logging()
     try:
-        if args.command == "audit":
-            text, code = _audit(args.target)
+        if args.command in ("audit", "doctor"):
+            text, code = _audit(args.target) if args.command == "audit" else _doctor(args.json)
             _say(sys.stdout, text)
             return code
         roots = _roots_from(args)
+        if args.command == "run":
+            return _run(roots, args)
         if args.command == "show":
             text, code = _show(roots, args.json)
         elif args.command == "check":

@@ -1,0 +1,129 @@
+"""What the kernel confinement costs: a spawn (`true`) and a realistic command (`grep -r` over a tree of
+10,000 files), confined by Landlock beside the same command unconfined.
+
+Usage: python benchmarks/bench_sandbox.py [--spawns 200] [--files 10000] [--greps 15]
+Rows: `subprocess.run` (the baseline), `RootSet.run` (a throwaway thread confines itself and forks: the
+default), and the launcher (`python -I -S _launch.py`, what `run_async` uses, run here by
+`subprocess.run`). Each round runs every row once in turn, so a load spike on a shared machine hits all
+rows alike; the table gives the median and the minimum of the wall-clock time per run (a child's time is
+wall time: its CPU is not ours), and the `grep` rows also the children's CPU time (user + system).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mcp_roots import RootSet
+from mcp_roots._sandbox import launcher_argv, plan, support
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure(rows: dict[str, Callable[[], object]], rounds: int) -> dict[str, tuple[list[float], list[float]]]:
+    times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in rows}
+    for run in rows.values():  # warm up: caches, the first ruleset, the launcher's .pyc
+        run()
+    for _ in range(rounds):
+        for name, run in rows.items():
+            cpu = children_cpu()
+            start = time.perf_counter()
+            run()
+            times[name][0].append(time.perf_counter() - start)
+            times[name][1].append(children_cpu() - cpu)
+    return times
+
+
+LINE = "the quick brown fox jumps over the lazy dog 0123456789\n"
+LINES = 20
+
+
+def make_tree(base: Path, files: int) -> None:
+    per_dir = 100
+    line = LINE * LINES
+    for i in range(files):
+        directory = base / f"d{i // per_dir:04d}"
+        if i % per_dir == 0:
+            directory.mkdir()
+        text = line + ("needle\n" if i % 97 == 0 else "")
+        (directory / f"f{i:05d}.txt").write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spawns", type=int, default=200, help="rounds of the spawn rows")
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--greps", type=int, default=15, help="rounds of the grep rows")
+    args = parser.parse_args()
+    kernel = support()
+    if not kernel.available:
+        sys.exit(f"no Landlock here ({kernel.reason}): nothing to measure")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(os.path.realpath(tmp))
+        tree = base / "tree"
+        tree.mkdir()
+        roots = RootSet.from_paths([tree])
+        devnull = subprocess.DEVNULL
+        true_confinement = plan(roots, program="/usr/bin/true")
+        assert true_confinement is not None
+        launched_true = launcher_argv(true_confinement, ["true"])
+        spawns = measure(
+            {
+                "subprocess.run(['true'])": lambda: subprocess.run(["true"], check=True),
+                "RootSet.run(['true'])": lambda: roots.run(["true"], check=True),
+                "launcher + true (run_async's way)": lambda: subprocess.run(launched_true, check=True),
+            },
+            args.spawns,
+        )
+
+        make_tree(tree, args.files)
+        grep = ["grep", "-r", "-c", "needle", str(tree)]
+        greps = measure(
+            {
+                "grep -r, unconfined": lambda: subprocess.run(grep, stdout=devnull, check=True),
+                "grep -r, RootSet.run": lambda: roots.run(grep, stdout=devnull, check=True),
+            },
+            args.greps,
+        )
+
+    print(
+        f"Landlock ABI {kernel.abi}; {args.spawns} rounds of spawns, {args.greps} of grep over {args.files}"
+    )
+    print(f"files of {len(LINE) * LINES + 7} bytes or less, read-only root\n")
+    print("| command | median | min | children CPU (median) |")
+    print("|---|---:|---:|---:|")
+    for results in (spawns, greps):
+        for name, (wall, cpu) in results.items():
+            print(
+                f"| {name} | {statistics.median(wall) * 1e3:.2f} ms | {min(wall) * 1e3:.2f} ms "
+                f"| {statistics.median(cpu) * 1e3:.2f} ms |"
+            )
+    base_spawn = statistics.median(spawns["subprocess.run(['true'])"][0])
+    added = statistics.median(spawns["RootSet.run(['true'])"][0]) - base_spawn
+    launcher_added = statistics.median(spawns["launcher + true (run_async's way)"][0]) - base_spawn
+    grep_ratio = statistics.median(greps["grep -r, RootSet.run"][0]) / statistics.median(
+        greps["grep -r, unconfined"][0]
+    )
+    print(f"\nadded per spawn, RootSet.run: {added * 1e3:+.2f} ms (goal <= 25 ms)")
+    print(f"added per spawn, launcher: {launcher_added * 1e3:+.2f} ms")
+    cpu_ratio = statistics.median(greps["grep -r, RootSet.run"][1]) / statistics.median(
+        greps["grep -r, unconfined"][1]
+    )
+    print(f"grep -r confined / unconfined: {grep_ratio:.3f}x ({(grep_ratio - 1) * 100:+.1f}%, goal <= +5%)")
+    print(f"grep -r children CPU, confined / unconfined: {cpu_ratio:.3f}x (steadier on a loaded machine)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,495 @@
+"""Subprocesses confined to the roots by the kernel (Landlock), and the server process confined to its own.
+
+What a confined program may touch: beneath the roots (read, or read-write with ``write=True``), plus
+read-only what a program needs to start (``SYSTEM_READ_PATHS``, its own binary) and a few devices.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import IO, Any
+
+from ._errors import SandboxUnavailable
+from ._rootset import Root, RootSet
+from ._sys import landlock
+
+__all__ = [
+    "LAUNCHER",
+    "SYSTEM_DEVICE_PATHS",
+    "SYSTEM_READ_PATHS",
+    "Confinement",
+    "Support",
+    "confine_process",
+    "launcher_argv",
+    "plan",
+    "popen",
+    "run",
+    "run_async",
+    "support",
+]
+
+logger = logging.getLogger("mcp_roots.sandbox")
+
+# What a dynamically linked program needs to start and run, read-only (and executable). Entries that do
+# not exist here are skipped. /bin, /sbin and /lib* are symlinks into /usr on merged-/usr systems; a rule
+# on a symlink applies to its target. Deliberately absent: the rest of /etc (passwd, shadow, ssh, hosts),
+# /home, /root, /tmp, /var, /proc and /sys. A program that needs more gets it through ``extra_read=`` or
+# a ``system_paths=`` list of its own.
+SYSTEM_READ_PATHS: tuple[str, ...] = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/ld.so.preload",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/locale.alias",
+    "/etc/locale.conf",
+    "/etc/default/locale",
+    "/etc/ssl/certs",
+    "/etc/ca-certificates",
+    "/dev/urandom",
+    "/dev/random",
+)
+
+# Devices a program may read and write: shells redirect to /dev/null (with O_TRUNC) all the time.
+SYSTEM_DEVICE_PATHS: tuple[str, ...] = ("/dev/null", "/dev/zero", "/dev/full")
+
+# The launcher run as `python -I -S LAUNCHER ...` for run_async: -I ignores PYTHON* variables and the
+# user's site directory (no code of the caller's environment runs before the confinement), -S skips
+# site-packages (faster; the launcher needs only the standard library and its sibling _sys/landlock.py).
+LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_launch.py")
+
+_FS = landlock.FS
+_READ = _FS.READ_FILE | _FS.READ_DIR | _FS.EXECUTE
+_WRITE = (
+    _FS.WRITE_FILE
+    | _FS.REMOVE_DIR
+    | _FS.REMOVE_FILE
+    | _FS.MAKE_DIR
+    | _FS.MAKE_REG
+    | _FS.MAKE_SOCK
+    | _FS.MAKE_FIFO
+    | _FS.MAKE_SYM
+    | _FS.REFER
+    | _FS.TRUNCATE
+)
+_DEVICE = _FS.READ_FILE | _FS.WRITE_FILE | _FS.TRUNCATE | _FS.IOCTL_DEV
+_NETWORK_ABI = 4
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+# --- What the kernel offers ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Support:
+    """What this kernel can enforce: ``abi`` (0 when Landlock is unusable, with ``reason`` saying why)."""
+
+    abi: int
+    reason: str | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.abi >= 1
+
+    def enforced(self) -> list[tuple[str, bool, str]]:
+        """(feature, enforced here, the ABI or note) for every part of the confinement, for ``doctor``."""
+        abi = self.abi
+        return [
+            ("file reads and writes outside the allowed paths", abi >= 1, "ABI 1, Linux 5.13"),
+            (
+                "renames and links across directories inside a writable root",
+                abi >= 2,
+                "ABI 2, Linux 5.19 (before: always refused, EXDEV)",
+            ),
+            ("truncate(2) of a file outside the roots", abi >= 3, "ABI 3, Linux 6.2 (before: not confined)"),
+            ("TCP bind/connect refused with network=False", abi >= 4, "ABI 4, Linux 6.7"),
+            ("ioctl(2) on devices outside the allowed paths", abi >= 5, "ABI 5, Linux 6.10"),
+            (
+                "signals to processes outside the sandbox; abstract unix sockets with network=False",
+                abi >= 6,
+                "ABI 6, Linux 6.12",
+            ),
+        ]
+
+
+@lru_cache(maxsize=1)
+def support() -> Support:
+    """Probe the kernel once per process: the Landlock ABI, or why there is none."""
+    try:
+        return Support(landlock.abi_version())
+    except landlock.LandlockMissing as exc:
+        return Support(0, exc.reason)
+
+
+# --- The plan: which paths, which rights -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """A ruleset ready to apply: (path, rights) rules and the rights, networks and scopes it handles."""
+
+    abi: int
+    rules: tuple[tuple[str, int], ...]
+    handled_fs: int
+    handled_net: int = 0
+    scoped: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    def apply_to_current_thread(self) -> None:
+        """Confine the calling thread and everything it starts from now on. Irreversible."""
+        landlock.restrict_thread(
+            self.rules, handled_fs=self.handled_fs, handled_net=self.handled_net, scoped=self.scoped
+        )
+
+
+def _root_paths(roots: RootSet | Iterable[str | os.PathLike[str]]) -> list[str]:
+    return [os.fspath(r.path if isinstance(r, Root) else r) for r in roots]
+
+
+def _python_paths(executable: str) -> list[str]:
+    # A child running this very interpreter (a venv's python is a symlink to it) needs its installation
+    # and the venv: the standard library, pyvenv.cfg, site-packages. Read-only, like the rest.
+    try:
+        same = os.path.realpath(executable) == os.path.realpath(sys.executable)
+    except OSError:
+        same = False
+    if not same:
+        return []
+    return sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix})
+
+
+def _program(argv: Any, options: Mapping[str, Any]) -> str | None:
+    """The file the kernel will execute for this argv (as subprocess looks it up), or None."""
+    if options.get("shell"):
+        program: Any = options.get("executable") or "/bin/sh"
+    else:
+        program = options.get("executable")
+        if program is None:
+            program = argv if isinstance(argv, (str, bytes, os.PathLike)) else next(iter(argv), None)
+    if program is None:
+        return None
+    name: str = os.fsdecode(os.fspath(program))
+    if os.sep in name:
+        cwd = options.get("cwd")
+        base = os.fsdecode(os.fspath(cwd)) if cwd is not None else os.getcwd()
+        return os.path.join(base, name)
+    env = options.get("env")
+    search: str = (env if env is not None else os.environ).get("PATH", os.defpath)
+    return shutil.which(name, path=search)
+
+
+def plan(
+    roots: RootSet | Iterable[str | os.PathLike[str]],
+    *,
+    write: bool = False,
+    network: bool = True,
+    allow_unconfined: bool = False,
+    program: str | None = None,
+    system_paths: Sequence[str | os.PathLike[str]] | None = None,
+    extra_read: Sequence[str | os.PathLike[str]] = (),
+    scope_signals: bool = True,
+) -> Confinement | None:
+    """The confinement for a child, or None where Landlock is missing and ``allow_unconfined`` (warned).
+
+    Raises ``SandboxUnavailable`` naming the reason when the kernel cannot enforce what was asked.
+    """
+    kernel = support()
+    if not kernel.available:
+        _refuse_or_warn(f"no kernel confinement: {kernel.reason}", allow_unconfined)
+        return None
+    abi = kernel.abi
+    handled_fs = landlock.fs_rights_for(abi)
+    handled_net = 0
+    scoped = landlock.SCOPE_SIGNAL if scope_signals and abi >= 6 else 0
+    notes: list[str] = []
+    if not network:
+        if abi >= _NETWORK_ABI:
+            handled_net = landlock.ACCESS_NET_BIND_TCP | landlock.ACCESS_NET_CONNECT_TCP
+            if abi >= 6:
+                scoped |= landlock.SCOPE_ABSTRACT_UNIX_SOCKET
+        else:
+            _refuse_or_warn(
+                f"network=False needs Landlock ABI {_NETWORK_ABI} (Linux 6.7); this kernel has ABI {abi}",
+                allow_unconfined,
+            )
+            notes.append("network not confined")
+    rules: list[tuple[str, int]] = []
+    for path in system_paths if system_paths is not None else SYSTEM_READ_PATHS:
+        rules.append((os.fspath(path), _READ))
+    rules.extend((path, _DEVICE) for path in SYSTEM_DEVICE_PATHS)
+    rules.extend((os.fspath(path), _READ) for path in extra_read)
+    if program is not None:
+        rules.append((program, _FS.READ_FILE | _FS.EXECUTE))
+        rules.extend((path, _READ) for path in _python_paths(program))
+    granted = _READ | (_WRITE if write else 0)
+    rules.extend((path, granted | landlock.EXACT_PATH) for path in _root_paths(roots))
+    return Confinement(abi, tuple(rules), handled_fs, handled_net, scoped, tuple(notes))
+
+
+def _refuse_or_warn(reason: str, allow_unconfined: bool) -> None:
+    if not allow_unconfined:
+        raise SandboxUnavailable(
+            f"{reason}; pass allow_unconfined=True (mcp-roots run --allow-unconfined) to run without it"
+        )
+    with _warned_lock:
+        first = reason not in _warned
+        _warned.add(reason)
+    if first:
+        logger.warning("running subprocesses UNCONFINED (allow_unconfined=True): %s", reason)
+
+
+# --- Starting confined children --------------------------------------------------------------------------
+
+
+def popen(
+    roots: RootSet | Iterable[str | os.PathLike[str]],
+    argv: Any,
+    *,
+    write: bool = False,
+    network: bool = True,
+    allow_unconfined: bool = False,
+    system_paths: Sequence[str | os.PathLike[str]] | None = None,
+    extra_read: Sequence[str | os.PathLike[str]] = (),
+    **popen_kwargs: Any,
+) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(argv, **popen_kwargs)``, confined to ``roots`` by the kernel (see ``run``)."""
+    confinement = plan(
+        roots,
+        write=write,
+        network=network,
+        allow_unconfined=allow_unconfined,
+        program=_program(argv, popen_kwargs),
+        system_paths=system_paths,
+        extra_read=extra_read,
+    )
+    if confinement is None:
+        return subprocess.Popen(argv, **popen_kwargs)
+    return _spawn_confined(confinement, argv, popen_kwargs)
+
+
+def _spawn_confined(
+    confinement: Confinement, argv: Any, popen_kwargs: Mapping[str, Any]
+) -> subprocess.Popen[Any]:
+    # Landlock confines the calling thread and what it creates afterwards. A fresh thread of our own
+    # confines itself, forks+execs the child (which inherits the domain), and ends: the confinement
+    # happens before fork instead of between fork and exec, with the same effect, no preexec_fn and no
+    # interpreter start. Never a pooled thread: it would stay confined for whatever it runs next.
+    outcome: list[subprocess.Popen[Any] | BaseException] = []
+
+    def confine_and_spawn() -> None:
+        try:
+            confinement.apply_to_current_thread()
+        except OSError as exc:
+            outcome.append(SandboxUnavailable(f"the kernel refused the confinement: {exc}"))
+            return
+        try:
+            outcome.append(subprocess.Popen(argv, **popen_kwargs))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    spawner = threading.Thread(target=confine_and_spawn, name="mcp-roots-confined-spawn", daemon=True)
+    spawner.start()
+    spawner.join()
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def run(
+    roots: RootSet | Iterable[str | os.PathLike[str]],
+    argv: Any,
+    *,
+    write: bool = False,
+    network: bool = True,
+    allow_unconfined: bool = False,
+    system_paths: Sequence[str | os.PathLike[str]] | None = None,
+    extra_read: Sequence[str | os.PathLike[str]] = (),
+    input: Any = None,
+    capture_output: bool = False,
+    timeout: float | None = None,
+    check: bool = False,
+    **popen_kwargs: Any,
+) -> subprocess.CompletedProcess[Any]:
+    """``subprocess.run`` with the child confined by the kernel to ``roots``.
+
+    The child (and all its descendants) may read beneath the roots, and write there with ``write=True``,
+    plus read what a program needs (``SYSTEM_READ_PATHS`` or ``system_paths``, ``extra_read``, its own
+    binary). ``network=False`` also refuses TCP bind/connect. Raises ``SandboxUnavailable`` where the
+    kernel cannot do this, unless ``allow_unconfined=True`` (then a warning, once per reason).
+    """
+    if input is not None:
+        if popen_kwargs.get("stdin") is not None:
+            raise ValueError("stdin and input arguments may not both be used.")
+        popen_kwargs["stdin"] = subprocess.PIPE
+    if capture_output:
+        if popen_kwargs.get("stdout") is not None or popen_kwargs.get("stderr") is not None:
+            raise ValueError("stdout and stderr arguments may not be used with capture_output.")
+        popen_kwargs["stdout"] = subprocess.PIPE
+        popen_kwargs["stderr"] = subprocess.PIPE
+    with popen(
+        roots,
+        argv,
+        write=write,
+        network=network,
+        allow_unconfined=allow_unconfined,
+        system_paths=system_paths,
+        extra_read=extra_read,
+        **popen_kwargs,
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise
+        except BaseException:
+            process.kill()
+            raise
+        code = process.poll()
+        assert code is not None
+    if check and code:
+        raise subprocess.CalledProcessError(code, process.args, output=stdout, stderr=stderr)
+    return subprocess.CompletedProcess(process.args, code, stdout, stderr)
+
+
+def launcher_argv(confinement: Confinement, argv: Sequence[str]) -> list[str]:
+    """The command line that applies ``confinement`` in a new process, then execs ``argv`` in it."""
+    rules = [item for path, rights in confinement.rules for item in (format(rights, "x"), path)]
+    head = [
+        sys.executable,
+        "-I",
+        "-S",
+        LAUNCHER,
+        "1",
+        format(confinement.handled_fs, "x"),
+        format(confinement.handled_net, "x"),
+        format(confinement.scoped, "x"),
+        str(len(confinement.rules)),
+    ]
+    return [*head, *rules, *argv]
+
+
+async def run_async(
+    roots: RootSet | Iterable[str | os.PathLike[str]],
+    argv: str | Sequence[str],
+    *,
+    write: bool = False,
+    network: bool = True,
+    allow_unconfined: bool = False,
+    system_paths: Sequence[str | os.PathLike[str]] | None = None,
+    extra_read: Sequence[str | os.PathLike[str]] = (),
+    input: bytes | None = None,
+    stdin: int | IO[Any] | None = None,
+    stdout: int | IO[Any] | None = subprocess.PIPE,
+    stderr: int | IO[Any] | None = subprocess.PIPE,
+    check: bool = True,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """``anyio.run_process`` (its defaults: output captured, ``check=True``) with the child confined to
+    ``roots``, through the launcher (the event loop spawns the process, so no thread of ours can)."""
+    import anyio
+
+    command = ["/bin/sh", "-c", argv] if isinstance(argv, str) else [os.fspath(a) for a in argv]
+    options: dict[str, Any] = {"cwd": cwd, "env": env}
+    confinement = plan(
+        roots,
+        write=write,
+        network=network,
+        allow_unconfined=allow_unconfined,
+        program=_program(command, options),
+        system_paths=system_paths,
+        extra_read=extra_read,
+    )
+    if confinement is not None:
+        command = launcher_argv(confinement, command)
+    result = await anyio.run_process(
+        command, input=input, stdin=stdin, stdout=stdout, stderr=stderr, check=False, cwd=cwd, env=env
+    )
+    if confinement is not None:
+        result.args = argv
+    if check and result.returncode:
+        raise subprocess.CalledProcessError(result.returncode, argv, result.stdout, result.stderr)
+    return result
+
+
+# --- Confining this process --------------------------------------------------------------------------------
+
+
+def _too_wide(path: str) -> bool:
+    # The rule of the fallback roots: never /, the home directory or one of its ancestors. A server run
+    # from $HOME (python -m server) has $HOME on sys.path; granting it would grant ~/.ssh.
+    real = os.path.realpath(path)
+    home = os.path.realpath(os.path.expanduser("~"))
+    return real == "/" or real == home or home.startswith(real.rstrip("/") + "/")
+
+
+def _python_needs() -> list[str]:
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths.update(p for p in sys.path if p and os.path.isabs(p))
+    paths.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # where mcp_roots is
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    if isinstance(main_file, str):
+        paths.add(os.path.dirname(os.path.abspath(main_file)))
+    needed = []
+    for path in sorted(paths):
+        if _too_wide(path):
+            logger.warning(
+                "confine=True: not granting %s (it is /, the home directory or one of its ancestors); "
+                "modules not yet imported from there will fail to import",
+                path,
+            )
+        else:
+            needed.append(path)
+    return needed
+
+
+def confine_process(
+    roots: RootSet | Iterable[str | os.PathLike[str]],
+    *,
+    write: bool = True,
+    extra_read: Sequence[str | os.PathLike[str]] = (),
+) -> Confinement:
+    """Confine this whole process to ``roots`` plus what Python and programs need. Irreversible.
+
+    Landlock confines the calling thread and the threads and processes it starts afterwards, never the
+    threads that already exist; so this refuses (``SandboxUnavailable``) unless the process has exactly
+    one thread. Network and signals are left alone: a server needs its transport.
+    """
+    kernel = support()
+    if not kernel.available:
+        raise SandboxUnavailable(f"cannot confine the server process: {kernel.reason}")
+    threads = landlock.thread_count()
+    if threads != 1:
+        raise SandboxUnavailable(
+            f"cannot confine the server process: it already has {threads} threads, and Landlock confines "
+            "only the calling thread and what it starts afterwards, so the others would stay unconfined; "
+            "create RootsGuard(confine=True) before anything starts a thread (at the top of the program)"
+        )
+    confinement = plan(roots, write=write, extra_read=[*_python_needs(), *extra_read], scope_signals=False)
+    assert confinement is not None
+    try:
+        confinement.apply_to_current_thread()
+    except OSError as exc:
+        raise SandboxUnavailable(f"the kernel refused to confine the server process: {exc}") from exc
+    logger.info("server process confined by Landlock ABI %d to %s", confinement.abi, _root_paths(roots))
+    return confinement
