@@ -28,7 +28,7 @@ from mcp_types import (
 )
 from pydantic import BaseModel, Field
 
-from .. import FileTooLarge, RootSet, RootsGuard, path_to_uri
+from .. import FileTooLarge, RootsError, RootSet, RootsGuard, path_to_uri
 from . import _globs, _text, _walk
 
 __all__ = ["READ_ONLY_TOOLS", "WRITE_TOOLS", "Settings", "build_server"]
@@ -157,7 +157,7 @@ async def _run(fn: Callable[[], _T], where: str) -> _T | CallToolResult:
         return _failure(str(exc))
     except (_text.BinaryFile, _text.EditNotFound) as exc:
         return _failure(f"{where}: {exc}" if isinstance(exc, _text.BinaryFile) else str(exc))
-    except FileTooLarge:
+    except RootsError:  # PathOutsideRoots is also a PermissionError: the guard words every refusal
         raise
     except OSError as exc:
         return _failure(_os_message(exc, where))
