@@ -57,6 +57,7 @@ class Tree:
             "sub/xy.txt": b"x\ny\n",
             "sub/deep/z.py": b"print()\n",
             "node_modules/m.js": b"module\n",
+            "code.js": b"function f() {\n    if (x) {\n        return 1;\n    }\n    return 2;\n}\n",
             ".hidden/h.txt": b"hidden\n",
         }
         files.update({f"many/f{i:02d}.txt": b"m\n" for i in range(12)})

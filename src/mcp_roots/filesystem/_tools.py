@@ -10,7 +10,7 @@ import math
 import os
 import posixpath
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypedDict, TypeVar
 
@@ -222,10 +222,10 @@ def build_server(
 
     # -- reading --
 
-    async def read_text(path: str, ctx: Context, tail: int | None, head: int | None) -> CallToolResult:
+    async def read_text(path: str, ctx: Context, tail: int, head: int) -> CallToolResult:
         if head and tail:
             return _failure("Cannot specify both head and tail parameters simultaneously")
-        if (head is not None and head < 0) or (tail is not None and tail < 0):
+        if head < 0 or tail < 0:
             return _failure("head and tail must be zero or a positive number of lines")
         roots = await guard.roots(ctx)
 
@@ -257,12 +257,10 @@ def build_server(
     async def read_file(
         path: str,
         ctx: Context,
-        tail: Annotated[
-            int | None, Field(description="If provided, returns only the last N lines of the file")
-        ] = None,
+        tail: Annotated[int, Field(description="If provided, returns only the last N lines of the file")] = 0,
         head: Annotated[
-            int | None, Field(description="If provided, returns only the first N lines of the file")
-        ] = None,
+            int, Field(description="If provided, returns only the first N lines of the file")
+        ] = 0,
     ) -> TextOutput:
         return await read_text(path, ctx, tail, head)
 
@@ -270,12 +268,10 @@ def build_server(
     async def read_text_file(
         path: str,
         ctx: Context,
-        tail: Annotated[
-            int | None, Field(description="If provided, returns only the last N lines of the file")
-        ] = None,
+        tail: Annotated[int, Field(description="If provided, returns only the last N lines of the file")] = 0,
         head: Annotated[
-            int | None, Field(description="If provided, returns only the first N lines of the file")
-        ] = None,
+            int, Field(description="If provided, returns only the first N lines of the file")
+        ] = 0,
     ) -> TextOutput:
         return await read_text(path, ctx, tail, head)
 
@@ -500,10 +496,10 @@ def build_server(
         _READ,
         "path",
     )
-    async def directory_tree(path: str, ctx: Context, excludePatterns: list[str] | None = None) -> TextOutput:
+    async def directory_tree(path: str, ctx: Context, excludePatterns: Sequence[str] = ()) -> TextOutput:
         roots = await guard.roots(ctx)
         try:
-            exclude = _globs.excluder(excludePatterns or [], anywhere=True)
+            exclude = _globs.excluder(list(excludePatterns), anywhere=True)
         except ValueError as exc:
             return _failure(f"excludePatterns: {exc}")
         result = await _run(lambda: _walk.tree(roots, path, exclude, walk_limits), path)
@@ -524,12 +520,12 @@ def build_server(
         "path",
     )
     async def search_files(
-        path: str, pattern: str, ctx: Context, excludePatterns: list[str] | None = None
+        path: str, pattern: str, ctx: Context, excludePatterns: Sequence[str] = ()
     ) -> TextOutput:
         roots = await guard.roots(ctx)
         try:
             matcher = _globs.compile_glob(pattern)
-            exclude = _globs.excluder(excludePatterns or [], anywhere=False)
+            exclude = _globs.excluder(list(excludePatterns), anywhere=False)
         except ValueError as exc:
             return _failure(f"pattern: {exc}")
         result = await _run(lambda: _walk.search(roots, path, matcher, exclude, walk_limits), path)
