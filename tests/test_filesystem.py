@@ -157,7 +157,14 @@ def full_session(t: Tree) -> list[Case]:
             lambda res: assert_equal(
                 tree_names(res),
                 # '*.txt' has a '*': it matches at the top only, as minimatch does; 'many' at any depth
-                ["bin.dat", "code.js", ("empty", []), "escape_dir", "pic.png", ("sub", [("deep", []), "xy.txt"])],  # noqa: E501
+                [
+                    "bin.dat",
+                    "code.js",
+                    ("empty", []),
+                    "escape_dir",
+                    "pic.png",
+                    ("sub", [("deep", []), "xy.txt"]),
+                ],
             ),
         ),
         (

@@ -74,8 +74,6 @@ def _component(text: str) -> str:
 
 def _one(pattern: str) -> str:
     parts = pattern.split("/")
-    while len(parts) > 1 and parts[0] == ".":
-        parts = parts[1:]
     pieces: list[str] = []
     for index, part in enumerate(parts):
         last = index == len(parts) - 1
