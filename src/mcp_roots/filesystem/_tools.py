@@ -12,7 +12,7 @@ import posixpath
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypedDict, TypeVar
+from typing import IO, Annotated, Any, Literal, TypedDict, TypeVar
 
 import anyio
 from mcp.server import MCPServer
@@ -36,6 +36,8 @@ __all__ = ["READ_ONLY_TOOLS", "WRITE_TOOLS", "Settings", "build_server"]
 _T = TypeVar("_T")
 
 MIB = 1024 * 1024
+#: Files up to this size are read on the event loop: a local read of it costs less than a thread hop.
+INLINE_READ_BYTES = 64 * 1024
 
 READ_ONLY_TOOLS = (
     "read_file",
@@ -148,11 +150,12 @@ def _os_message(exc: OSError, fallback: str) -> str:
     return f"{what}: {where}"
 
 
-async def _run(fn: Callable[[], _T], where: str) -> _T | CallToolResult:
-    """Run blocking file work in a worker thread; expected failures become one-line error results
-    (RootsError passes through: the guard turns it into its refusal)."""
+async def _run(fn: Callable[[], _T], where: str, *, inline: bool = False) -> _T | CallToolResult:
+    """Run blocking file work in a worker thread (or ``inline``, for work cheaper than the thread hop);
+    expected failures become one-line error results (RootsError passes through: the guard turns it into
+    its refusal)."""
     try:
-        return await anyio.to_thread.run_sync(fn)
+        return fn() if inline else await anyio.to_thread.run_sync(fn)
     except ToolFailure as exc:
         return _failure(str(exc))
     except (_text.BinaryFile, _text.EditNotFound) as exc:
@@ -192,6 +195,15 @@ def _read_capped(roots: RootSet, path: str, cap: int) -> bytes:
         ) from None
 
 
+def _read_stream(stream: IO[bytes], path: str, cap: int) -> bytes:
+    data = stream.read(cap + 1)
+    if len(data) > cap:
+        raise ToolFailure(
+            f"{path} is larger than {format_size(cap)}; read part of it with the head or tail argument"
+        )
+    return data
+
+
 def _absolute(roots: RootSet, path: str) -> str:
     if os.path.isabs(path) or not roots.paths:
         return path
@@ -228,17 +240,22 @@ def build_server(
         if head < 0 or tail < 0:
             return _failure("head and tail must be zero or a positive number of lines")
         roots = await guard.roots(ctx)
+        # Opening is one openat2 beneath the root; a small file is read in place, because handing it to
+        # a worker thread would cost more than the read (the common call of a model reading code).
+        opened = await _run(lambda: roots.open(path, "rb"), path, inline=True)
+        if isinstance(opened, CallToolResult):
+            return opened
+        with opened as stream:
+            size = os.fstat(stream.fileno()).st_size
 
-        def work() -> str:
-            if tail:
-                with roots.open(path, "rb") as stream:
-                    return _text.tail_lines(stream, os.fstat(stream.fileno()).st_size, tail)
-            if head:
-                with roots.open(path, "rb") as stream:
+            def work() -> str:
+                if tail:
+                    return _text.tail_lines(stream, size, tail)
+                if head:
                     return _text.head_lines(stream, head)
-            return _text.decode_text(_read_capped(roots, path, settings.max_read_bytes))
+                return _text.decode_text(_read_stream(stream, path, settings.max_read_bytes))
 
-        result = await _run(work, path)
+            result = await _run(work, path, inline=size <= INLINE_READ_BYTES)
         return result if isinstance(result, CallToolResult) else _ok(result)
 
     read_text_description = (
