@@ -423,3 +423,56 @@ def test_search_and_tree_are_capped_typescript_client(tmp_path: Path) -> None:
     summary = ts_session(serve_command("--max-results", "5", str(t.root)), calls(cases))
     for (_, _, check), result in zip(cases, summary["results"], strict=True):
         check(result)
+
+
+# --- the command line -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "needs the directories it may serve"),
+        (["--roots", ","], "names no directories"),
+        (["{root}", "--max-results", "0"], "--max-results must be at least 1"),
+        (["{root}/does-not-exist"], "does not exist"),
+    ],
+)
+def test_serve_refuses_to_start_with_a_clear_error(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    message: str,
+) -> None:
+    from mcp_roots.cli import main
+
+    monkeypatch.delenv("MCP_ROOTS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    t = Tree.make(tmp_path)
+    code = main(["serve", *(a.replace("{root}", str(t.root)) for a in args)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_serve_confine_says_whether_this_build_has_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import inspect
+
+    from mcp_roots import RootsGuard
+    from mcp_roots.cli import main
+
+    t = Tree.make(tmp_path)
+    if "confine" in inspect.signature(RootsGuard).parameters:  # once kernel confinement (#15) is merged
+        cases = [
+            ("read_text_file", {"path": str(t.root / "abc.txt")}, ok("a\nb\nc")),
+            ("read_text_file", {"path": str(t.outside / "secret.txt")}, refused("outside the allowed roots")),
+        ]
+        summary = ts_session(serve_command("--confine", str(t.root)), calls(cases))
+        for (_, _, check), result in zip(cases, summary["results"], strict=True):
+            check(result)
+        return
+    assert main(["serve", "--confine", str(t.root)]) == 2
+    assert "--confine is not available in this build" in capsys.readouterr().err
