@@ -309,7 +309,16 @@ def cap_cases(t: Tree) -> list[Case]:
         assert marker.startswith("[truncated: more than 5 results")
         assert len(json.loads(body)) <= 5
 
+    def capped_listing(result: dict[str, Any]) -> None:
+        assert not result["isError"]
+        lines = text(result).splitlines()
+        assert all(line.startswith("[FILE] f") for line in lines[:5])  # 5 of the 12, in name order
+        assert len(lines) == 6
+        assert lines[-1].startswith("[truncated: the directory has more than 5 entries")
+
     return [
+        ("list_directory", {"path": str(t.root / "many")}, capped_listing),
+        ("list_directory", {"path": str(t.root / "sub")}, ok("[DIR] deep\n[FILE] xy.txt")),  # under the cap
         ("search_files", {"path": str(t.root), "pattern": "**/*.txt"}, capped_search),
         ("directory_tree", {"path": str(t.root)}, capped_tree),
         (

@@ -462,10 +462,12 @@ def build_server(
     )
     async def list_directory(path: str, ctx: Context) -> TextOutput:
         roots = await guard.roots(ctx)
-        entries = await _run(lambda: _walk.listing(roots, path), path)
-        if isinstance(entries, CallToolResult):
-            return entries
-        return _ok("\n".join(f"{'[DIR]' if is_dir else '[FILE]'} {name}" for name, is_dir, _ in entries))
+        listed = await _run(lambda: _walk.listing(roots, path, walk_limits.max_results), path)
+        if isinstance(listed, CallToolResult):
+            return listed
+        entries, truncated = listed
+        text = "\n".join(f"{'[DIR]' if is_dir else '[FILE]'} {name}" for name, is_dir, _ in entries)
+        return _ok(text + (f"\n[truncated: {truncated}]" if truncated else ""))
 
     @tool(
         "list_directory_with_sizes",
@@ -483,9 +485,10 @@ def build_server(
         ] = "name",
     ) -> TextOutput:
         roots = await guard.roots(ctx)
-        entries = await _run(lambda: _walk.listing(roots, path, sizes=True), path)
-        if isinstance(entries, CallToolResult):
-            return entries
+        listed = await _run(lambda: _walk.listing(roots, path, walk_limits.max_results, sizes=True), path)
+        if isinstance(listed, CallToolResult):
+            return listed
+        entries, truncated = listed
         if sortBy == "size":
             entries.sort(key=lambda e: -e[2])
         else:
@@ -501,6 +504,8 @@ def build_server(
             f"Total: {len(files)} files, {len(entries) - len(files)} directories",
             f"Combined size: {format_size(sum(files))}",
         ]
+        if truncated:
+            lines.append(f"[truncated: {truncated}]")
         return _ok("\n".join(lines))
 
     @tool(

@@ -8,14 +8,16 @@ visited names are capped; a walk that hits a cap says so instead of growing with
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import RootSet
+from .. import RootsError, RootSet
 
 __all__ = ["Limits", "SearchResult", "TreeResult", "listing", "search", "tree", "tree_json"]
 
@@ -199,16 +201,40 @@ def tree_json(entries: list[dict[str, Any]]) -> str:
     return json.dumps(entries, indent=2, ensure_ascii=False)
 
 
-def listing(roots: RootSet, path: str, *, sizes: bool = False) -> list[tuple[str, bool, int]]:
-    """``(name, is_directory, size)`` of a directory's entries in name order. A symlink is listed as a
-    file (as the official server does); with ``sizes``, its size is its target's while that stays inside
-    the roots."""
-    if sizes:
-        return sorted((e.name, e.is_dir and not e.is_symlink, e.size) for e in roots.scandir(path))
+def listing(
+    roots: RootSet, path: str, limit: int, *, sizes: bool = False
+) -> tuple[list[tuple[str, bool, int]], str | None]:
+    """``(name, is_directory, size)`` of a directory's entries in name order, at most ``limit`` of them
+    (then the second item says so). A symlink is listed as a file, as the official server does; with
+    ``sizes``, its size is its target's while that stays inside the roots, else the link's own."""
     out: list[tuple[str, bool, int]] = []
+    truncated: str | None = None
+    base = path.rstrip("/") or "/"
 
     def run(fd: int) -> None:
-        out.extend((name, is_dir, 0) for name, is_dir, _ in _children(fd))
+        nonlocal truncated
+        with os.scandir(fd) as it:
+            for entry in it:
+                if len(out) >= limit:
+                    truncated = (
+                        f"the directory has more than {limit:,} entries; only {limit:,} are shown "
+                        "(use search_files to find names)"
+                    )
+                    break
+                is_link = entry.is_symlink()
+                size = 0
+                if sizes:
+                    try:
+                        size = (
+                            roots.stat(posixpath.join(base, entry.name)).st_size
+                            if is_link
+                            else entry.stat(follow_symlinks=False).st_size
+                        )
+                    except (OSError, RootsError):  # gone, or a link leading outside: its own size
+                        with contextlib.suppress(OSError):
+                            size = entry.stat(follow_symlinks=False).st_size
+                out.append((entry.name, entry.is_dir(follow_symlinks=False), size))
 
     _walk_from(roots, path, run)
-    return out
+    out.sort()
+    return out, truncated
