@@ -250,7 +250,7 @@ def _add_serve_command(command: Any) -> None:
         "--max-results",
         type=int,
         metavar="N",
-        help="the most entries directory_tree and search_files return (default 100000)",
+        help="the most entries directory_tree, search_files and the listings return (default 100000)",
     )
     serve.add_argument(
         "--log-level",
