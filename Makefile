@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The TypeScript SDK client of tests/test_interop_ts.py, installed once from the lock file (offline afterwards).
 NODE_STAMP := tests/interop/node_modules/.installed
 
-.PHONY: demo test lint typecheck pytest bench interop lock clean
+.PHONY: demo test lint typecheck pytest docs bench interop lock clean
 
 $(STAMP): pyproject.toml requirements/dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -14,10 +14,32 @@ $(STAMP): pyproject.toml requirements/dev.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 
-demo: $(STAMP)
-	$(PY) examples/demo.py
+# make demo installs only what the demo needs: mcp-roots built as a wheel (pip install .) and its pinned
+# run-time dependencies, into .venv-demo; not the development toolchain.
+DEMO_VENV := .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.installed
+$(DEMO_STAMP): pyproject.toml requirements/runtime.txt $(shell find src -name '*.py')
+	$(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/runtime.txt
+	$(DEMO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall .
+	touch $(DEMO_STAMP)
 
-test: lint typecheck pytest
+demo: $(DEMO_STAMP)
+	$(DEMO_VENV)/bin/python examples/demo.py
+
+test: lint typecheck docs pytest
+
+# The API reference from the docstrings (mkdocs + mkdocstrings), warnings as errors, into site/; its
+# toolchain lives in .venv-docs, pinned in requirements/docs.txt, apart from the test lock.
+DOCS_VENV := .venv-docs
+DOCS_STAMP := $(DOCS_VENV)/.installed
+$(DOCS_STAMP): requirements/docs.txt
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/docs.txt
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(DOCS_VENV)/bin/mkdocs build --strict --quiet
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests examples benchmarks
@@ -53,7 +75,12 @@ lock:
 	{ echo "# Exact versions of everything make test installs (pip freeze of a fresh venv with"; \
 	  echo "# pip install -e '.[test]'). Regenerate with: make lock"; \
 	  .lockvenv/bin/pip freeze --exclude-editable | grep -v '^mcp-roots'; } > requirements/dev.txt
+	rm -rf .lockvenv && $(PYTHON) -m venv .lockvenv
+	.lockvenv/bin/pip install --quiet -c requirements/dev.txt .
+	{ echo "# Exact versions of what 'pip install .' brings (the run-time dependencies only), the same as in"; \
+	  echo "# requirements/dev.txt; make demo installs these into .venv-demo. Regenerate with: make lock"; \
+	  .lockvenv/bin/pip freeze --exclude-editable | grep -v '^mcp-roots'; } > requirements/runtime.txt
 	rm -rf .lockvenv
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis tests/interop/node_modules tests/interop/inspector/node_modules
+	rm -rf $(VENV) $(DEMO_VENV) $(DOCS_VENV) site .mypy_cache .ruff_cache .pytest_cache .hypothesis tests/interop/node_modules tests/interop/inspector/node_modules

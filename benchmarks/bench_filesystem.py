@@ -1,0 +1,231 @@
+"""`mcp-roots serve` beside the official `@modelcontextprotocol/server-filesystem` (the pinned npm lock in
+tests/interop), both over stdio, driven by the same official Python client, on one generated tree.
+
+Usage: python benchmarks/bench_filesystem.py [--files 100000] [--wide 10000] [--small-reads 1000]
+       [--rounds 3] [--tree-dir DIR]
+The tree: --files files in all (--wide of them in one flat directory, the rest 10 per directory under 10
+levels of fan-out), one in ten a .py file, and a 1 MiB text file. Each operation runs --rounds times per
+server, the servers interleaved; the best round counts (the least disturbed by other jobs on the machine).
+Times are wall seconds seen by the client, so they include JSON-RPC and the client's parsing of the answer,
+the same for both servers. ratio = official / ours: above 1, ours is faster.
+
+Goals (issue 16): ours >= 2x on search_files and directory_tree; never more than 1.2x slower on a single
+small call (the 1,000 small reads are sequential calls, so their mean is a single call's latency).
+Our server is started with --max-results 1000000 so that it returns the whole tree as the official one does
+(its default cap, 100,000 entries, would cut this tree and flatter it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+REPO = Path(__file__).resolve().parent.parent
+OFFICIAL = REPO / "tests" / "interop" / "node_modules" / "@modelcontextprotocol" / "server-filesystem"
+MIB = 1024 * 1024
+
+
+def build_tree(root: Path, files: int, wide: int) -> None:
+    """``files`` files: ``wide`` in root/wide, the rest 10 per leaf directory under root/tree."""
+    if (root / ".complete").exists():
+        return
+    (root / "wide").mkdir(parents=True, exist_ok=True)
+    for i in range(wide):
+        (root / "wide" / f"w{i:05d}.{'py' if i % 10 == 0 else 'txt'}").write_bytes(b"w" * (i % 97))
+    rest = files - wide - 1
+    for i in range(rest):
+        leaf = (
+            root
+            / "tree"
+            / f"a{i // 10000:02d}"
+            / f"b{i // 1000 % 10}"
+            / f"c{i // 100 % 10}"
+            / f"d{i // 10 % 10}"
+        )
+        if i % 10 == 0:
+            leaf.mkdir(parents=True, exist_ok=True)
+        (leaf / f"f{i:06d}.{'py' if i % 10 == 3 else 'txt'}").write_bytes(b"line %d\n" % i)
+    line = b"".join(b"%06d some text of a line in a large text file\n" % n for n in range(MIB // 50))
+    (root / "big.txt").write_bytes((line * 2)[:MIB])
+    (root / ".complete").touch()
+
+
+def children() -> set[int]:
+    """This process's child processes (the servers the clients started)."""
+    pids: set[int] = set()
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        with contextlib.suppress(OSError):
+            pids.update(int(pid) for pid in (task / "children").read_text().split())
+    return pids
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+BARE_SERVER = """
+from mcp.server import MCPServer
+server = MCPServer("bare")
+@server.tool()
+def read_text_file(path: str) -> str:
+    return "x"
+server.run("stdio")
+"""
+
+
+def servers(root: Path) -> dict[str, StdioServerParameters]:
+    node = shutil.which("node")
+    index = OFFICIAL / "dist" / "index.js"
+    if node is None or not index.exists():
+        raise SystemExit(f"needs node and {index}: run `npm ci --prefix tests/interop` (make test does)")
+    ours = [
+        "-c",
+        "from mcp_roots.cli import main; raise SystemExit(main())",
+        "serve",
+        "--max-results",
+        "1000000",
+        str(root),
+    ]
+    return {
+        "official": StdioServerParameters(command=node, args=[str(index), str(root)]),
+        "mcp-roots": StdioServerParameters(command=sys.executable, args=ours, env=dict(os.environ)),
+        # The floor of any server on the Python SDK: a bare MCPServer tool, no guard, no file access.
+        "bare MCPServer": StdioServerParameters(
+            command=sys.executable, args=["-c", BARE_SERVER], env=dict(os.environ)
+        ),
+    }
+
+
+async def timed(call: Callable[[], Awaitable[Any]]) -> float:
+    start = time.perf_counter()
+    await call()
+    return time.perf_counter() - start
+
+
+def small_paths(root: Path, count: int) -> list[str]:
+    return [str(root / "wide" / f"w{i % 10000:05d}.{'py' if i % 10 == 0 else 'txt'}") for i in range(count)]
+
+
+async def run(args: argparse.Namespace, root: Path) -> None:
+    params = servers(root)
+    operations: dict[str, tuple[str, dict[str, Any]]] = {
+        "search_files **/*.py": ("search_files", {"path": str(root), "pattern": "**/*.py"}),
+        "directory_tree (whole tree)": ("directory_tree", {"path": str(root)}),
+        f"list_directory_with_sizes ({args.wide:,} entries)": (
+            "list_directory_with_sizes",
+            {"path": str(root / "wide")},
+        ),
+        "read_text_file 1 MiB": ("read_text_file", {"path": str(root / "big.txt")}),
+    }
+    small = f"{args.small_reads:,} small reads, one after another"
+    wall: dict[str, dict[str, float]] = {name: {} for name in [*operations, small]}
+    cpu: dict[str, dict[str, float]] = {name: {} for name in [*operations, small]}
+    sizes: dict[str, dict[str, int]] = {name: {} for name in operations}
+    paths = small_paths(root, args.small_reads)
+    async with contextlib.AsyncExitStack() as stack:
+        clients: dict[str, Client] = {}
+        pids: dict[str, int] = {}
+        for name, server in params.items():
+            before = children()
+            clients[name] = await stack.enter_async_context(Client(server, mode="legacy"))
+            pids[name] = max(children() - before)
+        for client in clients.values():  # warm up: imports, caches
+            await client.call_tool("read_text_file", {"path": paths[0]})
+
+        async def measure(label: str, name: str, body: Callable[[Client], Awaitable[None]]) -> None:
+            cpu_before = cpu_seconds(pids[name])
+            seconds = await timed(lambda: body(clients[name]))
+            used = cpu_seconds(pids[name]) - cpu_before
+            wall[label][name] = min(seconds, wall[label].get(name, seconds))
+            cpu[label][name] = min(used, cpu[label].get(name, used))
+
+        for _ in range(args.rounds):
+            for label, (tool, arguments) in operations.items():
+                for name in ("official", "mcp-roots"):
+
+                    async def once(
+                        client: Client,
+                        tool: str = tool,
+                        arguments: Any = arguments,
+                        label: str = label,
+                        name: str = name,
+                    ) -> None:
+                        result = await client.call_tool(tool, arguments)
+                        if result.is_error:
+                            raise SystemExit(f"{name} {tool} failed: {result.content}")
+                        sizes[label][name] = sum(len(getattr(block, "text", "")) for block in result.content)
+
+                    await measure(label, name, once)
+            for name in clients:
+
+                async def reads(client: Client, name: str = name) -> None:
+                    for path in paths:
+                        result = await client.call_tool("read_text_file", {"path": path})
+                        if result.is_error:
+                            raise SystemExit(f"{name}: {result.content}")
+
+                await measure(small, name, reads)
+    print(f"tree: {args.files:,} files under {root}; best of {args.rounds} rounds")
+    print()
+    print(
+        "| operation | official | mcp-roots | ratio (official / ours) | server CPU official / ours | answer |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for label in operations:
+        o, m = wall[label]["official"], wall[label]["mcp-roots"]
+        co, cm = cpu[label]["official"], cpu[label]["mcp-roots"]
+        size = f"{sizes[label]['official']:,} / {sizes[label]['mcp-roots']:,}"
+        print(f"| {label} | {o:.3f} s | {m:.3f} s | **{o / m:.2f}x** | {co:.2f} s / {cm:.2f} s | {size} |")
+    n = args.small_reads
+    o, m, b = (wall[small][k] / n * 1e3 for k in ("official", "mcp-roots", "bare MCPServer"))
+    co, cm, cb = (cpu[small][k] / n * 1e3 for k in ("official", "mcp-roots", "bare MCPServer"))
+    print(
+        f"| {small}, per call | {o:.2f} ms | {m:.2f} ms | **{o / m:.2f}x** | {co:.2f} ms / {cm:.2f} ms | - |"
+    )
+    print()
+    print(
+        f"the floor of the Python SDK (a bare MCPServer tool over stdio, no guard, no file I/O): {b:.2f} ms"
+        f" per call, {cb:.2f} ms server CPU; mcp-roots serve is {m / b:.2f}x of it in wall time,"
+        f" {cm / cb:.2f}x in server CPU"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--files", type=int, default=100_000)
+    parser.add_argument("--wide", type=int, default=10_000)
+    parser.add_argument("--small-reads", type=int, default=1_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tree-dir", type=Path, help="build the tree here and keep it (reused next time)")
+    args = parser.parse_args()
+    if args.tree_dir is not None:
+        root = args.tree_dir.resolve()
+        build_tree(root, args.files, args.wide)
+        anyio.run(run, args, root)
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-fs-") as tmp:
+        root = Path(tmp).resolve() / "tree"
+        started = time.perf_counter()
+        build_tree(root, args.files, args.wide)
+        print(f"built the tree in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        anyio.run(run, args, root)
+
+
+if __name__ == "__main__":
+    main()
