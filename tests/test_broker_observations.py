@@ -7,7 +7,8 @@ import base64
 import logging
 import os
 import resource
-from collections.abc import Mapping
+import subprocess
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +34,14 @@ async def refused(broker: FileBroker, method: str, params: dict[str, Any]) -> Br
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
+def root(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "root"
     (path / "docs" / "private").mkdir(parents=True)
     (path / "docs" / "private" / "s.txt").write_text("secret")
     (path / "docs" / "open.txt").write_text("open")
-    return path
+    yield path
+    # Some tests leave trees 2,000 levels deep, which pytest's recursive cleanup cannot remove; rm can.
+    subprocess.run(["rm", "-rf", str(path)], check=True)
 
 
 # --- 1. revocation by identity; a wider grant never overrides it ---------------------------------------

@@ -5,6 +5,7 @@ opened beneath the root). They raise plain exceptions; ``_reasons`` maps them to
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -105,18 +106,36 @@ def check_target(rootset: RootSet, full: str, rel: str, if_match: str | None, cr
 
 def create(rootset: RootSet, root: Root, rel: str, kind: str, parents: bool) -> os.stat_result:
     """Create an empty file or a directory (exclusive). ``parents`` creates the missing folders one level
-    at a time, without recursion, so a 2,000-level path is an answer, not a RecursionError."""
+    at a time from a directory descriptor, without recursion and without re-resolving the path per level,
+    so a 2,000-level path costs 2,000 mkdir calls, not a RecursionError."""
+    if not parents:
+        full = join(root, rel)
+        if kind == "directory":
+            rootset.mkdir(full)
+        else:
+            os.close(rootset.open_fd(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666))
+        return rootset.stat(full)
     parts = rel.split("/")
-    if parents:
-        for depth in range(1, len(parts)):
-            rootset.mkdir(join(root, "/".join(parts[:depth])), exist_ok=True)
-    full = join(root, rel)
-    if kind == "directory":
-        rootset.mkdir(full)
-    else:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        os.close(rootset.open_fd(full, flags, 0o666))
-    return rootset.stat(full)
+    fd = rootset.open_fd(join(root, ""), DIR_FLAGS)
+    try:
+        for depth, name in enumerate(parts[:-1], start=1):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o777, dir_fd=fd)
+            try:  # O_NOFOLLOW: a folder we just made, or found, is entered as itself
+                inner = os.open(name, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+            except NotADirectoryError:  # a symlink (or a file): let RootSet follow it beneath the root
+                inner = rootset.open_fd(join(root, "/".join(parts[:depth])), DIR_FLAGS)
+            os.close(fd)
+            fd = inner
+        last = parts[-1]
+        if kind == "directory":
+            os.mkdir(last, 0o777, dir_fd=fd)
+        else:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            os.close(os.open(last, flags, 0o666, dir_fd=fd))
+        return os.stat(last, dir_fd=fd, follow_symlinks=False)
+    finally:
+        os.close(fd)
 
 
 def delete(rootset: RootSet, full: str, rel: str, recursive: bool, if_match: str | None) -> None:
