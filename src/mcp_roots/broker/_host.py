@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import posixpath
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
@@ -334,12 +335,21 @@ class FileBroker:
         )
 
     async def _locate(
-        self, ref: w.PathRef, access: Access, where: dict[str, object], *, reaching: bool = False
+        self,
+        ref: w.PathRef,
+        access: Access,
+        where: dict[str, object],
+        *,
+        reaching: bool = False,
+        follow: bool = True,
     ) -> tuple[Root, RootSet, str]:
-        """Map a PathRef to its root and checked relative path, and require consent for it.
+        """Map a PathRef to its root and checked relative path, and require consent for it, both for the
+        path as named and for where it leads.
 
         ``reaching``: the operation also acts on everything beneath the path (a recursive delete, a
-        rename of a folder), so it is refused when a revoked location lies there."""
+        rename of a folder), so it is refused when a revoked location lies there. ``follow`` False: the
+        operation acts on the final name itself (delete, rename, create), so only its parent is
+        followed."""
         root = await self._root(ref.root)
         where["root"] = root.uri
         rel = p.check_relative_path(ref.path)
@@ -348,7 +358,11 @@ class FileBroker:
         wheres = {root.path / rel if rel else root.path}
         # Where the path leads once symlinks are followed (a path still to be created leads nowhere yet).
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-            wheres.add(await self._run(rootset.resolve, ops.join(root, rel)))
+            if follow or not rel:
+                wheres.add(await self._run(rootset.resolve, ops.join(root, rel)))
+            else:
+                parent, name = posixpath.split(rel)
+                wheres.add(await self._run(rootset.resolve, ops.join(root, parent)) / name)
         await self._grants.require(ConsentItem(root, rel), wheres, access, self._server_info())
         if reaching and any(self._grants.reaches_revoked(x) for x in wheres):
             raise p.broker_error(
@@ -404,7 +418,7 @@ class FileBroker:
         if req.upload_id is not None:
             return await self._write_next(req, where)
         if req.path is None:
-            raise p.broker_error("INVALID_PARAMS", "files/write needs 'path' (first chunk) or 'uploadId'")
+            raise p.broker_error("INVALID_PATH", "files/write needs 'path' (first chunk) or 'uploadId'")
         root, rootset, rel = await self._locate(w.PathRef(path=req.path, root=req.root), "write", where)
         if not rel:
             raise p.broker_error("INVALID_PATH", "cannot write to the root itself; name a file in it")
@@ -491,7 +505,7 @@ class FileBroker:
 
     async def _create(self, params: Mapping[str, Any], where: dict[str, object]) -> dict[str, Any]:
         req = w.parse(w.CreateParams, params)
-        root, rootset, rel = await self._locate(req, "write", where)
+        root, rootset, rel = await self._locate(req, "write", where, follow=False)
         if not rel:
             raise p.broker_error("CONCURRENCY_CONFLICT", "the root itself already exists", path=rel)
         st = await self._run(ops.create, rootset, root, rel, req.type, req.parents, mutating=True)
@@ -499,7 +513,7 @@ class FileBroker:
 
     async def _delete(self, params: Mapping[str, Any], where: dict[str, object]) -> dict[str, Any]:
         req = w.parse(w.DeleteParams, params)
-        root, rootset, rel = await self._locate(req, "write", where, reaching=True)
+        root, rootset, rel = await self._locate(req, "write", where, reaching=True, follow=False)
         if not rel:
             raise p.broker_error("PERMISSION_DENIED", "a root itself cannot be deleted", path=rel)
         full = ops.join(root, rel)
@@ -508,13 +522,14 @@ class FileBroker:
 
     async def _rename(self, params: Mapping[str, Any], where: dict[str, object]) -> dict[str, Any]:
         req = w.parse(w.RenameParams, params)
-        root, _rootset, rel = await self._locate(req, "write", where, reaching=True)
+        root, _rootset, rel = await self._locate(req, "write", where, reaching=True, follow=False)
         target: dict[str, object] = {}
         new_root, _new_rootset, new_rel = await self._locate(
             w.PathRef(path=req.new_path, root=req.new_root if req.new_root is not None else root.uri),
             "write",
             target,
             reaching=True,
+            follow=False,
         )
         where["newPath"] = new_rel
         if not rel or not new_rel:
