@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types
 import pytest
 from mcp import Client
@@ -207,9 +208,7 @@ async def test_hostile_params_get_the_named_reason(
         outcome = await _run_host(broker, method, params)
     finally:
         if method == "files/create":  # pytest's own cleanup recurses; remove the deep chain first
-            import subprocess
-
-            subprocess.run(["rm", "-rf", str(tree / "c")], check=True)
+            await anyio.run_process(["rm", "-rf", str(tree / "c")])
     assert outcome == expected, label
     assert (tree / "dir" / "f.txt").read_text() == "inside"
 
