@@ -184,6 +184,45 @@ async def test_a_forged_size_does_not_schedule_a_request_per_chunk() -> None:
     assert len(seen) == 1  # the first answer already says more than the reader will hold
 
 
+async def test_a_long_read_keeps_at_most_in_flight_requests_outstanding() -> None:
+    """100 chunks of an honest 100 KiB file: read() runs two workers, never a task per chunk."""
+    payload = os.urandom(100 * 1024)
+    outstanding = [0, 0]  # now, most
+
+    async def handler(method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        assert params is not None
+        outstanding[0] += 1
+        outstanding[1] = max(outstanding[1], outstanding[0])
+        await anyio.sleep(0.005)
+        outstanding[0] -= 1
+        offset, length = int(params["offset"]), int(params["length"])
+        data = payload[offset : offset + length]
+        return {
+            "content": base64.b64encode(data).decode(),
+            "offset": offset,
+            "bytesRead": len(data),
+            "size": len(payload),
+            "eof": offset + len(data) >= len(payload),
+            "etag": "e",
+            "mtime": 0.0,
+        }
+
+    server = MCPServer("reader")
+    enable_brokering(server)
+
+    @server.tool()
+    async def read(ctx: Context) -> int:
+        fs = await files(ctx, chunk_size=1024)
+        return len(await fs.read("big.bin", in_flight=2))
+
+    client = Client(server, mode="legacy", list_roots_callback=RootsProvider([]))
+    _sdk.hook_client(client, lambda session: _sdk.advertise_and_route(session, {"files/read"}, handler))
+    async with client:
+        result = await client.call_tool("read", {})
+    assert result.structured_content == {"result": len(payload)}
+    assert outstanding[1] == 2
+
+
 async def test_a_list_that_never_ends_is_cut_at_the_entry_limit() -> None:
     page = [{"name": f"n{i}", "type": "file", "size": 1, "mtime": 0.0} for i in range(1000)]
 
