@@ -4,10 +4,13 @@ what must happen instead. Each test failed on the code before the fix (see the C
 from __future__ import annotations
 
 import base64
+import contextlib
+import ctypes
 import logging
 import os
 import resource
 import subprocess
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -428,3 +431,47 @@ async def test_a_change_deep_in_a_watched_tree_arrives_by_either_backend(root: P
                     await anyio.sleep(0.01)
                 (root / "docs" / "private" / "new.txt").write_text("n")
     assert results[0].structured_content == {"result": "created docs/private/new.txt"}
+
+
+# --- revocation under a race: the open is checked too ----------------------------------------------------
+
+
+def _exchange(a: Path, b: Path, stop: threading.Event) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    while not stop.is_set():
+        libc.renameat2(-100, os.fsencode(a), -100, os.fsencode(b), 2)  # 2: RENAME_EXCHANGE
+
+
+async def test_a_revoked_folder_swapped_in_by_name_is_never_read(root: Path) -> None:
+    """A local program swaps the revoked folder and a granted one back and forth while the server reads the
+    granted name: no read returns the revoked file (the control, which skips the broker, does)."""
+    public = root / "docs" / "public"
+    public.mkdir()
+    (public / "s.txt").write_text("public")
+    broker = FileBroker(RootSet.from_paths([root]), rate=None)
+    broker.revoke([root / "docs" / "private"])
+    stop = threading.Event()
+    swapper = threading.Thread(target=_exchange, args=(root / "docs" / "private", public, stop))
+    swapper.start()
+    leaked, control_leaks = 0, 0
+    reasons: list[str] = []
+    try:
+        for _ in range(300):
+            try:
+                answer = await broker.handle("files/read", {"path": "docs/public/s.txt", "encoding": "utf-8"})
+            except BrokerError as exc:
+                reasons.append(exc.reason)
+            else:
+                leaked += answer["content"] == "secret"
+        for _ in range(2000):  # the naive control: read the granted name directly
+            with contextlib.suppress(OSError):
+                control_leaks += (public / "s.txt").read_text() == "secret"
+            if control_leaks:
+                break
+    finally:
+        stop.set()
+        swapper.join()
+    assert control_leaks > 0  # the swap does put the revoked file under the granted name
+    assert leaked == 0
+    assert "PERMISSION_DENIED" in reasons
+    assert set(reasons) <= {"PERMISSION_DENIED", "FILE_NOT_FOUND"}

@@ -32,6 +32,7 @@ __all__ = [
     "FileConsentRequest",
     "FileGrant",
     "Grants",
+    "Revoked",
     "TokenBucket",
     "under",
 ]
@@ -117,6 +118,10 @@ class _Grant:
 
     def covers(self, where: Path, access: Access) -> bool:
         return under(where, self.where) and (access == "read" or self.access == "write")
+
+
+class Revoked(Exception):
+    """An opened file or folder turned out to lie in a revoked location (see :meth:`Grants.fence`)."""
 
 
 class _Revocation:
@@ -208,6 +213,18 @@ class Grants:
                 if under(where, place) and not any(under(g.where, place) for g in lifting):
                     return True
         return False
+
+    def fence(self, fd: int) -> None:
+        """Raise :class:`Revoked` if the opened ``fd`` lies in a revoked location: the check after the open,
+        so a rename between the consent check and the open cannot carry a read into a revoked folder."""
+        if not self._revocations and not self._everything_revoked:
+            return
+        try:
+            now = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # pragma: no cover - no procfs: the check before the open stands alone
+            return
+        if now.startswith("/") and self.revoked(Path(now)):
+            raise Revoked(now)
 
     def reaches_revoked(self, where: Path) -> bool:
         """A revoked location lies at or beneath ``where`` (a recursive delete or a rename of ``where``

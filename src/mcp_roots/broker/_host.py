@@ -391,7 +391,9 @@ class FileBroker:
         root, rootset, rel = await self._locate(req, "read", where)
         full = ops.join(root, rel)
         length = min(req.length, self.max_chunk)  # a host may answer fewer bytes than asked
-        data, st = await self._run(ops.pread, rootset, full, req.offset, length, self.max_file)
+        data, st = await self._run(
+            ops.pread, rootset, full, req.offset, length, self.max_file, self._grants.fence
+        )
         try:
             content = p.encode_content(data, req.encoding)
         except UnicodeDecodeError:
@@ -494,7 +496,7 @@ class FileBroker:
         req = w.parse(w.ListParams, params)
         root, rootset, rel = await self._locate(req, "read", where)
         start = int(req.cursor) if req.cursor is not None else 0
-        page = await self._run(ops.list_page, rootset, ops.join(root, rel), start)
+        page = await self._run(ops.list_page, rootset, ops.join(root, rel), start, self._grants.fence)
         return w.dump(w.ListResult.model_validate(page))
 
     async def _stat(self, params: Mapping[str, Any], where: dict[str, object]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import errno
 import os
 import posixpath
 import stat
+from collections.abc import Callable
 from typing import Any, Literal
 
 from .._errors import FileTooLarge
@@ -63,12 +64,21 @@ def describe_stat(st: os.stat_result) -> dict[str, Any]:
     return {"type": kind_of(st.st_mode), "size": st.st_size, "mtime": st.st_mtime, "etag": p.etag_of(st)}
 
 
+Fence = Callable[[int], None]
+"""Checks an opened descriptor before it is used (the broker's revocations: raises if it lies in one)."""
+
+
+def _no_fence(fd: int) -> None:
+    return None
+
+
 def pread(
-    rootset: RootSet, full: str, offset: int, length: int, max_file: int | None
+    rootset: RootSet, full: str, offset: int, length: int, max_file: int | None, fence: Fence = _no_fence
 ) -> tuple[bytes, os.stat_result]:
     """``length`` bytes at ``offset`` of a regular file (a FIFO is opened non-blocking, then refused)."""
     fd = rootset.open_fd(full, os.O_RDONLY | os.O_NONBLOCK)
     try:
+        fence(fd)
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory; list it with files/list")
@@ -185,10 +195,11 @@ def rename_noreplace(src_dir: int, src: str, dst_dir: int, dst: str) -> None:
         raise OSError(code, os.strerror(code))
 
 
-def list_page(rootset: RootSet, full: str, start: int) -> dict[str, Any]:
+def list_page(rootset: RootSet, full: str, start: int, fence: Fence = _no_fence) -> dict[str, Any]:
     """One page of a directory, sorted by name; symlinks are listed, never followed."""
     fd = rootset.open_fd(full, LIST_FLAGS)
     try:
+        fence(fd)
         with os.scandir(fd) as scan:
             raw = sorted((entry.name, entry.stat(follow_symlinks=False)) for entry in scan)
     finally:

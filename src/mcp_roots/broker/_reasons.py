@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pydantic import ValidationError
 
 from .._errors import BrokerError, FileTooLarge, InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError
+from ._grants import Revoked
 from ._protocol import Reason, broker_error
 from ._wire import error_of
 
@@ -37,6 +38,7 @@ class WatchTooLarge(Exception):
 
 # Most specific first: the first row whose type matches decides. (TimeoutError is an OSError.)
 REASONS: tuple[tuple[type[BaseException], Reason, str], ...] = (
+    (Revoked, "PERMISSION_DENIED", "lies in a folder whose consent the user revoked"),
     (PathOutsideRoots, "PERMISSION_DENIED", "leads outside its root"),
     (FileTooLarge, "QUOTA_EXCEEDED", "is larger than the file limit"),
     (WatchTooLarge, "QUOTA_EXCEEDED", "has more entries than one watch may hold"),
@@ -74,6 +76,8 @@ def error_for(exc: BaseException, rel: str) -> BrokerError:
         return error_of(exc)
     shown = repr(rel or ".")
     data: dict[str, object] = {"path": rel}
+    if isinstance(exc, Revoked):
+        data["consent"] = "revoked"
     if isinstance(exc, (FileTooLarge, WatchTooLarge)):
         data["kind"] = "file" if isinstance(exc, FileTooLarge) else "watch-entries"
         if isinstance(exc, WatchTooLarge):
