@@ -13,6 +13,7 @@ import contextlib
 import inspect
 import logging
 import os
+import stat
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
@@ -120,6 +121,55 @@ class _Grant:
         return under(where, self.where) and (access == "read" or self.access == "write")
 
 
+_PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_CLOEXEC
+_DIR_FLAGS = _PATH_FLAGS | os.O_DIRECTORY
+_FENCE_TRIES = 8
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return (st.st_dev, st.st_ino)
+
+
+def _ancestor_hit(start: int, identities: Collection[tuple[int, int]]) -> tuple[int, int] | None:
+    """The first of ``identities`` that the directory ``start`` or one of its ancestors is (walked by
+    ``..`` descriptors, so by identity, whatever they are called now), or None. Closes ``start``."""
+    current = start
+    try:
+        seen = os.fstat(current)
+        while True:
+            if _identity(seen) in identities:
+                return _identity(seen)
+            parent = os.open("..", _DIR_FLAGS, dir_fd=current)
+            above = os.fstat(parent)
+            os.close(current)
+            current = parent
+            if _identity(above) == _identity(seen):  # the file system's root is its own parent
+                return None
+            seen = above
+    finally:
+        os.close(current)
+
+
+def _directory_of(fd: int, st: os.stat_result) -> int | None:
+    """A descriptor of the directory that holds the opened ``fd`` now (checked by identity), or None."""
+    if stat.S_ISDIR(st.st_mode):
+        return os.open("..", _DIR_FLAGS, dir_fd=fd)
+    for _ in range(_FENCE_TRIES):
+        try:
+            now = os.readlink(f"/proc/self/fd/{fd}")
+            parent = os.open(os.path.dirname(now), _DIR_FLAGS)
+        except OSError:
+            continue
+        try:
+            there = os.stat(os.path.basename(now), dir_fd=parent, follow_symlinks=False)
+        except OSError:
+            there = None
+        if there is not None and _identity(there) == _identity(st):
+            return parent
+        os.close(parent)  # it moved between the two looks: look again
+    return None
+
+
 class Revoked(Exception):
     """An opened file or folder turned out to lie in a revoked location (see :meth:`Grants.fence`)."""
 
@@ -130,8 +180,11 @@ class _Revocation:
     def __init__(self, where: Path) -> None:
         self.where = where
         self.fd: int | None = None
+        self.identity: tuple[int, int] | None = None
         with contextlib.suppress(OSError):
-            self.fd = os.open(where, getattr(os, "O_PATH", os.O_RDONLY) | os.O_CLOEXEC | os.O_NOFOLLOW)
+            self.fd = os.open(where, _PATH_FLAGS | os.O_NOFOLLOW)
+            st = os.fstat(self.fd)
+            self.identity = (st.st_dev, st.st_ino)
 
     def places(self) -> tuple[Path, ...]:
         """Where the revoked location is: its old path, and where the kernel says it is now."""
@@ -217,7 +270,7 @@ class Grants:
     def fence(self, fd: int) -> None:
         """Raise :class:`Revoked` if the opened ``fd`` lies in a revoked location: the check after the open,
         so a rename between the consent check and the open cannot carry a read into a revoked folder."""
-        if not self._revocations and not self._everything_revoked:
+        if not self._revocations:
             return
         try:
             now = os.readlink(f"/proc/self/fd/{fd}")
@@ -225,6 +278,27 @@ class Grants:
             return
         if now.startswith("/") and self.revoked(Path(now)):
             raise Revoked(now)
+        # By name is not enough: the revoked folder may move between the two looks. Walk up from the
+        # opened file by identity; a revoked folder on the way is a refusal unless a grant the user
+        # approved since lifts it for this path.
+        by_identity = {r.identity: r for r in self._revocations if r.identity is not None}
+        st = os.fstat(fd)
+        hit: tuple[int, int] | None = _identity(st) if _identity(st) in by_identity else None
+        if hit is None:
+            directory = _directory_of(fd, st)
+            if directory is None:
+                raise Revoked(now)  # it kept moving: fail closed
+            hit = _ancestor_hit(directory, by_identity)
+        if hit is not None and not self._lifted(by_identity[hit], Path(now)):
+            raise Revoked(now)
+
+    def _lifted(self, revocation: _Revocation, where: Path) -> bool:
+        """A grant the user approved at or beneath the revoked location covers ``where``."""
+        places = revocation.places()
+        return any(
+            g.by_user and under(where, g.where) and any(under(g.where, place) for place in places)
+            for g in self._grants
+        )
 
     def reaches_revoked(self, where: Path) -> bool:
         """A revoked location lies at or beneath ``where`` (a recursive delete or a rename of ``where``

@@ -503,7 +503,7 @@ class FileBroker:
         req = w.parse(w.PathRef, params)
         root, rootset, rel = await self._locate(req, "read", where)
         st = await self._run(rootset.stat, ops.join(root, rel))
-        return ops.describe_stat(st)
+        return w.dump(w.StatResult.model_validate(ops.describe_stat(st)))
 
     async def _create(self, params: Mapping[str, Any], where: dict[str, object]) -> dict[str, Any]:
         req = w.parse(w.CreateParams, params)
@@ -606,6 +606,7 @@ class FileBroker:
                 )
         grants = self._grants
         approved: set[ConsentItem] = set()
+        asked = False
         if items and not (req.access == "write" and grants.read_only):
             if grants.callback is None:
                 approved = set(items)
@@ -616,12 +617,13 @@ class FileBroker:
                             self._server_info(), req.message, tuple(items), req.access, explicit=True
                         )
                         approved = await grants.ask(request)
+                        asked = True
         granted: list[w.PathRef] = []
         for item in items:
             place = item.location
             if item in approved:
                 grants.grant(place, req.access, by_user=grants.callback is not None)
-            elif grants.callback is not None:
+            elif asked:  # only the user's own refusal is remembered, not the prompt limit's
                 grants.refuse(place, req.access)
             # a grant the user did not make (no callback) never lifts a revocation: report it as denied
             if item in approved and not grants.revoked(place):

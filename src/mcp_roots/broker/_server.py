@@ -89,14 +89,13 @@ def _route_changes(ctx: ServerRequestContext[Any, Any]) -> None:
 
 
 def _deliver(stream: MemoryObjectSendStream[FileChange], watch_id: str, changes: list[Any]) -> None:
-    for change in changes:
-        if not isinstance(change, Mapping):
-            continue
-        kind, path, root = change.get("kind"), change.get("path"), change.get("root")
-        if kind not in ("created", "modified", "deleted") or not isinstance(path, str):
+    for raw in changes:
+        try:  # one malformed change is dropped, not the whole batch
+            change = w.ChangeEvent.model_validate(raw)
+        except ValidationError:
             continue
         try:
-            stream.send_nowait(FileChange(path=path, kind=kind, root=root if isinstance(root, str) else None))
+            stream.send_nowait(FileChange(path=change.path, kind=change.kind, root=change.root))
         except anyio.WouldBlock:
             logger.warning("watch %s: the consumer is not keeping up; change events dropped", watch_id)
             return

@@ -25,6 +25,7 @@ import anyio
 
 from .._rootset import Root, RootSet
 from . import _protocol as p
+from . import _wire as w
 from ._hostops import LIST_FLAGS
 from ._reasons import TooDeep, WatchTooLarge
 
@@ -176,12 +177,19 @@ class Watches:
                 changes = diff(watch, before, after)
                 if ended == "deleted":
                     changes = [{"root": watch.root.uri, "path": watch.path, "kind": "deleted"}]
-                params: dict[str, Any] = {"watchId": watch.id, "changes": changes}
                 if ended is not None:
-                    params.update(ended=True, reason=ended)
                     self.open.pop(watch.id, None)
                 if changes or ended is not None:
-                    await send(params)
+                    await send(
+                        w.dump(
+                            w.ChangedParams(
+                                watch_id=watch.id,
+                                changes=[w.ChangeEvent.model_validate(c) for c in changes],
+                                ended=ended is not None,
+                                reason=ended,
+                            )
+                        )
+                    )
                 if ended is not None:
                     return
                 before = after
