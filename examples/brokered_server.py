@@ -29,11 +29,14 @@ enable_brokering(server)  # records the client's filesystemBrokering capability,
 T = TypeVar("T")
 
 
-async def broker(ctx: Context, chunk_size: int | None = None) -> BrokeredFiles:
+async def broker(ctx: Context, chunk_size: int | None = None, max_read: int | None = None) -> BrokeredFiles:
+    options: dict[str, int] = {}
+    if chunk_size is not None:
+        options["chunk_size"] = chunk_size
+    if max_read is not None:  # the most one fs.read() may hold (default 64 MiB)
+        options["max_read"] = max_read
     try:
-        if chunk_size is None:
-            return await files(ctx)
-        return await files(ctx, chunk_size=chunk_size)
+        return await files(ctx, **options)
     except BrokeringUnavailable as exc:
         raise ToolError(f"UNAVAILABLE: {exc}") from None
 
@@ -77,7 +80,7 @@ async def brokered_checksum(
 ) -> dict[str, Any]:
     """Stream a (large) file from the client in chunks and report its size and SHA-256 (``whole``: read it
     with ``fs.read``, two requests in flight, instead of streaming)."""
-    fs = await broker(ctx, chunk_size)
+    fs = await broker(ctx, chunk_size, max_read=1024 * 1024 * 1024)  # whole: this tool may hold up to 1 GiB
 
     async def digest() -> dict[str, Any]:
         if whole:

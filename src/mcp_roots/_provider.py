@@ -253,20 +253,30 @@ class RootsProvider:
             )
         await self.acheck()
         session = context.session
+        answer = await self.approved_roots(session)
+        state = self._state(session)
+        state.last_seen = self._visible(state)
+        return mcp_types.ListRootsResult(
+            roots=[mcp_types.Root.model_validate({"uri": r.uri, "name": r.name}) for r in answer],
+        )
+
+    async def approved_roots(self, session: ClientSession) -> tuple[Root, ...]:
+        """The exposed roots the server on ``session`` may use, asking the consent callback about any it
+        was not asked about yet: the decision ``roots/list`` answers with, and the one that gates
+        client-brokered ``files/*`` access (FileBroker), so a server that never lists roots cannot skip it.
+        Empty while :attr:`enabled` is False."""
+        if not self._enabled:
+            return ()
         state = self._state(session)
         if state.consent_lock is None:
             state.consent_lock = anyio.Lock()
-        async with state.consent_lock:  # concurrent roots/list requests share one consent prompt
+        async with state.consent_lock:  # concurrent requests share one consent prompt
             offered = tuple(r for r in self._exposed if r.path not in state.approved | state.denied)
             if offered:
                 approved = await self._ask_consent(_server_info(session), offered)
                 for root in offered:
                     (state.approved if root.path in approved else state.denied).add(root.path)
-        answer = tuple(r for r in self._exposed if r.path in state.approved) if self._enabled else ()
-        state.last_seen = self._visible(state)
-        return mcp_types.ListRootsResult(
-            roots=[mcp_types.Root.model_validate({"uri": r.uri, "name": r.name}) for r in answer],
-        )
+        return tuple(r for r in self._exposed if r.path in state.approved)
 
     async def _ask_consent(
         self, server: mcp_types.Implementation | None, offered: tuple[Root, ...]

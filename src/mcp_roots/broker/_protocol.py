@@ -1,7 +1,7 @@
 """The client-brokered filesystem protocol (``files/*``) as mcp-roots fixes it: names, codes, shapes.
 
 Pure data and codecs, no I/O and no ``mcp`` import; docs/brokering.md is the prose version of this file.
-Both ends (the server-side API and the host-side FileBroker) build on these definitions.
+The message shapes are the pydantic models of ``_wire``; both ends build on these definitions.
 """
 
 from __future__ import annotations
@@ -11,12 +11,7 @@ import binascii
 import os
 import sys
 from collections.abc import Iterator, Mapping
-from typing import Any, Final, Literal, TypedDict
-
-if sys.version_info >= (3, 11):
-    from typing import NotRequired
-else:  # pragma: no cover - typing_extensions comes with pydantic, which mcp requires
-    from typing_extensions import NotRequired
+from typing import Any, Final, Literal
 
 from .._errors import BrokerError
 
@@ -27,30 +22,10 @@ __all__ = [
     "ERROR_CODES",
     "INVALID_PARAMS",
     "MAX_CHUNK_SIZE",
+    "MAX_PATH_BYTES",
     "METHODS",
     "NOTIFICATION_CHANGED",
     "REASONS",
-    "ChangeEvent",
-    "ChangedParams",
-    "ConsentParams",
-    "ConsentResult",
-    "CreateParams",
-    "DeleteParams",
-    "EmptyResult",
-    "Entry",
-    "ListParams",
-    "ListResult",
-    "PathRef",
-    "ReadParams",
-    "ReadResult",
-    "RenameParams",
-    "StatParams",
-    "StatResult",
-    "UnwatchParams",
-    "WatchParams",
-    "WatchResult",
-    "WriteParams",
-    "WriteResult",
     "broker_error",
     "check_relative_path",
     "chunk_spans",
@@ -91,6 +66,9 @@ DEFAULT_CHUNK_SIZE: Final = 1024 * 1024
 
 MAX_CHUNK_SIZE: Final = 8 * 1024 * 1024
 """The largest chunk a host must accept in one request; larger requests get ``QUOTA_EXCEEDED``."""
+
+MAX_PATH_BYTES: Final = 4096  # merge: use _pathtext.PATH_MAX
+"""A protocol path must be shorter than this many UTF-8 bytes (Linux's PATH_MAX)."""
 
 DEFAULT_TIMEOUT: Final = 60.0
 """Seconds a server waits for one ``files/*`` answer, and a host allows one operation, by default."""
@@ -161,137 +139,6 @@ def error_from_response(code: int, message: str, data: object = None) -> BrokerE
     return BrokerError(message, reason=reason, code=code, data=details)
 
 
-# --- Shapes (wire names; camelCase where the draft and MCP use it) ------------------------------------
-
-
-class PathRef(TypedDict):
-    """A path as the protocol names it: a root by URI (default: the first approved root) and a path
-    relative to it, '/'-separated ("" or "." is the root itself)."""
-
-    path: str
-    root: NotRequired[str]
-
-
-class ReadParams(PathRef):
-    offset: NotRequired[int]  # default 0
-    length: NotRequired[int]  # default DEFAULT_CHUNK_SIZE; the host may return fewer bytes
-    encoding: NotRequired[Literal["base64", "utf-8"]]  # default "base64"
-
-
-class ReadResult(TypedDict):
-    content: str
-    encoding: Literal["base64", "utf-8"]
-    offset: int
-    bytesRead: int
-    size: int  # the whole file's size when the chunk was read
-    eof: bool
-    etag: str
-    mtime: float  # seconds since the epoch
-
-
-class WriteParams(TypedDict):
-    content: str
-    encoding: NotRequired[Literal["base64", "utf-8"]]  # default "base64"
-    # First (or only) chunk: the target. Later chunks: the uploadId the first answer gave.
-    path: NotRequired[str]
-    root: NotRequired[str]
-    uploadId: NotRequired[str]
-    offset: NotRequired[int]  # bytes written before this chunk; checked by the host
-    more: NotRequired[bool]  # True: further chunks follow; the file is replaced only after the last
-    ifMatch: NotRequired[str]  # etag the file must still have (first chunk); else CONCURRENCY_CONFLICT
-    createOnly: NotRequired[bool]  # refuse (CONCURRENCY_CONFLICT) if the file exists
-
-
-class WriteResult(TypedDict):
-    bytesWritten: int  # total so far
-    uploadId: NotRequired[str]  # present while more chunks are expected
-    etag: NotRequired[str]  # present once the file is replaced
-    mtime: NotRequired[float]
-    size: NotRequired[int]
-
-
-class ListParams(PathRef):
-    cursor: NotRequired[str]
-
-
-class Entry(TypedDict):
-    name: str
-    type: Literal["file", "directory", "symlink", "other"]
-    size: int
-    mtime: float
-
-
-class ListResult(TypedDict):
-    entries: list[Entry]
-    nextCursor: NotRequired[str]
-
-
-class CreateParams(PathRef):
-    type: Literal["file", "directory"]
-    parents: NotRequired[bool]  # create missing parent directories
-
-
-class DeleteParams(PathRef):
-    recursive: NotRequired[bool]
-    ifMatch: NotRequired[str]
-
-
-class RenameParams(PathRef):
-    newPath: str
-    newRoot: NotRequired[str]  # default: the same root
-    overwrite: NotRequired[bool]  # default False: an existing target is CONCURRENCY_CONFLICT
-
-
-class StatParams(PathRef):
-    pass
-
-
-class StatResult(TypedDict):
-    type: Literal["file", "directory", "symlink", "other"]
-    size: int
-    mtime: float
-    etag: str
-
-
-class WatchParams(PathRef):
-    recursive: NotRequired[bool]
-
-
-class WatchResult(TypedDict):
-    watchId: str
-
-
-class UnwatchParams(TypedDict):
-    watchId: str
-
-
-class ChangeEvent(TypedDict):
-    root: str
-    path: str
-    kind: Literal["created", "modified", "deleted"]
-
-
-class ChangedParams(TypedDict):
-    watchId: str
-    changes: list[ChangeEvent]
-
-
-class ConsentParams(TypedDict):
-    message: str  # shown to the user, as the server's words
-    paths: NotRequired[list[PathRef]]  # default: every approved root
-    access: NotRequired[Literal["read", "write"]]  # default "read"; "write" implies read
-
-
-class ConsentResult(TypedDict):
-    granted: list[PathRef]
-    denied: list[PathRef]
-    access: Literal["read", "write"]
-
-
-class EmptyResult(TypedDict):
-    pass
-
-
 # --- Capability ----------------------------------------------------------------------------------------
 
 
@@ -317,8 +164,10 @@ def check_relative_path(path: object) -> str:
     """
     if not isinstance(path, str):
         raise broker_error("INVALID_PATH", f"path {path!r} is not a string", path=repr(path))
-    if len(path.encode("utf-8", "surrogatepass")) >= 4096:
-        raise broker_error("INVALID_PATH", f"path {path[:80]!r}... is longer than 4095 bytes", path=path)
+    if len(path.encode("utf-8", "surrogatepass")) >= MAX_PATH_BYTES:
+        raise broker_error(
+            "INVALID_PATH", f"path {path[:80]!r}... is longer than {MAX_PATH_BYTES - 1} bytes", path=path[:80]
+        )
     for ch in path:
         if ord(ch) < 0x20 or ord(ch) == 0x7F:
             raise broker_error(

@@ -12,7 +12,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -21,9 +21,11 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import Context
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from .._errors import BrokerError, BrokeringUnavailable
 from . import _protocol as p
+from . import _wire as w
 from ._sdk import connection_of, send_files_request
 
 __all__ = [
@@ -40,6 +42,8 @@ logger = logging.getLogger("mcp_roots")
 
 STATE_KEY = "mcp_roots.broker"
 """The key of this module's per-connection state in ``Connection.state``."""
+
+_M = TypeVar("_M", bound=w.Message)
 
 WATCH_BUFFER = 1024
 """Change events buffered per watch; past that, events are dropped with a warning (the host batches, so
@@ -85,14 +89,13 @@ def _route_changes(ctx: ServerRequestContext[Any, Any]) -> None:
 
 
 def _deliver(stream: MemoryObjectSendStream[FileChange], watch_id: str, changes: list[Any]) -> None:
-    for change in changes:
-        if not isinstance(change, Mapping):
-            continue
-        kind, path, root = change.get("kind"), change.get("path"), change.get("root")
-        if kind not in ("created", "modified", "deleted") or not isinstance(path, str):
+    for raw in changes:
+        try:  # one malformed change is dropped, not the whole batch
+            change = w.ChangeEvent.model_validate(raw)
+        except ValidationError:
             continue
         try:
-            stream.send_nowait(FileChange(path=path, kind=kind, root=root if isinstance(root, str) else None))
+            stream.send_nowait(FileChange(path=change.path, kind=change.kind, root=change.root))
         except anyio.WouldBlock:
             logger.warning("watch %s: the consumer is not keeping up; change events dropped", watch_id)
             return
@@ -152,18 +155,28 @@ class FileChange:
 
 # --- the API ---------------------------------------------------------------------------------------------
 
+DEFAULT_MAX_READ = 64 * 1024 * 1024
+"""Bytes one :meth:`BrokeredFiles.read` call holds at most by default (64 MiB)."""
+
+DEFAULT_MAX_ENTRIES = 100_000
+"""Entries one :meth:`BrokeredFiles.list` call holds at most by default."""
+
 
 async def files(
     ctx: Context,
     *,
     timeout: float = p.DEFAULT_TIMEOUT,  # noqa: ASYNC109 - each request's wait, not a deadline for this call
     chunk_size: int = p.DEFAULT_CHUNK_SIZE,
+    max_read: int = DEFAULT_MAX_READ,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
 ) -> BrokeredFiles:
     """The client's files, brokered by the client, for the tool call ``ctx`` belongs to.
 
-    Raises :class:`BrokeringUnavailable` on a 2026-07-28 connection (no back-channel for server requests),
-    when the client did not offer ``capabilities.roots.filesystemBrokering``, or when
-    :func:`enable_brokering` was not called on the server. The object is valid during this tool call.
+    ``max_read`` bounds the bytes one ``read()`` holds and ``max_entries`` the entries one ``list()``
+    holds, whatever the host claims (beyond: ``QUOTA_EXCEEDED``). Raises :class:`BrokeringUnavailable` on
+    a 2026-07-28 connection (no back-channel for server requests), when the client did not offer
+    ``capabilities.roots.filesystemBrokering``, or when :func:`enable_brokering` was not called on the
+    server. The object is valid during this tool call.
     """
     version = ctx.protocol_version
     if version in MODERN_PROTOCOL_VERSIONS:
@@ -188,25 +201,55 @@ async def files(
             "the client does not offer client-brokered file access (its initialize declared no "
             "capabilities.roots.filesystemBrokering: true); the server cannot reach the client's files"
         )
-    if timeout <= 0 or not 0 < chunk_size <= p.MAX_CHUNK_SIZE:
+    if timeout <= 0 or not 0 < chunk_size <= p.MAX_CHUNK_SIZE or max_read < 0 or max_entries < 0:
         raise ValueError(
-            f"timeout ({timeout}) must be positive and chunk_size ({chunk_size}) in 1..{p.MAX_CHUNK_SIZE}"
+            f"timeout ({timeout}) must be positive, chunk_size ({chunk_size}) in 1..{p.MAX_CHUNK_SIZE}, "
+            f"max_read ({max_read}) and max_entries ({max_entries}) not negative"
         )
-    return BrokeredFiles(ctx, state, timeout=timeout, chunk_size=chunk_size)
+    return BrokeredFiles(
+        ctx, state, timeout=timeout, chunk_size=chunk_size, max_read=max_read, max_entries=max_entries
+    )
+
+
+def _contradiction(method: str, what: str, **data: object) -> BrokerError:
+    return p.broker_error("IO_ERROR", f"the client's {method} answer contradicts itself: {what}", **data)
 
 
 class BrokeredFiles:
     """The ``files/*`` operations, as a tool calls them. Paths are relative to a root of the client
-    (``root=`` its URI; default the first root). Errors are :class:`BrokerError` with ``reason``."""
+    (``root=`` its URI; default the first root). Errors are :class:`BrokerError` with ``reason``.
 
-    def __init__(self, ctx: Context, state: _ConnectionState, *, timeout: float, chunk_size: int) -> None:
+    Nothing the host answers is trusted further than it can be checked: every answer is validated
+    against the wire models, an answer that contradicts itself (a chunk longer than its ``bytesRead``, a
+    cursor that repeats) is ``IO_ERROR``, and what one call asks for and holds is bounded by
+    ``max_read`` bytes, ``max_entries`` entries and ``in_flight`` requests (``QUOTA_EXCEEDED`` beyond).
+    """
+
+    def __init__(
+        self,
+        ctx: Context,
+        state: _ConnectionState,
+        *,
+        timeout: float,
+        chunk_size: int,
+        max_read: int = DEFAULT_MAX_READ,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+    ) -> None:
         self._ctx = ctx
         self._state = state
         self.timeout = timeout
         self.chunk_size = chunk_size
+        self.max_read = max_read
+        self.max_entries = max_entries
 
-    async def _call(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        return await send_files_request(self._ctx, method, params, timeout=self.timeout)
+    async def _call(self, method: str, params: Mapping[str, Any], model: type[_M]) -> _M:
+        raw = await send_files_request(self._ctx, method, params, timeout=self.timeout)
+        try:
+            return model.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False, include_input=False)[0]
+            location = ".".join(str(x) for x in first["loc"]) or "result"
+            raise _contradiction(method, f"{location}: {first['msg']}") from None
 
     @staticmethod
     def _ref(path: str, root: str | None) -> dict[str, Any]:
@@ -223,46 +266,66 @@ class BrokeredFiles:
         access: Literal["read", "write"] = "read",
         root: str | None = None,
     ) -> ConsentGrant:
-        """Ask the user for ``access`` to ``paths`` (default: every root), in ``message``'s words."""
+        """Ask the user for ``access`` to ``paths`` (default: every root), in ``message``'s words.
+
+        The answer is a :class:`ConsentGrant` (true only when everything was granted); a refusal is an
+        answer, not an error."""
         params: dict[str, Any] = {"message": message, "access": access}
         if paths is not None:
             params["paths"] = [self._ref(x, root) for x in paths]
-        result = await self._call(p.CONSENT, params)
+        result = await self._call(p.CONSENT, params, w.ConsentResult)
         return ConsentGrant(
-            granted=[str(x.get("path", "")) for x in result.get("granted", [])],
-            denied=[str(x.get("path", "")) for x in result.get("denied", [])],
-            access=result.get("access", access),
+            granted=[x.path for x in result.granted],
+            denied=[x.path for x in result.denied],
+            access=result.access,
         )
 
     async def read_chunk(
         self, path: str, offset: int = 0, length: int | None = None, *, root: str | None = None
-    ) -> p.ReadResult:
-        """One ``files/read`` answer as it came (the host may return fewer bytes than asked)."""
+    ) -> w.ReadResult:
+        """One ``files/read`` answer, checked: at ``offset``, at most ``length`` bytes (default
+        ``chunk_size``), ``bytesRead`` matching the content, ``eof`` matching ``size``."""
+        asked = self.chunk_size if length is None else length
         params = self._ref(path, root)
-        params.update(offset=offset, length=self.chunk_size if length is None else length)
-        result = await self._call(p.READ, params)
-        return result  # type: ignore[return-value]
+        params.update(offset=offset, length=asked)
+        answer = await self._call(p.READ, params, w.ReadResult)
+        claimed = answer.bytes_read
+        if answer.offset != offset:
+            raise _contradiction(p.READ, f"asked for offset {offset}, got {answer.offset}", path=path)
+        if claimed > asked or len(answer.content) > 4 * ((asked + 2) // 3) + 4:
+            raise _contradiction(p.READ, f"asked for at most {asked} bytes, got {claimed}", path=path)
+        if answer.eof != (offset + claimed >= answer.size):
+            raise _contradiction(
+                p.READ, f"eof={answer.eof} at {offset + claimed} of {answer.size}", path=path
+            )
+        return answer
+
+    def _decode(self, answer: w.ReadResult, path: str) -> bytes:
+        data = p.decode_content(answer.content, answer.encoding, max_bytes=p.MAX_CHUNK_SIZE)
+        if len(data) != answer.bytes_read:
+            raise _contradiction(
+                p.READ, f"bytesRead {answer.bytes_read} but {len(data)} bytes sent", path=path
+            )
+        return data
 
     async def open_read(self, path: str, *, offset: int = 0, root: str | None = None) -> AsyncIterator[bytes]:
-        """Stream a file in chunks of ``chunk_size`` bytes. The file must not change while it is read
-        (a changed etag raises ``CONCURRENCY_CONFLICT``), so the chunks are never spliced from two
-        versions."""
+        """Stream a file in chunks of ``chunk_size`` bytes, one request at a time. The file must not
+        change while it is read (a changed etag raises ``CONCURRENCY_CONFLICT``), so the chunks are never
+        spliced from two versions. The caller holds one chunk at a time; no total bound applies."""
         etag: str | None = None
         while True:
             answer = await self.read_chunk(path, offset, root=root)
             if etag is None:
-                etag = answer["etag"]
-            elif answer["etag"] != etag:
+                etag = answer.etag
+            elif answer.etag != etag:
                 raise p.broker_error(
                     "CONCURRENCY_CONFLICT", f"{path!r} changed while it was being read", path=path
                 )
-            data = p.decode_content(
-                answer["content"], answer.get("encoding", "base64"), max_bytes=p.MAX_CHUNK_SIZE
-            )
+            data = self._decode(answer, path)
             if data:
                 yield data
             offset += len(data)
-            if answer["eof"] or not data:
+            if answer.eof or not data:
                 return
 
     async def read(
@@ -274,35 +337,43 @@ class BrokeredFiles:
         root: str | None = None,
         in_flight: int = 2,
     ) -> bytes:
-        """``length`` bytes from ``offset`` (None: to the end), read in chunks with up to ``in_flight``
-        requests outstanding, so the host's work and this process's overlap. Every chunk must carry the
-        first chunk's etag (else ``CONCURRENCY_CONFLICT``)."""
+        """``length`` bytes from ``offset`` (None: to the end), read in chunks by ``in_flight`` workers,
+        so the host's work and this process's overlap. Every chunk must carry the first chunk's etag
+        (else ``CONCURRENCY_CONFLICT``). More than ``max_read`` bytes is ``QUOTA_EXCEEDED`` before the
+        second request: the size the host reports is checked, never used to schedule work unbounded."""
         if in_flight < 1:
             raise ValueError(f"in_flight must be at least 1, not {in_flight}")
         first = await self.read_chunk(
             path, offset, length if length is not None and length < self.chunk_size else None, root=root
         )
-        etag = first["etag"]
-        head = p.decode_content(first["content"], first.get("encoding", "base64"), max_bytes=p.MAX_CHUNK_SIZE)
-        end = first["size"] if length is None else min(first["size"], offset + length)
+        etag = first.etag
+        head = self._decode(first, path)
+        end = first.size if length is None else min(first.size, offset + length)
+        if end - offset > self.max_read:
+            raise p.broker_error(
+                "QUOTA_EXCEEDED",
+                f"{path!r}: {end - offset} bytes is more than this reader holds ({self.max_read}); "
+                "use open_read() to stream it",
+                path=path,
+                kind="read",
+                limit=self.max_read,
+            )
         pieces: dict[int, bytes] = {offset: head}
         start = offset + len(head)
-        if not head or first["eof"] or start >= end:
+        if not head or first.eof or start >= end:
             return head[: max(0, end - offset)]
-        limiter = anyio.CapacityLimiter(in_flight)
+        spans = iter(range(start, end, self.chunk_size))
 
-        async def fetch(span_start: int, span_end: int) -> None:
-            async with limiter:
-                at = span_start
+        async def worker() -> None:
+            for span_start in spans:  # shared: each worker takes the next span
+                at, span_end = span_start, min(end, span_start + self.chunk_size)
                 while at < span_end:
                     answer = await self.read_chunk(path, at, span_end - at, root=root)
-                    if answer["etag"] != etag:
+                    if answer.etag != etag:
                         raise p.broker_error(
                             "CONCURRENCY_CONFLICT", f"{path!r} changed while it was being read", path=path
                         )
-                    data = p.decode_content(
-                        answer["content"], answer.get("encoding", "base64"), max_bytes=p.MAX_CHUNK_SIZE
-                    )
+                    data = self._decode(answer, path)
                     if not data:  # shorter than its size said: it changed (the etag would say so too)
                         raise p.broker_error(
                             "CONCURRENCY_CONFLICT", f"{path!r} changed while it was being read", path=path
@@ -312,8 +383,8 @@ class BrokeredFiles:
 
         try:
             async with anyio.create_task_group() as task_group:
-                for span_start in range(start, end, self.chunk_size):
-                    task_group.start_soon(fetch, span_start, min(end, span_start + self.chunk_size))
+                for _ in range(min(in_flight, len(range(start, end, self.chunk_size)))):
+                    task_group.start_soon(worker)
         except BaseException as exc:  # a task group wraps the first failure in an exception group
             error = _first_broker_error(exc)
             if error is None:
@@ -323,6 +394,7 @@ class BrokeredFiles:
         return data[: end - offset]
 
     async def read_text(self, path: str, *, encoding: str = "utf-8", root: str | None = None) -> str:
+        """The whole file decoded as text (bounded by ``max_read`` like :meth:`read`)."""
         return (await self.read(path, root=root)).decode(encoding)
 
     async def write(
@@ -340,7 +412,7 @@ class BrokeredFiles:
         chunks = list(p.chunk_spans(len(raw), self.chunk_size))
         view = memoryview(raw)
         upload_id: str | None = None
-        result: dict[str, Any] = {}
+        result = w.WriteResult(bytes_written=0)
         for index, (offset, length) in enumerate(chunks):
             params: dict[str, Any] = {"content": p.encode_content(bytes(view[offset : offset + length]))}
             if upload_id is None:
@@ -351,35 +423,56 @@ class BrokeredFiles:
                     params["createOnly"] = True
             else:
                 params.update(uploadId=upload_id, offset=offset)
-            if index < len(chunks) - 1:
+            last = index == len(chunks) - 1
+            if not last:
                 params["more"] = True
-            result = await self._call(p.WRITE, params)
-            upload_id = result.get("uploadId", upload_id)
+            result = await self._call(p.WRITE, params, w.WriteResult)
+            if result.bytes_written != offset + length:
+                raise _contradiction(p.WRITE, f"{result.bytes_written} bytes written after {offset + length}")
+            if not last and result.upload_id is None:
+                raise _contradiction(p.WRITE, "no uploadId while more chunks follow")
+            upload_id = result.upload_id or upload_id
         return FileInfo(
             "file",
-            int(result.get("size", len(raw))),
-            float(result.get("mtime", 0.0)),
-            str(result.get("etag", "")),
+            result.size if result.size is not None else len(raw),
+            result.mtime or 0.0,
+            result.etag or "",
         )
 
     async def list(self, path: str = "", *, root: str | None = None) -> list[DirEntry]:
+        """Every entry of a folder, following ``nextCursor`` page by page: at most ``max_entries``
+        (``QUOTA_EXCEEDED`` beyond); a cursor that repeats or a page that is empty but not the last is
+        ``IO_ERROR``."""
         entries: list[DirEntry] = []
         cursor: str | None = None
+        seen: set[str] = set()
         while True:
             params = self._ref(path, root)
             if cursor is not None:
                 params["cursor"] = cursor
-            result = await self._call(p.LIST, params)
-            entries.extend(
-                DirEntry(e["name"], e["type"], e["size"], e["mtime"]) for e in result.get("entries", [])
-            )
-            cursor = result.get("nextCursor")
+            result = await self._call(p.LIST, params, w.ListResult)
+            if len(entries) + len(result.entries) > self.max_entries:
+                raise p.broker_error(
+                    "QUOTA_EXCEEDED",
+                    f"{path!r} has more than {self.max_entries} entries",
+                    path=path,
+                    kind="entries",
+                    limit=self.max_entries,
+                )
+            entries.extend(DirEntry(e.name, e.type, e.size, e.mtime) for e in result.entries)
+            cursor = result.next_cursor
             if not cursor:
                 return entries
+            if cursor in seen or not result.entries or len(cursor) > 1000:
+                raise _contradiction(
+                    p.LIST, f"cursor {cursor[:40]!r} repeats or follows an empty page", path=path
+                )
+            seen.add(cursor)
 
     async def stat(self, path: str, *, root: str | None = None) -> FileInfo:
-        r = await self._call(p.STAT, self._ref(path, root))
-        return FileInfo(r["type"], r["size"], r["mtime"], r["etag"])
+        """Type, size, mtime and etag of a path (the etag is what ``if_match`` takes)."""
+        r = await self._call(p.STAT, self._ref(path, root), w.StatResult)
+        return FileInfo(r.type, r.size, r.mtime, r.etag)
 
     async def create(
         self,
@@ -392,17 +485,18 @@ class BrokeredFiles:
         """Create an empty file or a directory; an existing path is ``CONCURRENCY_CONFLICT``."""
         params = self._ref(path, root)
         params.update(type=type, parents=parents)
-        r = await self._call(p.CREATE, params)
-        return FileInfo(type, 0, r.get("mtime", 0.0), r.get("etag", ""))
+        r = await self._call(p.CREATE, params, w.CreateResult)
+        return FileInfo(type, 0, r.mtime, r.etag)
 
     async def delete(
         self, path: str, *, recursive: bool = False, if_match: str | None = None, root: str | None = None
     ) -> None:
+        """Delete a file, a symlink or (``recursive``) a folder tree; ``if_match`` guards a change."""
         params = self._ref(path, root)
         params["recursive"] = recursive
         if if_match is not None:
             params["ifMatch"] = if_match
-        await self._call(p.DELETE, params)
+        await self._call(p.DELETE, params, _Empty)
 
     async def rename(
         self,
@@ -413,24 +507,23 @@ class BrokeredFiles:
         root: str | None = None,
         new_root: str | None = None,
     ) -> None:
+        """Rename ``path`` to ``new_path`` (in ``new_root``, default the same root); without
+        ``overwrite`` an existing target is ``CONCURRENCY_CONFLICT``."""
         params = self._ref(path, root)
         params.update(newPath=new_path, overwrite=overwrite)
         if new_root is not None:
             params["newRoot"] = new_root
-        await self._call(p.RENAME, params)
+        await self._call(p.RENAME, params, _Empty)
 
     @asynccontextmanager
     async def watch(
         self, path: str = "", *, recursive: bool = False, root: str | None = None
     ) -> AsyncIterator[MemoryObjectReceiveStream[FileChange]]:
         """Watch a file or directory; iterate the yielded stream for :class:`FileChange` events. The
-        watch ends (``files/unwatch``) when the block exits."""
+        watch ends (``files/unwatch``) when the block exits, and the stream ends when the host ends it."""
         params = self._ref(path, root)
         params["recursive"] = recursive
-        result = await self._call(p.WATCH, params)
-        watch_id = result.get("watchId")
-        if not isinstance(watch_id, str):
-            raise p.broker_error("IO_ERROR", f"files/watch answered no watchId: {result!r}")
+        watch_id = (await self._call(p.WATCH, params, w.WatchResult)).watch_id
         send, receive = anyio.create_memory_object_stream[FileChange](WATCH_BUFFER)
         self._state.watches[watch_id] = send
         try:
@@ -440,9 +533,13 @@ class BrokeredFiles:
             self._state.watches.pop(watch_id, None)
             with anyio.move_on_after(5, shield=True):
                 try:
-                    await self._call(p.UNWATCH, {"watchId": watch_id})
+                    await self._call(p.UNWATCH, {"watchId": watch_id}, _Empty)
                 except Exception:  # the watch may already be gone (revoked, root deleted)
                     logger.debug("files/unwatch %s failed", watch_id, exc_info=True)
+
+
+class _Empty(w.Message):
+    """An answer with nothing in it (delete, rename, unwatch)."""
 
 
 def _first_broker_error(exc: BaseException) -> BrokerError | None:

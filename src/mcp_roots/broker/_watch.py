@@ -1,0 +1,214 @@
+"""files/watch on the host: bounded snapshots of a watched path, their differences, and the loop that
+sends them. Woken by the kernel (inotify through ``watchfiles``, when installed) or by a poll timer.
+
+Every snapshot walks beneath the root through descriptors (``os.fwalk`` from a directory RootSet opened):
+depth first, closing as it goes, so a walk holds at most ``max_depth + 1`` descriptors however wide the
+tree. An event is only a wake-up: what is reported comes from the next confined snapshot, so an event
+about a path that now leads outside the root reports nothing. Limits are visible: too many entries or
+folders too deep refuse the watch (QUOTA_EXCEEDED / IO_ERROR) or end it, never a silently partial view.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import secrets
+import stat
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+import anyio
+
+from .._rootset import Root, RootSet
+from . import _protocol as p
+from . import _wire as w
+from ._hostops import LIST_FLAGS
+from ._reasons import TooDeep, WatchTooLarge
+
+__all__ = ["MAX_DEPTH", "Backend", "Snapshot", "Watch", "Watches", "diff", "snapshot"]
+
+logger = logging.getLogger("mcp_roots")
+
+MAX_DEPTH = 64
+"""Folder levels a recursive watch walks below the watched path; deeper is refused, not skipped."""
+
+Backend = Literal["auto", "events", "poll"]
+Snapshot = dict[str, tuple[int, int, int, int]]
+"""``{relative name: (type bits, size, mtime_ns, inode)}``; a file watch has one entry ''."""
+
+try:  # optional: pip install 'mcp-roots[watch]'
+    import watchfiles as _watchfiles
+
+    watchfiles: ModuleType | None = _watchfiles
+except ImportError:  # pragma: no cover - the test environment installs it
+    watchfiles = None
+
+
+def _raise(exc: OSError) -> None:
+    raise exc
+
+
+def _entry(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def snapshot(
+    rootset: RootSet, full: str, *, recursive: bool, limit: int, max_depth: int = MAX_DEPTH
+) -> Snapshot:
+    """The state of a watched path, walked through descriptors without following symlinks. Raises
+    :class:`WatchTooLarge` past ``limit`` entries, :class:`TooDeep` past ``max_depth`` levels, and the
+    OSError of a folder it cannot open (never skips one)."""
+    st = rootset.stat(full)
+    if not stat.S_ISDIR(st.st_mode):
+        return {"": _entry(st)}
+    out: Snapshot = {}
+    top = rootset.open_fd(full, LIST_FLAGS)
+    try:
+        if not recursive:
+            with os.scandir(top) as scan:
+                for entry in scan:
+                    out[entry.name] = _entry(entry.stat(follow_symlinks=False))
+                    if len(out) > limit:
+                        raise WatchTooLarge(limit)
+            return out
+        for dirpath, dirnames, filenames, dirfd in os.fwalk(
+            ".", dir_fd=top, follow_symlinks=False, onerror=_raise
+        ):
+            prefix = "" if dirpath == "." else dirpath[2:] + "/"
+            depth = prefix.count("/")
+            for name in (*dirnames, *filenames):
+                out[prefix + name] = _entry(os.stat(name, dir_fd=dirfd, follow_symlinks=False))
+                if len(out) > limit:
+                    raise WatchTooLarge(limit)
+            if dirnames and depth >= max_depth:
+                raise TooDeep(f"folders deeper than {max_depth} levels")
+    finally:
+        os.close(top)
+    return out
+
+
+def diff(
+    watch: Watch, before: Mapping[str, tuple[int, ...]], after: Mapping[str, tuple[int, ...]]
+) -> list[dict[str, str]]:
+    changes: list[dict[str, str]] = []
+    for name in sorted(before.keys() | after.keys()):
+        old, new = before.get(name), after.get(name)
+        if old == new:
+            continue
+        kind = "created" if old is None else "deleted" if new is None else "modified"
+        if old is not None and new is not None and stat.S_ISDIR(old[0]) and old[0] == new[0]:
+            continue  # a directory's own mtime moves with every change inside; the entries report those
+        path = posixpath.join(watch.path, name) if name else watch.path
+        changes.append({"root": watch.root.uri, "path": path, "kind": kind})
+    return changes
+
+
+@dataclass
+class Watch:
+    id: str
+    root: Root
+    path: str
+    recursive: bool
+    where: Path  # where the watched path led when the watch began (for the kernel's watcher only)
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class Watches:
+    """The watches of one connection: at most ``max_watches`` at once, each at most ``max_entries``."""
+
+    def __init__(
+        self, *, max_watches: int, max_entries: int, interval: float, backend: Backend = "auto"
+    ) -> None:
+        if max_watches < 0 or max_entries <= 0 or interval <= 0:
+            raise ValueError(
+                f"max_watches ({max_watches}) must be >= 0, max_watch_entries ({max_entries}) and "
+                f"watch_interval ({interval}) positive"
+            )
+        if backend == "events" and watchfiles is None:
+            raise ValueError("watch_backend='events' needs the watchfiles package (mcp-roots[watch])")
+        self.max_watches = max_watches
+        self.max_entries = max_entries
+        self.interval = interval
+        self.events = backend == "events" or (backend == "auto" and watchfiles is not None)
+        self.open: dict[str, Watch] = {}
+
+    def check_room(self) -> None:
+        if len(self.open) >= self.max_watches:
+            raise p.broker_error(
+                "QUOTA_EXCEEDED",
+                f"at most {self.max_watches} watches may be open at once",
+                kind="watches",
+                limit=self.max_watches,
+            )
+
+    def add(self, root: Root, rel: str, recursive: bool, where: Path) -> Watch:
+        watch = Watch(secrets.token_urlsafe(12), root, rel, recursive, where)
+        self.open[watch.id] = watch
+        return watch
+
+    def pop(self, watch_id: str) -> Watch | None:
+        watch = self.open.pop(watch_id, None)
+        if watch is not None:
+            watch.scope.cancel()
+        return watch
+
+    async def run(self, watch: Watch, rootset: RootSet, full: str, before: Snapshot, send: Send) -> None:
+        """Send the differences of ``watch`` until it is cancelled, or its path goes away, becomes
+        unreadable, leads outside its root or outgrows the limits (then a last notification ends it)."""
+        with watch.scope:
+            async for _ in self._wakeups(watch):
+                try:
+                    after = await anyio.to_thread.run_sync(
+                        lambda: snapshot(rootset, full, recursive=watch.recursive, limit=self.max_entries),
+                        abandon_on_cancel=True,
+                    )
+                    ended: str | None = None
+                except (WatchTooLarge, TooDeep):
+                    after, ended = before, "quota"
+                except Exception:  # gone, unreadable or now leading outside: a last 'deleted'
+                    after, ended = {}, "deleted"
+                changes = diff(watch, before, after)
+                if ended == "deleted":
+                    changes = [{"root": watch.root.uri, "path": watch.path, "kind": "deleted"}]
+                if ended is not None:
+                    self.open.pop(watch.id, None)
+                if changes or ended is not None:
+                    await send(
+                        w.dump(
+                            w.ChangedParams(
+                                watch_id=watch.id,
+                                changes=[w.ChangeEvent.model_validate(c) for c in changes],
+                                ended=ended is not None,
+                                reason=ended,
+                            )
+                        )
+                    )
+                if ended is not None:
+                    return
+                before = after
+
+    async def _wakeups(self, watch: Watch) -> AsyncIterator[None]:
+        if self.events and watchfiles is not None:
+            try:
+                async for _ in watchfiles.awatch(
+                    watch.where,
+                    recursive=watch.recursive,
+                    debounce=max(1, int(self.interval * 1000)),
+                    step=min(50, max(1, int(self.interval * 1000))),
+                    rust_timeout=1000,
+                    yield_on_timeout=True,  # a rescan every second too: a vanished path ends the watch
+                    ignore_permission_denied=True,
+                ):
+                    yield
+            except (OSError, RuntimeError):
+                logger.info("watch %s: the kernel watcher failed; polling instead", watch.id, exc_info=True)
+        while True:
+            await anyio.sleep(self.interval)
+            yield
