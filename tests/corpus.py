@@ -23,12 +23,16 @@ symlink to project), ``nested`` (only project/nested), ``both`` (project and pro
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from mcp_roots import RootSet
+from mcp_roots._beneath import forced
+from mcp_roots._sys import linux
+from mcp_roots._sys.posix import O_PATH_NATIVE
 
 INSIDE = "inside"
 OUTSIDE = "outside"
@@ -604,3 +608,22 @@ _TABLE: list[Case] = [
 ]
 
 CASES: list[Case] = _TABLE + _generated()
+
+
+# --- Resolution strategies (MCP_ROOTS_RESOLVE), for the tests that run under each --------------------------
+
+#: The strategies this machine can run: openat2 (where Linux has it), the O_PATH walk (where O_PATH
+#: exists) and the walk without O_PATH (what macOS and the BSDs get).
+STRATEGIES: list[str] = [
+    name
+    for name in ("openat2", "walk", "walk-no-opath")
+    if (name != "openat2" or linux.OPENAT2 is not None) and (name != "walk" or O_PATH_NATIVE)
+]
+
+
+@contextlib.contextmanager
+def strategy_in_force(name: str, *, self_check: bool = True) -> Iterator[str]:
+    """Resolve with ``name`` inside the block through the documented test hook (``_beneath.forced``), with
+    the self-check on by default: every openat2 answer is re-done by the walk and compared."""
+    with forced(name, self_check=self_check):
+        yield name

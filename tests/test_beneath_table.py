@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from mcp_roots import InvalidPath, PathOutsideRoots, RootSet, _beneath
+from mcp_roots import InvalidPath, PathOutsideRoots, RootSet
+from tests.corpus import STRATEGIES, strategy_in_force
 
 BAIT = b"OUTSIDE"
 
@@ -120,12 +121,10 @@ class World:
         return seen
 
 
-@pytest.fixture(params=["openat2", "walk"])
-def strategy(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "openat2" and _beneath._syscall is None:  # pragma: no cover - not Linux x86_64/arm64
-        pytest.skip("openat2 is not available on this platform")
-    monkeypatch.setattr(_beneath, "use_openat2", request.param == "openat2")
-    return str(request.param)
+@pytest.fixture(params=STRATEGIES)
+def strategy(request: pytest.FixtureRequest) -> Iterator[str]:
+    with strategy_in_force(request.param) as name:
+        yield name
 
 
 def make_world(tmp: Path, case: Case) -> World:

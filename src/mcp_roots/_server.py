@@ -38,8 +38,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ._cache import RootsCache
 from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable, SDKChanged
-from ._rootset import RootSet, _uri_and_name
+from ._rootset import RootSet
 from ._sources import clip_to_ceiling, fallback_roots
+from ._uri import uri_and_name as _uri_and_name
 from ._uri import uri_to_path
 from .broker._sdk import connection_of as _connection_of
 from .broker._server import BrokeredFiles, enable_brokering
