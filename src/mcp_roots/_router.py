@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import posixpath
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
@@ -266,12 +267,27 @@ class Router:
                 return self._run(root_path, op, "/".join(rest) + slash if rest else "")
             except Escape:
                 if dotdot:
-                    raise self.outside(text, "it leaves its root (through '..' or a symlink)") from None
+                    raise self._climbs_out(
+                        text, parts, "it leaves its root through '..' or a symlink"
+                    ) from None
                 break
         else:
             if dotdot:
-                raise self.outside(text, "it climbs out of its root with '..' (refused even if it returns)")
+                raise self._climbs_out(text, parts, "it climbs out of its root with '..'")
         return self._at_canonical(text, "/" + "/".join(parts), op)
+
+    def _climbs_out(self, text: str, parts: list[str], why: str) -> PathOutsideRoots:
+        """The refusal of a path whose '..' leaves its root (Go's rule: never out and back in). Where the
+        text, read lexically, comes back into a root (contains() may well say inside), a sentence that says
+        so; otherwise the usual one. Decided on the text alone, so it tells nothing about what exists."""
+        lexical = posixpath.normpath("/" + "/".join(parts))
+        if self.index.above(lexical) is None:
+            return self.outside(text, why)
+        logger.debug("refused %s: %s, then comes back in", describe(text), why)
+        return PathOutsideRoots(
+            f"Access denied: {describe(text)} leaves its root on the way (through '..') and comes back in; "
+            "operations refuse such paths: remove the '..'"
+        )
 
     def _at_canonical(self, text: str, path: str, op: Callable[[Descriptor, str], _T]) -> _T:
         """No root is a lexical prefix of ``path`` (the components of ``text``), or a symlink led out of
