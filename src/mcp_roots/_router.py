@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import posixpath
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
@@ -278,10 +277,13 @@ class Router:
 
     def _climbs_out(self, text: str, parts: list[str], why: str) -> PathOutsideRoots:
         """The refusal of a path whose '..' leaves its root (Go's rule: never out and back in). Where the
-        text, read lexically, comes back into a root (contains() may well say inside), a sentence that says
-        so; otherwise the usual one. Decided on the text alone, so it tells nothing about what exists."""
-        lexical = posixpath.normpath("/" + "/".join(parts))
-        if self.index.above(lexical) is None:
+        path comes back in (contains() says inside), a sentence that says so; otherwise the one sentence
+        for everything outside. The choice tells a client exactly what contains() would, nothing more."""
+        try:
+            landed = self.index.above(canonicalize("/" + "/".join(parts)))
+        except Unresolvable:
+            landed = None
+        if landed is None:
             return self.outside(text, why)
         logger.debug("refused %s: %s, then comes back in", describe(text), why)
         return PathOutsideRoots(
