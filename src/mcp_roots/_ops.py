@@ -6,6 +6,7 @@ descriptor-relative system calls). RootSet's methods call these and add nothing.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
@@ -21,6 +22,7 @@ from ._beneath import (
     mkdir_at,
     open_beneath,
     open_regular,
+    oserror,
     read_fd,
     remove_at,
     strategy,
@@ -31,6 +33,7 @@ from ._errors import FileTooLarge, InvalidPath, PathOutsideRoots, RootsError
 from ._pathtext import SYMLOOP_MAX, describe, split
 from ._router import Router
 from ._sys import linux
+from ._sys.posix import O_NOFOLLOW
 
 __all__ = [
     "listdir",
@@ -166,6 +169,8 @@ def write_bytes(router: Router, path: object, data: bytes) -> None:
                 st = None
             if st is not None and stat.S_ISLNK(st.st_mode):
                 link = os.readlink(name, dir_fd=dirfd)
+                if linux.is_magic_link(st.st_dev, link):  # its text is not where it leads
+                    raise oserror(errno.ELOOP)
                 where = linux.fd_path(dirfd)
                 if where is None:  # pragma: no cover - no procfs
                     raise InvalidPath(f"{describe(name)} is a symlink; cannot follow it here")
@@ -243,8 +248,9 @@ def stat_path(router: Router, path: object) -> os.stat_result:
 
 
 def mkdir(router: Router, path: object, parents: bool, exist_ok: bool) -> None:
-    """RootSet.mkdir. With ``parents``, the missing ancestors are found going up and created going down
-    (a loop, not recursion: a tree thousands of levels deep is fine)."""
+    """RootSet.mkdir. With ``parents``, the deepest existing ancestor is found by bisection and the
+    missing levels are created from its descriptor one by one (mkdirat, then openat O_NOFOLLOW): a loop
+    linear in the depth, not recursion, so a tree thousands of levels deep is fine."""
     text = router.absolute(path)
     parts = split(text)
     try:
@@ -253,19 +259,58 @@ def mkdir(router: Router, path: object, parents: bool, exist_ok: bool) -> None:
     except FileNotFoundError:
         if not parents or len(parts) < 2:
             raise
-    # Find the deepest ancestor that exists (or can be created), then create the rest downwards.
-    depth = len(parts) - 1
-    while True:
-        try:
-            _mkdir_one(router, "/" + "/".join(parts[:depth]), parts[:depth], True)
-            break
-        except FileNotFoundError:
+    root_path = router.index.innermost_prefix(text)
+    if ".." in parts or root_path is None:
+        # Rare shapes ('..' inside, a root reached through a symlink): up until a level can be made,
+        # then down again, one level at a time.
+        # A prefix ending in '..' is a step, not a directory to make.
+        depth = len(parts) - 1
+        while True:
+            try:
+                if parts[depth - 1] != "..":
+                    _mkdir_one(router, "/" + "/".join(parts[:depth]), parts[:depth], True)
+                    break
+            except FileNotFoundError:
+                pass
             if depth <= 1:
                 raise
             depth -= 1
-    for i in range(depth + 1, len(parts)):
-        _mkdir_one(router, "/" + "/".join(parts[:i]), parts[:i], True)
+        for i in range(depth + 1, len(parts)):
+            if parts[i - 1] != "..":
+                _mkdir_one(router, "/" + "/".join(parts[:i]), parts[:i], True)
+        _mkdir_one(router, text, parts, exist_ok)
+        return
+    lo, hi = len(split(root_path)), len(parts) - 1  # parts[:lo] exists (the root); parts[:hi + 1] does not
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _is_directory(router, "/" + "/".join(parts[:mid])):
+            lo = mid
+        else:
+            hi = mid - 1
+    missing = parts[lo:-1]
+    dir_flags = strategy().dir_flags
+
+    def create_levels(root: Descriptor, rel: str) -> None:
+        fd = open_beneath(root.fd, rel, dir_flags)
+        try:
+            for name in missing:
+                with contextlib.suppress(FileExistsError):  # made meanwhile: the open checks what it is
+                    os.mkdir(name, 0o777, dir_fd=fd)
+                next_fd = os.open(name, dir_flags | O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = next_fd
+        finally:
+            os.close(fd)
+
+    router.at("/" + "/".join(parts[:lo]), create_levels)
     _mkdir_one(router, text, parts, exist_ok)
+
+
+def _is_directory(router: Router, text: str) -> bool:
+    try:
+        return stat.S_ISDIR(stat_path(router, text).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def _mkdir_one(router: Router, text: str, parts: list[str], exist_ok: bool) -> None:
