@@ -428,8 +428,12 @@ def _params() -> Iterator[object]:
 def test_case_through_operation(tmp_path: Path, strategy: str, case: Case, op: str) -> None:
     world = make_world(tmp_path, case)
     before = world.outside()
-    with world.roots:
-        OPERATIONS[op](world, case)
+    try:
+        with world.roots:
+            OPERATIONS[op](world, case)
+    finally:
+        if case.fs and case.fs[0] == DEEP:  # pytest's own cleanup recurses once per level
+            remove_iteratively(tmp_path / "root" / "d")
     after = world.outside()
     if op == "listdir":
         before = {k: v for k, v in before.items() if "target_dir" not in k}
@@ -437,8 +441,6 @@ def test_case_through_operation(tmp_path: Path, strategy: str, case: Case, op: s
     assert after == before, "something outside the roots changed"
     leftovers = [p for p in files_under(tmp_path / "root") if p.endswith(".tmp")]
     assert leftovers == [], "an atomic write left its temporary file"
-    if case.fs and case.fs[0] == DEEP:  # pytest's own cleanup recurses once per level
-        remove_iteratively(tmp_path / "root" / "d")
 
 
 def test_every_escape_row_escapes_without_the_guard(tmp_path: Path) -> None:
@@ -571,11 +573,13 @@ def contains_verdict(case: CorpusCase, tree: CorpusTree) -> bool:
 def test_mkdir_parents_1500_deep(tmp_path: Path, strategy: str) -> None:
     roots = RootSet.from_paths([tmp_path])
     rel = "/".join(["m"] * 1500)
-    roots.mkdir(rel, parents=True)
-    assert roots.stat(rel).st_mode & 0o170000 == 0o040000
-    roots.mkdir(rel, parents=True, exist_ok=True)
-    roots.close()
-    remove_iteratively(tmp_path / "m")
+    try:
+        roots.mkdir(rel, parents=True)
+        assert roots.stat(rel).st_mode & 0o170000 == 0o040000
+        roots.mkdir(rel, parents=True, exist_ok=True)
+    finally:
+        roots.close()
+        remove_iteratively(tmp_path / "m")  # pytest's own cleanup recurses once per level
 
 
 def test_remove_recursive_1200_deep(tmp_path: Path, strategy: str) -> None:
@@ -584,10 +588,13 @@ def test_remove_recursive_1200_deep(tmp_path: Path, strategy: str) -> None:
     (tmp_path / "out" / "keep").write_bytes(BAIT)
     os.symlink(tmp_path / "out", tmp_path / "top" / "r" / "link")
     roots = RootSet.from_paths([tmp_path])
-    roots.remove("top", recursive=True)
-    assert not (tmp_path / "top").exists()
-    assert (tmp_path / "out" / "keep").read_bytes() == BAIT, "a symlink in the tree was never followed"
-    roots.close()
+    try:
+        roots.remove("top", recursive=True)
+        assert not (tmp_path / "top").exists()
+        assert (tmp_path / "out" / "keep").read_bytes() == BAIT, "a symlink in the tree was never followed"
+    finally:
+        roots.close()
+        remove_iteratively(tmp_path / "top")
 
 
 def test_a_directory_moved_out_of_a_tree_being_removed_stops_the_removal(tmp_path: Path) -> None:
