@@ -16,6 +16,7 @@ import os
 import posixpath
 import secrets
 import stat
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,8 @@ LIST_FLAGS = os.O_RDONLY | O_DIRECTORY | O_CLOEXEC
 #: openat2 answers EAGAIN when a rename or mount raced a '..' step; after this many in a row the walk
 #: takes over for that call (it needs no retry: it never looks at a physical parent).
 EAGAIN_RETRIES = 64
+
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 ENV_RESOLVE = "MCP_ROOTS_RESOLVE"
 ENV_SELF_CHECK = "MCP_ROOTS_SELF_CHECK"
@@ -180,7 +183,7 @@ def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
                 raise
     current = _active
     if current.openat2 is not None:
-        path = os.fsencode(rel) if rel else b"."
+        path = rel.encode(_FS_ENCODING, _FS_ERRORS) if rel else b"."
         fd = current.openat2.beneath(dirfd, path, flags, mode)
         retries = EAGAIN_RETRIES - 1
         while fd < 0:

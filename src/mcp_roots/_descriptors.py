@@ -27,16 +27,19 @@ class Descriptor:
     """An open root: ``fd``, whether it ``is_dir``, and ``plain_dev``, the root's st_dev when its filesystem
     is one of ``linux.PLAIN_FILESYSTEMS`` (else -1). While the descriptor is open it pins that filesystem,
     so its device number cannot be handed to another mount: a file with the same st_dev is on the same
-    (plain) filesystem. ``refs`` and ``retired`` belong to the RootDescriptors that made it."""
+    (plain) filesystem. ``holders``, ``retired`` and ``closed`` belong to the RootDescriptors that made it."""
 
-    __slots__ = ("fd", "is_dir", "plain_dev", "refs", "retired")
+    __slots__ = ("closed", "fd", "holders", "is_dir", "plain_dev", "retired")
 
     def __init__(self, fd: int, is_dir: bool, plain_dev: int = -1) -> None:
         self.fd = fd
         self.is_dir = is_dir
         self.plain_dev = plain_dev
-        self.refs = 0
+        # One entry per operation holding the descriptor. list.append and list.pop are atomic, so the
+        # common acquire and release take no lock; retiring and closing do (see RootDescriptors).
+        self.holders: list[None] = []
         self.retired = False
+        self.closed = False
 
 
 def open_root(path: str) -> Descriptor:
@@ -86,8 +89,12 @@ def _replaced(path: str) -> PathOutsideRoots:
 class RootDescriptors:
     """The lazily opened descriptors of one RootSet's roots, keyed by canonical root path.
 
-    ``acquire(path)`` returns the root's Descriptor with one more reference; ``release(descriptor)`` gives
-    it back. ``close()`` retires them all: each is closed now, or by the last operation still holding it."""
+    ``acquire(path)`` returns the root's Descriptor with one more holder; ``release(descriptor)`` gives it
+    back. ``close()`` retires them all: each is closed now, or by the last operation still holding it.
+
+    The common path takes no lock: acquire appends a holder, then checks the descriptor was not retired
+    meanwhile (if it was, it lets go and takes the locked path); retiring marks first, then closes only
+    with no holder. Either the retirer sees the new holder, or the acquirer sees the mark."""
 
     __slots__ = ("_lock", "_open")
 
@@ -96,33 +103,41 @@ class RootDescriptors:
         self._open: dict[str, Descriptor] = {}  # insertion order = the eviction order
 
     def acquire(self, path: str) -> Descriptor:
-        with self._lock:
-            found = self._open.get(path)
-            if found is not None:
-                found.refs += 1
+        found = self._open.get(path)
+        if found is not None:
+            found.holders.append(None)
+            if not found.retired:
                 return found
+            self.release(found)
         opened = open_root(path)  # I/O outside the lock
         with self._lock:
             found = self._open.get(path)
             if found is not None:  # another thread opened it meanwhile: use theirs
-                found.refs += 1
+                found.holders.append(None)
                 os.close(opened.fd)
                 return found
             while len(self._open) >= MAX_OPEN_ROOTS:
                 self._retire(self._open.pop(next(iter(self._open))))
-            opened.refs = 1
+            opened.holders.append(None)
             self._open[path] = opened
             return opened
 
     def release(self, descriptor: Descriptor) -> None:
-        with self._lock:
-            descriptor.refs -= 1
-            if descriptor.retired and descriptor.refs == 0:
-                os.close(descriptor.fd)
+        descriptor.holders.pop()
+        if descriptor.retired and not descriptor.holders:
+            with self._lock:
+                self._close(descriptor)
 
     def _retire(self, descriptor: Descriptor) -> None:
         descriptor.retired = True
-        if descriptor.refs == 0:
+        if not descriptor.holders:
+            self._close(descriptor)
+
+    @staticmethod
+    def _close(descriptor: Descriptor) -> None:
+        # Under the lock: two last holders may both get here; only one closes.
+        if not descriptor.closed and not descriptor.holders:
+            descriptor.closed = True
             os.close(descriptor.fd)
 
     def __len__(self) -> int:

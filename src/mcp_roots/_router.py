@@ -237,10 +237,13 @@ class Router:
                 # exactly as on a platform that does not fold names.)
                 root_path = self.index.innermost_prefix(text)
                 if root_path is not None:
+                    descriptor = self._descriptors.acquire(root_path)
                     try:
-                        return self._run(root_path, op, text[len(root_path) :].lstrip("/"))
+                        return op(descriptor, text[len(root_path) :].lstrip("/"))
                     except Escape:  # a symlink led out of it: the canonical path picks the root
                         pass
+                    finally:
+                        self._descriptors.release(descriptor)
                 return self._at_canonical(text, text, op)
             return self._at_parts(text, parts, op)
         except RootsError:

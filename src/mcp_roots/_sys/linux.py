@@ -12,6 +12,7 @@ import errno
 import os
 import platform
 import sys
+from collections.abc import Callable
 
 __all__ = [
     "OPENAT2",
@@ -138,6 +139,7 @@ class Openat2:
         # combinations in use are few (the callers' flags).
         self._hows: dict[tuple[int, int, int], object] = {}
         self._no_symlinks = self._how(o_path | o_cloexec, 0, RESOLVE_NO_SYMLINKS)
+        self.beneath = self._make_beneath()
         self._probe = self._how(o_path | o_cloexec, 0, self.BENEATH)
 
     def _how(self, flags: int, mode: int, resolve: int) -> object:
@@ -148,10 +150,21 @@ class Openat2:
             found = self._hows[key] = ctypes.byref(how)  # the pointer object keeps ``how`` alive
         return found
 
-    def beneath(self, dirfd: int, path: bytes, flags: int, mode: int) -> int:
-        how = self._hows.get((flags, mode, self.BENEATH)) or self._how(flags, mode, self.BENEATH)
-        fd: int = self._syscall(self._number, dirfd, path, how, _HOW_SIZE)
-        return fd if fd >= 0 else -(ctypes.get_errno() or errno.EIO)
+    def _make_beneath(self) -> Callable[[int, bytes, int, int], int]:
+        # A closure, not a method: the hot call reads its state from cells, not from attributes.
+        syscall, number, make_how, get_errno = self._syscall, self._number, self._how, ctypes.get_errno
+        hows: dict[tuple[int, int], object] = {}
+        resolve = self.BENEATH
+
+        def beneath(dirfd: int, path: bytes, flags: int, mode: int) -> int:
+            """The descriptor, or -errno."""
+            how = hows.get((flags, mode))
+            if how is None:
+                how = hows[flags, mode] = make_how(flags, mode, resolve)
+            fd: int = syscall(number, dirfd, path, how, _HOW_SIZE)
+            return fd if fd >= 0 else -(get_errno() or errno.EIO)
+
+        return beneath
 
     def refused(self, dirfd: int) -> bool:
         """After an EPERM: does openat2 refuse even a harmless call (seccomp), or was the EPERM genuine?"""
