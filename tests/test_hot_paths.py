@@ -223,3 +223,34 @@ def test_plain_filesystem_numbers_are_statfs_magics() -> None:
     else:
         assert kind == 0x9FA0  # PROC_SUPER_MAGIC: procfs is not a plain filesystem
         assert kind not in linux.PLAIN_FILESYSTEMS
+
+
+# --- the self-check mode (cap-std's racy_asserts) ----------------------------------------------------------
+
+
+@needs_openat2
+def test_the_self_check_catches_a_fast_path_that_opens_the_wrong_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control for every self-checked test: a fast path that lies is caught by the walk."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f").write_text("right")
+    (tmp_path / "wrong").write_text("wrong")
+    assert linux.OPENAT2 is not None
+    honest = linux.OPENAT2.beneath
+
+    def lying(dirfd: int, path: bytes, flags: int, mode: int) -> int:
+        if path == b"a/f":
+            path = b"wrong"
+        return honest(dirfd, path, flags, mode)
+
+    monkeypatch.setattr(linux.OPENAT2, "beneath", lying)
+    with strategy_in_force("openat2", self_check=False):
+        roots = RootSet.from_paths([tmp_path])
+        assert roots.read_text("a/f") == "wrong", "without the self-check the lie goes through"
+        roots.close()
+    with strategy_in_force("openat2", self_check=True):
+        roots = RootSet.from_paths([tmp_path])
+        with pytest.raises(AssertionError, match="self-check"):
+            roots.read_text("a/f")
+        roots.close()
