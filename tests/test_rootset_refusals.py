@@ -128,16 +128,17 @@ def test_mcp_roots_resolve_chooses_the_strategy_at_import(tmp_path: Path, name: 
     code = (
         "import mcp_roots, sys; from mcp_roots import _beneath; "
         "r = mcp_roots.RootSet.from_paths([sys.argv[1]]); "
-        "print(_beneath.strategy().name, r.read_text('f'))"
+        "print(_beneath.strategy().name, r.read_text('f'), _beneath.self_checking())"
     )
     (tmp_path / "f").write_text("inside")
-    env = {**os.environ, "MCP_ROOTS_RESOLVE": name}
+    env = {**os.environ, "MCP_ROOTS_RESOLVE": name, "MCP_ROOTS_SELF_CHECK": "1"}
     done = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path)], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    chosen, content = done.stdout.split()
+    chosen, content, checking = done.stdout.split()
     assert content == "inside"
+    assert checking == "True", "MCP_ROOTS_SELF_CHECK=1 turns the self-check on"
     if name == "bogus":
         assert "not one of" in done.stderr
         assert chosen == ("openat2" if linux.OPENAT2 is not None else "walk")
