@@ -7,6 +7,8 @@ Two kinds of rows, one table: the corpus rows of tests/corpus.py (one shared tre
 following operation (open, write_text, listdir) must touch (``target``), the name a non-following one
 (mkdir, remove, rename) must touch (``ltarget``), or the error it must raise, and whether plain ``os``
 calls escape with it (``reaches``). Refused rows check that nothing outside was read, created or changed.
+Corpus rows also go through the operations that act on the final name (remove, rename, write, mkdir),
+each on a fresh tree, where what holds for every row is that nothing outside the roots changes.
 
 Every row x every operation x every strategy this machine has (openat2, the O_PATH walk, the walk without
 O_PATH that macOS and the BSDs get), with MCP_ROOTS_SELF_CHECK's comparison on: every openat2 answer is
@@ -565,6 +567,75 @@ def test_corpus_row_through_operation(
 
 def contains_verdict(case: CorpusCase, tree: CorpusTree) -> bool:
     return tree.rootsets[case.roots].contains(case.path_for(tree)) is (case.expect == INSIDE)
+
+
+# --- the corpus rows through the operations that act on the final name, each on a fresh tree -------------
+
+TREE_CHANGING_OPERATIONS: dict[str, Callable[[RootSet, object], object]] = {
+    "remove": lambda roots, path: roots.remove(path),  # type: ignore[arg-type]
+    "remove-tree": lambda roots, path: roots.remove(path, recursive=True),  # type: ignore[arg-type]
+    "rename-source": lambda roots, path: roots.rename(path, "renamed-by-the-table"),  # type: ignore[arg-type]
+    "rename-target": lambda roots, path: roots.rename("file.txt", path),  # type: ignore[arg-type]
+    "write_bytes": _write,
+    "mkdir": lambda roots, path: roots.mkdir(path, parents=True),  # type: ignore[arg-type]
+}
+
+
+def outside_snapshot(tree: CorpusTree, roots: RootSet) -> dict[str, object]:
+    """Everything in the corpus tree that lies outside ``roots`` (symlinks as their text, files as their
+    bytes), walked with a stack and never through a symlink."""
+    inside = [str(p) for p in roots.paths]
+
+    def under_a_root(path: str) -> bool:
+        return any(path == r or path.startswith(r.rstrip("/") + "/") for r in inside)
+
+    seen: dict[str, object] = {}
+    stack = [str(tree.base)]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                if under_a_root(entry.path):
+                    continue
+                if entry.is_symlink():
+                    seen[entry.path] = ("link", os.readlink(entry.path))
+                elif entry.is_dir():
+                    seen[entry.path] = "dir"
+                    stack.append(entry.path)
+                else:
+                    seen[entry.path] = Path(entry.path).read_bytes()
+    return seen
+
+
+def _tree_changing_params() -> Iterator[object]:
+    for case in CORPUS:
+        if case.roots in ("slash", "empty"):  # '/' has no outside to watch; no roots refuse before any I/O
+            continue
+        for op in TREE_CHANGING_OPERATIONS:
+            yield pytest.param(case, op, id=f"{op}:{case.id}")
+
+
+@pytest.mark.parametrize(("case", "op"), list(_tree_changing_params()))
+def test_corpus_row_through_a_tree_changing_operation(
+    case: CorpusCase, op: str, strategy: str, tmp_path: Path
+) -> None:
+    """Operations on the final name (remove, rename, write, mkdir) may act on a name inside a root that
+    contains() calls outside (a loop link is removable), so the row's ``ops`` column is not theirs; what
+    holds for every row: invalid input is InvalidPath, a refusal uses the row's sentence, and nothing
+    outside the roots is ever created, changed or removed."""
+    tree = build_tree(tmp_path)
+    roots = tree.rootsets[case.roots]
+    before = outside_snapshot(tree, roots)
+    try:
+        with roots:
+            TREE_CHANGING_OPERATIONS[op](roots, case.path_for(tree))
+        outcome: BaseException | None = None
+    except (RootsError, OSError) as exc:
+        outcome = exc
+    assert outside_snapshot(tree, roots) == before, f"{case.why}: {op} changed something outside"
+    if case.ops == "invalid":
+        assert type(outcome) is InvalidPath, (case.why, outcome)
+    elif type(outcome) is PathOutsideRoots:
+        assert OUTSIDE_SENTENCE in str(outcome) or COMES_BACK_SENTENCE in str(outcome), str(outcome)
 
 
 # --- deep trees: loops, not recursion -------------------------------------------------------------------
