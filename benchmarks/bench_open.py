@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mcp_roots import RootSet, _beneath
+from mcp_roots._sys import linux
 
 
 def main() -> None:
@@ -31,7 +32,7 @@ def main() -> None:
     parser.add_argument("--timer", choices=("cpu", "wall"), default="cpu")
     args = parser.parse_args()
     timer = time.process_time if args.timer == "cpu" else time.perf_counter
-    if _beneath._syscall is None:
+    if linux.OPENAT2 is None:
         sys.exit("openat2 is not available here (Linux x86_64/aarch64 only); nothing to compare")
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -50,7 +51,7 @@ def main() -> None:
 
         def realpath_check_open(p: Path) -> None:
             real = os.path.realpath(p)
-            if roots._lookup(real) is None:  # the same O(depth) index probe RootSet uses
+            if roots.root_above(real) is None:  # the same O(depth) index probe RootSet uses
                 raise PermissionError(real)
             open(real, "rb").close()
 
@@ -74,14 +75,12 @@ def main() -> None:
         best = {(label, i): float("inf") for label, _, _ in cases for i in (0, 1)}
         for _ in range(args.rounds):
             for label, fn, strategy in cases:
-                _beneath.use_openat2 = strategy == "openat2"
-                try:
+                # The documented test hook (MCP_ROOTS_RESOLVE chooses once per process otherwise).
+                with _beneath.forced(strategy):
                     for i, p in enumerate((shallow, deep)):
                         call = lambda fn=fn, p=p: fn(p)  # noqa: E731
                         seconds = timeit.Timer(call, timer=timer).timeit(args.calls)
                         best[label, i] = min(best[label, i], seconds / args.calls * 1e6)
-                finally:
-                    _beneath.use_openat2 = True
         rows = [(label, best[label, 0], best[label, 1]) for label, _, _ in cases]
         roots.close()
 

@@ -23,12 +23,16 @@ symlink to project), ``nested`` (only project/nested), ``both`` (project and pro
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from mcp_roots import RootSet
+from mcp_roots._beneath import forced
+from mcp_roots._sys import linux
+from mcp_roots._sys.posix import O_PATH_NATIVE
 
 INSIDE = "inside"
 OUTSIDE = "outside"
@@ -58,6 +62,24 @@ class Case:
     why: str
     roots: str = "main"
     canonical: str | None = None
+
+    @property
+    def ops(self) -> str:
+        """What every operation does with this row: ``allowed`` (it runs; it may fail as the OS would,
+        FileNotFoundError...), ``outside`` (the one refusal sentence), ``invalid``, ``comes-back`` (Go's
+        rule: '..' out of the root and back in is refused even though contains() says inside),
+        ``oserror`` (contains() says outside because the path cannot resolve, but it lies inside a root
+        and the OS error is what the operation reports) or ``no-roots``."""
+        found = OPERATION_OUTCOMES.get(self.why)
+        if found is not None:
+            return found
+        return {INSIDE: "allowed", OUTSIDE: "outside", INVALID: "invalid"}[self.expect]
+
+    @property
+    def reaches_outside(self) -> bool:
+        """The unconfined control (Go's alwaysFails): plain ``os.stat`` of this path reaches an existing
+        file outside the roots, so refusing it proves the guard stopped something real."""
+        return self.why in REACHES_OUTSIDE
 
     def path_for(self, tree: CorpusTree) -> object:
         if isinstance(self.path, str):
@@ -604,3 +626,122 @@ _TABLE: list[Case] = [
 ]
 
 CASES: list[Case] = _TABLE + _generated()
+
+
+# --- Resolution strategies (MCP_ROOTS_RESOLVE), for the tests that run under each --------------------------
+
+#: The strategies this machine can run: openat2 (where Linux has it), the O_PATH walk (where O_PATH
+#: exists) and the walk without O_PATH (what macOS and the BSDs get).
+STRATEGIES: list[str] = [
+    name
+    for name in ("openat2", "walk", "walk-no-opath")
+    if (name != "openat2" or linux.OPENAT2 is not None) and (name != "walk" or O_PATH_NATIVE)
+]
+
+
+@contextlib.contextmanager
+def strategy_in_force(name: str, *, self_check: bool = True) -> Iterator[str]:
+    """Resolve with ``name`` inside the block through the documented test hook (``_beneath.forced``), with
+    the self-check on by default: every openat2 answer is re-done by the walk and compared."""
+    with forced(name, self_check=self_check):
+        yield name
+
+
+#: The ``ops`` column where it differs from what ``expect`` implies (keyed by the row's ``why``, unique).
+OPERATION_OUTCOMES: dict[str, str] = {
+    "missing, out, back in": "comes-back",
+    "'..' inside the root spelling": "comes-back",
+    "'..' through an outside directory": "comes-back",
+    "'..' through a sibling": "comes-back",
+    "'..' through a missing name": "comes-back",
+    "a relative climb out and back": "comes-back",
+    "a relative path with no roots fails closed": "no-roots",
+    "relative to a file root: the file is not a directory": "oserror",
+    "out through a link, back in by name": "comes-back",
+    "a file used as a directory": "oserror",
+    "'..' after a file": "oserror",
+    "a file with a trailing separator": "oserror",
+    "a file with a trailing '.'": "oserror",
+    "a link to a file with a trailing separator": "oserror",
+    "a link to a file used as a directory": "oserror",
+    "out of and back into a symlinked root": "comes-back",
+    "a file as a directory is outside even under '/'": "oserror",
+    "below a file root": "oserror",
+    "a name longer than NAME_MAX cannot be looked up": "oserror",
+    "out at depth 0 and back in": "comes-back",
+    "out at depth 1 and back in": "comes-back",
+    "out at depth 2 and back in": "comes-back",
+    "out at depth 3 and back in": "comes-back",
+    "out at depth 4 and back in": "comes-back",
+    "'..' after the file": "oserror",
+    "'../..' after component 5": "oserror",
+    "'.' after the file": "oserror",
+    "out at depth 5 and back in": "comes-back",
+}
+
+#: The unconfined-control column: rows whose path, followed by plain ``os`` calls, reaches a file outside.
+REACHES_OUTSIDE: frozenset[str] = frozenset(
+    {
+        "the root's parent",
+        "the root's parent with a trailing separator",
+        "two levels up from a child",
+        "'..' to an outside file",
+        "'..' twice to an outside directory",
+        "a str subclass whose split() lies",
+        "'..' after a link is physical, not lexical",
+        "a link to an outside dir",
+        "a file through a link out",
+        "a link out with a trailing separator",
+        "'..' after a link out",
+        "an absolute link out",
+        "a link to '..'",
+        "a link to '..' then a sibling",
+        "a link to '/'",
+        "a link to a sibling prefix",
+        "a link whose target climbs out",
+        "a chain that ends outside",
+        "a link to /proc/self/root",
+        "through /proc/self/root",
+        "a link to /proc/self/cwd",
+        "a link to /proc/self/fd/0",
+        "a plain procfs link out",
+        "'..' after the root link is the link target's parent",
+        "out of a symlinked root",
+        "from the inner root to its parent",
+        "the outer root is not a root here",
+        "nested roots: outside both",
+        "beside the file root",
+        "no roots: an existing file",
+        "no roots: '/'",
+        "out at depth 0 into a sibling prefix",
+        "out at depth 1 into a sibling prefix",
+        "out at depth 2 into a sibling prefix",
+        "out at depth 3 into a sibling prefix",
+        "out at depth 4 into a sibling prefix",
+        "out at depth 5 into a sibling prefix",
+        "sibling prefix 'project2'",
+        "sibling prefix 'project2'/",
+        "sibling prefix 'project2'/x",
+        "sibling prefix 'project2'/../project2/x",
+        "sibling prefix 'project2'/../project/../project2",
+        "'..' into the sibling 'project2'",
+        "sibling prefix 'project_backup'",
+        "sibling prefix 'project_backup'/",
+        "sibling prefix 'project_backup'/../project2/x",
+        "sibling prefix 'project_backup'/../project/../project_backup",
+        "sibling prefix 'project.bak'",
+        "sibling prefix 'project.bak'/",
+        "sibling prefix 'project.bak'/../project2/x",
+        "sibling prefix 'project.bak'/../project/../project.bak",
+        "sibling prefix 'projectX'",
+        "sibling prefix 'projectX'/",
+        "sibling prefix 'projectX'/../project2/x",
+        "sibling prefix 'projectX'/../project/../projectX",
+        "sibling prefix 'Project'",
+        "sibling prefix 'Project'/",
+        "sibling prefix 'Project'/../project2/x",
+        "sibling prefix 'Project'/../project/../Project",
+        "10 x '..' to /etc/passwd",
+        "1000 x '..' to /etc/passwd",
+    }
+)

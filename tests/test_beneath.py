@@ -4,7 +4,6 @@ descriptor lifetime, nested and file roots, and contains()/resolve() through the
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import gc
 import logging
@@ -18,15 +17,18 @@ from pathlib import Path
 import pytest
 
 from mcp_roots import Entry, FileTooLarge, InvalidPath, PathOutsideRoots, RootSet, _beneath
-from mcp_roots._rootset import canonicalize
+from mcp_roots._beneath import canonicalize
+from mcp_roots._descriptors import MAX_OPEN_ROOTS
+from mcp_roots._fold import folding_for
+from mcp_roots._router import RootIndex
+from mcp_roots._sys import linux
+from tests.corpus import STRATEGIES, strategy_in_force
 
 
-@pytest.fixture(params=["openat2", "walk"])
-def strategy(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "openat2" and _beneath._syscall is None:  # pragma: no cover - not Linux x86_64/arm64
-        pytest.skip("openat2 is not available on this platform")
-    monkeypatch.setattr(_beneath, "use_openat2", request.param == "openat2")
-    return str(request.param)
+@pytest.fixture(params=STRATEGIES)
+def strategy(request: pytest.FixtureRequest) -> Iterator[str]:
+    with strategy_in_force(request.param) as name:
+        yield name
 
 
 @pytest.fixture
@@ -371,7 +373,7 @@ def test_replaced_root_sets_release_their_descriptors(tree: Path, strategy: str)
 
 
 def test_open_root_descriptors_are_bounded(tree: Path, strategy: str) -> None:
-    dirs = [tree / f"r{i}" for i in range(_beneath.MAX_OPEN_ROOTS + 30)]
+    dirs = [tree / f"r{i}" for i in range(MAX_OPEN_ROOTS + 30)]
     for d in dirs:
         d.mkdir()
         (d / "f").write_text(d.name)
@@ -379,7 +381,7 @@ def test_open_root_descriptors_are_bounded(tree: Path, strategy: str) -> None:
     roots = RootSet.from_paths(dirs)
     for d in dirs:
         assert roots.read_text(d / "f") == d.name
-    assert open_fds() <= baseline + _beneath.MAX_OPEN_ROOTS
+    assert open_fds() <= baseline + MAX_OPEN_ROOTS
     roots.close()
     assert open_fds() == baseline
 
@@ -387,23 +389,23 @@ def test_open_root_descriptors_are_bounded(tree: Path, strategy: str) -> None:
 # --- strategy fallback -----------------------------------------------------------------------------------
 
 
+@pytest.mark.skipif(linux.OPENAT2 is None, reason="openat2 is not available on this platform")
 def test_a_kernel_without_openat2_falls_back_to_the_walk_once(
     tree: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def refused(*args: object) -> int:
-        ctypes.set_errno(errno.ENOSYS)
-        return -1
-
-    monkeypatch.setattr(_beneath, "_syscall", refused)
-    monkeypatch.setattr(_beneath, "use_openat2", True)
-    roots = RootSet.from_paths([tree / "root"])
-    with caplog.at_level(logging.WARNING, logger="mcp_roots"):
-        assert roots.read_text("f") == "inside"
-        assert roots.read_text("f") == "inside"
-        os.symlink("../out/secret", tree / "root" / "esc")
-        with pytest.raises(PathOutsideRoots):
-            roots.read_text("esc")
-    assert _beneath.strategy() == "walk"
+    assert linux.OPENAT2 is not None
+    # The kernel's answer is faked on the syscall object (ENOSYS, as on Linux < 5.6), not on a module global.
+    monkeypatch.setattr(linux.OPENAT2, "beneath", lambda *args: -errno.ENOSYS)
+    with strategy_in_force("openat2", self_check=False):
+        roots = RootSet.from_paths([tree / "root"])
+        with caplog.at_level(logging.WARNING, logger="mcp_roots"):
+            assert roots.read_text("sub/../f") == "inside"
+            assert roots.read_text("sub/../f") == "inside"
+            os.symlink("../out/secret", tree / "root" / "esc")
+            with pytest.raises(PathOutsideRoots):
+                roots.read_text("esc")
+        assert _beneath.strategy().name == "walk"
+        roots.close()
     assert len([r for r in caplog.records if "openat2 is unavailable" in r.message]) == 1
 
 
@@ -458,7 +460,7 @@ def test_contains_and_resolve_agree_with_the_name_walk(tree: Path) -> None:
         text = str(path) if str(path).startswith("/") else str(root / path)
         try:
             canonical = canonicalize(text)
-            by_name = roots._lookup(canonical) is not None
+            by_name = roots.root_above(canonical) is not None
         except Exception:
             by_name, canonical = False, None
         assert with_descriptor == by_name, path
@@ -468,7 +470,7 @@ def test_contains_and_resolve_agree_with_the_name_walk(tree: Path) -> None:
 def test_contains_uses_one_descriptor_open_for_an_existing_path(
     tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if _beneath._syscall is None:  # pragma: no cover
+    if linux.OPENAT2 is None:  # pragma: no cover
         pytest.skip("openat2 is not available on this platform")
     (tree / "root" / "a" / "b").mkdir(parents=True)
     (tree / "root" / "a" / "b" / "c").write_text("x")
@@ -531,16 +533,17 @@ def test_innermost_root_matches_the_component_probe(tmp_path: Path) -> None:
     names = ["a", "ab", "a/b", "a/b/c", "abc/d", "x" * 30, "a/bc"]
     for name in names:
         (tmp_path / name).mkdir(parents=True, exist_ok=True)
-    roots = RootSet.from_paths([tmp_path / n for n in names])
+    index = RootIndex([f"{tmp_path}/{n}" for n in names], folding_for("linux"))
+    assert index.lengths, "the by-length probe is in use"
     probes = [
         f"{tmp_path}/{rest}"
         for rest in ["a", "a/", "a/b", "a/bx", "a/b/c/d", "ab/c", "abc", "abc/d/e", "a/bc/d", "x" * 31, "zz"]
     ]
     for text in [*probes, str(tmp_path), "/", "/x"]:
-        assert roots._innermost_root(text) == roots._lookup(text), text
-    everything = RootSet.from_paths(["/", tmp_path / "a"])
+        assert index.innermost_prefix(text) == index.above(text), text
+    everything = RootIndex(["/", f"{tmp_path}/a"], folding_for("linux"))
     for text in [*probes, "/", "/x"]:
-        assert everything._innermost_root(text) == everything._lookup(text), text
+        assert everything.innermost_prefix(text) == everything.above(text), text
 
 
 @pytest.mark.parametrize("suffix", ["f/", "./f/", "./f/.", "sub/../f/", "f/."])

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from mcp_roots import PathOutsideRoots, RootSet, _beneath
+from mcp_roots import PathOutsideRoots, RootSet
+from tests.corpus import STRATEGIES, strategy_in_force
 
 VICTIM_SECONDS = 0.5  # how long the operations are hammered, per strategy
 # The naive control stops at its first leak (usually within milliseconds), or after this long: generous,
@@ -116,12 +117,12 @@ def assert_never_leaks(strategy: str, read: Callable[[], bytes]) -> None:
 
 
 def strategies() -> list[str]:
-    return ["openat2", "walk"] if _beneath._syscall is not None else ["walk"]
+    return STRATEGIES
 
 
 @pytest.mark.skipif(platform.system() != "Linux", reason="renameat2 and /proc are Linux")
 def test_swapping_a_directory_with_an_escaping_symlink_never_leaks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     root, out = tmp_path / "root", tmp_path / "out"
     (root / "d").mkdir(parents=True)
@@ -130,24 +131,24 @@ def test_swapping_a_directory_with_an_escaping_symlink_never_leaks(
     (out / "f").write_bytes(b"OUTSIDE")
     os.symlink("../out", root / "x")  # swapped with d: d becomes a symlink out, and back
     target = root / "d" / "f"
-    roots = RootSet.from_paths([root])
     with attacker("exchange", root / "d", root / "x") as proc:
         control_must_leak(proc, target, root)
         for name in strategies():
-            monkeypatch.setattr(_beneath, "use_openat2", name == "openat2")
-            assert_never_leaks(name, lambda: roots.read_bytes(target))
+            with strategy_in_force(name, self_check=False):  # a race makes fast and slow differ, rightly
+                confined = RootSet.from_paths([root])
+                assert_never_leaks(name, lambda c=confined: c.read_bytes(target))
 
-            def through_open() -> bytes:
-                with roots.open(target, "rb") as f:
-                    return f.read()
+                def through_open(c: RootSet = confined) -> bytes:
+                    with c.open(target, "rb") as f:
+                        return f.read()
 
-            assert_never_leaks(name, through_open)
-    roots.close()
+                assert_never_leaks(name, through_open)
+                confined.close()
 
 
 @pytest.mark.skipif(platform.system() != "Linux", reason="renameat2 and /proc are Linux")
 def test_a_directory_moved_out_mid_lookup_never_leads_outside(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     """``d/s1/.../s40/../../...../f`` names root/f. If d moves out of the root while the lookup is deep
     inside it, a lookup that takes '..' physically climbs to d's new parent and reads the outside f."""
@@ -162,10 +163,10 @@ def test_a_directory_moved_out_mid_lookup_never_leads_outside(
     (out / "f").write_bytes(b"OUTSIDE")
     rel = "d/" + "/".join(f"s{i}" for i in range(depth)) + "/.." * (depth + 1) + "/f"
     target = root / rel
-    roots = RootSet.from_paths([root])
     with attacker("move", root / "d", out / "d") as proc:
         control_must_leak(proc, target, root)
         for name in strategies():
-            monkeypatch.setattr(_beneath, "use_openat2", name == "openat2")
-            assert_never_leaks(name, lambda: roots.read_bytes(target))
-    roots.close()
+            with strategy_in_force(name, self_check=False):
+                confined = RootSet.from_paths([root])
+                assert_never_leaks(name, lambda c=confined: c.read_bytes(target))
+                confined.close()

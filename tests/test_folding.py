@@ -1,5 +1,5 @@
 """How paths are compared on each platform, proven on this Linux host with the platform's fold function
-and RootSets built with it (RootSet._build(..., platform)).
+and RootSets built with it (RootSet(..., platform=...)).
 
 Linux compares bytes exactly. macOS (APFS/HFS+ default) folds case and Unicode normalization; Windows (NTFS)
 folds case one character to one and treats '/' and '\\' alike. Both folds are "simple" (one character to one
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mcp_roots import RootSet
-from mcp_roots._rootset import fold_for
+from mcp_roots._fold import folding_for
 
 NFC = "caf\u00e9"
 NFD = "cafe\u0301"
@@ -47,13 +47,13 @@ FOLDS = [
 
 @pytest.mark.parametrize(("platform", "a", "b", "same"), FOLDS)
 def test_fold_for_platform(platform: str, a: str, b: str, same: bool) -> None:
-    fold = fold_for(platform)
+    fold = folding_for(platform).key
     assert (fold(a) == fold(b)) is same
 
 
 @pytest.mark.parametrize("platform", ["linux", "darwin", "win32"])
 def test_folds_keep_separators_and_are_idempotent(platform: str) -> None:
-    fold = fold_for(platform)
+    fold = folding_for(platform).key
     for text in ["/a/B/c", f"/{NFC}/{NFD}/\u00df/\u1e9e", "/\u0130stanbul/\u03a3"]:
         once = fold(text)
         assert fold(once) == once
@@ -67,7 +67,7 @@ def _build(tmp_path: Path, platform: str) -> RootSet:
     (tmp_path / "Project2").mkdir()
     (tmp_path / NFC).mkdir()
     linux = RootSet.from_paths([tmp_path / "Project", tmp_path / NFC])
-    return RootSet._build(linux.roots, "test", platform)
+    return RootSet(linux.roots, source="test", platform=platform)
 
 
 # (relative path, inside on linux, darwin, win32)

@@ -7,22 +7,24 @@ from __future__ import annotations
 import errno
 import gc
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from mcp_roots import InvalidPath, RootSet, _beneath
-from mcp_roots._rootset import canonicalize
+from mcp_roots._beneath import canonicalize
+from mcp_roots._descriptors import open_root
+from mcp_roots._sys import linux
+from tests.corpus import STRATEGIES, strategy_in_force
 
-needs_openat2 = pytest.mark.skipif(_beneath._syscall is None, reason="openat2 is not available here")
+needs_openat2 = pytest.mark.skipif(linux.OPENAT2 is None, reason="openat2 is not available here")
 
 
-@pytest.fixture(params=["openat2", "walk"])
-def strategy(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "openat2" and _beneath._syscall is None:  # pragma: no cover - not Linux x86_64/arm64
-        pytest.skip("openat2 is not available on this platform")
-    monkeypatch.setattr(_beneath, "use_openat2", request.param == "openat2")
-    return str(request.param)
+@pytest.fixture(params=STRATEGIES)
+def strategy(request: pytest.FixtureRequest) -> Iterator[str]:
+    with strategy_in_force(request.param) as name:
+        yield name
 
 
 def open_fds() -> int:
@@ -95,8 +97,9 @@ def test_o_nonblock_stays_only_where_it_changes_nothing(tmp_path: Path) -> None:
         assert os.get_blocking(f.fileno())
     with roots.open(tmp_path / "w", "rb", buffering=0) as f:  # the builtin's path: blocking too
         assert os.get_blocking(f.fileno())
-    descriptor = roots._descriptors.get(str(tmp_path))
-    on_plain = _beneath.filesystem_type(descriptor.fd) in _beneath.PLAIN_FILESYSTEMS
+    descriptor = open_root(str(tmp_path))
+    on_plain = linux.filesystem_type(descriptor.fd) in linux.PLAIN_FILESYSTEMS
+    os.close(descriptor.fd)
     assert descriptor.plain_dev == (os.stat(tmp_path).st_dev if on_plain else -1)
     with roots.open(tmp_path / "w", "rb") as f:
         assert os.get_blocking(f.fileno()) is not on_plain
@@ -124,7 +127,7 @@ def test_lookup_without_symlinks_refuses_every_symlink(tmp_path: Path) -> None:
 def by_name(roots: RootSet, path: Path) -> bool:
     """The reference answer: the name-by-name walk, then the index."""
     try:
-        return roots._lookup(canonicalize(str(path))) is not None
+        return roots.root_above(canonicalize(str(path))) is not None
     except Exception:
         return False
 
@@ -166,9 +169,7 @@ def test_a_moved_root_is_judged_by_name_as_the_walk_judges_it(tmp_path: Path) ->
 
 
 @needs_openat2
-def test_fast_contains_agrees_with_the_walk_on_shapes_of_paths(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_fast_contains_agrees_with_the_walk_on_shapes_of_paths(tmp_path: Path) -> None:
     (tmp_path / "root" / ".git" / "objects").mkdir(parents=True)
     (tmp_path / "root" / "f").write_text("x")
     (tmp_path / "root" / "..f").write_text("x")
@@ -198,9 +199,10 @@ def test_fast_contains_agrees_with_the_walk_on_shapes_of_paths(
         "/",
     ]
     fast = {shape: (roots.contains(shape), _resolved(roots, shape)) for shape in shapes}
-    monkeypatch.setattr(_beneath, "use_openat2", False)  # the name walk only
-    for shape in shapes:
-        assert fast[shape] == (roots.contains(shape), _resolved(roots, shape)), shape
+    with strategy_in_force("walk-no-opath"):  # the name walk only
+        slow = RootSet.from_paths([tmp_path / "root"])
+        for shape in shapes:
+            assert fast[shape] == (slow.contains(shape), _resolved(slow, shape)), shape
 
 
 def _resolved(roots: RootSet, path: str) -> str | None:
@@ -213,11 +215,42 @@ def _resolved(roots: RootSet, path: str) -> str | None:
 def test_plain_filesystem_numbers_are_statfs_magics() -> None:
     fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
     try:
-        kind = _beneath.filesystem_type(fd)
+        kind = linux.filesystem_type(fd)
     finally:
         os.close(fd)
-    if _beneath._fstatfs is None:  # pragma: no cover - not Linux x86_64/arm64
+    if kind is None:  # pragma: no cover - not Linux x86_64/arm64
         assert kind is None
     else:
         assert kind == 0x9FA0  # PROC_SUPER_MAGIC: procfs is not a plain filesystem
-        assert kind not in _beneath.PLAIN_FILESYSTEMS
+        assert kind not in linux.PLAIN_FILESYSTEMS
+
+
+# --- the self-check mode (cap-std's racy_asserts) ----------------------------------------------------------
+
+
+@needs_openat2
+def test_the_self_check_catches_a_fast_path_that_opens_the_wrong_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control for every self-checked test: a fast path that lies is caught by the walk."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f").write_text("right")
+    (tmp_path / "wrong").write_text("wrong")
+    assert linux.OPENAT2 is not None
+    honest = linux.OPENAT2.beneath
+
+    def lying(dirfd: int, path: bytes, flags: int, mode: int) -> int:
+        if path == b"a/f":
+            path = b"wrong"
+        return honest(dirfd, path, flags, mode)
+
+    monkeypatch.setattr(linux.OPENAT2, "beneath", lying)
+    with strategy_in_force("openat2", self_check=False):
+        roots = RootSet.from_paths([tmp_path])
+        assert roots.read_text("a/f") == "wrong", "without the self-check the lie goes through"
+        roots.close()
+    with strategy_in_force("openat2", self_check=True):
+        roots = RootSet.from_paths([tmp_path])
+        with pytest.raises(AssertionError, match="self-check"):
+            roots.read_text("a/f")
+        roots.close()

@@ -1,55 +1,134 @@
-"""Race-free file operations relative to a directory descriptor: nothing opened here can leave it.
+"""Portable fd-relative algorithms: open beneath a directory descriptor, the component walk, the name walk
+(canonicalize), atomic write, iterative remove. Nothing opened here can leave the directory it starts from.
 
-Linux >= 5.6 resolves a path in one step with ``openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)``;
-elsewhere (or where seccomp refuses openat2) a component walk with ``O_NOFOLLOW`` keeps a stack of directory
-descriptors, so ``..`` pops the stack and never opens a physical parent. Synchronous stdlib code only.
+The strategy is chosen once at import: ``openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`` where Linux has
+it, else the walk; ``MCP_ROOTS_RESOLVE=openat2|walk|walk-no-opath`` forces one (``walk-no-opath`` is what
+macOS and the BSDs get). ``MCP_ROOTS_SELF_CHECK=1`` re-does every fast-path answer by the walk and compares.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import fcntl
 import logging
 import os
-import platform
+import posixpath
 import secrets
 import stat
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._errors import PathOutsideRoots
+from ._pathtext import SYMLOOP_MAX, cut_to_bytes, file_kind
+from ._sys import linux
+from ._sys.posix import O_CLOEXEC as O_CLOEXEC  # re-exported: broker/_host.py lists directories with it
+from ._sys.posix import O_CREAT, O_DIRECTORY, O_NONBLOCK, O_PATH_NATIVE, O_TMPFILE, SYMLINK_ERRNOS
+from ._sys.posix import O_NOFOLLOW as O_NOFOLLOW  # re-exported, as O_CLOEXEC
 
 __all__ = ["Entry"]
 
 logger = logging.getLogger("mcp_roots")
 
-O_PATH: int = getattr(os, "O_PATH", 0)  # 0 (O_RDONLY) where the platform has no O_PATH
-O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
-O_NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
-O_DIRECTORY: int = getattr(os, "O_DIRECTORY", 0)
-O_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
-O_TMPFILE: int = getattr(os, "O_TMPFILE", 0)
-O_CREAT: int = os.O_CREAT
-DIR_FLAGS = O_PATH | O_DIRECTORY | O_CLOEXEC  # a directory used only as dir_fd
-LIST_FLAGS = os.O_RDONLY | O_DIRECTORY | O_CLOEXEC  # a directory we read entries from
-
-AT_FDCWD = -100
-RESOLVE_NO_MAGICLINKS = 0x02
-RESOLVE_NO_SYMLINKS = 0x04
-RESOLVE_BENEATH = 0x08
-SYMLOOP_MAX = 40
-# openat2 answers EAGAIN when a rename or mount raced a '..' step; after this many in a row the walk takes
-# over for that call (it needs no retry: it never looks at a physical parent).
+#: A directory we read entries from (never O_PATH: getdents needs a readable descriptor).
+LIST_FLAGS = os.O_RDONLY | O_DIRECTORY | O_CLOEXEC
+#: openat2 answers EAGAIN when a rename or mount raced a '..' step; after this many in a row the walk
+#: takes over for that call (it needs no retry: it never looks at a physical parent).
 EAGAIN_RETRIES = 64
 
-_PROC_DEV: int | None
-try:
-    _PROC_DEV = os.stat("/proc").st_dev if sys.platform.startswith("linux") else None
-except OSError:  # pragma: no cover - no procfs mounted
-    _PROC_DEV = None
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+
+ENV_RESOLVE = "MCP_ROOTS_RESOLVE"
+ENV_SELF_CHECK = "MCP_ROOTS_SELF_CHECK"
+STRATEGY_NAMES = ("openat2", "walk", "walk-no-opath")
+
+
+# --- The strategy, chosen once ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """How paths are resolved beneath a descriptor in this process.
+
+    ``openat2`` is the system call (None: the walk only); ``o_path`` is O_PATH or 0 where the walk uses
+    plain read-only descriptors (no O_PATH: macOS, the BSDs, ``walk-no-opath``)."""
+
+    name: str
+    openat2: linux.Openat2 | None
+    o_path: int
+
+    @property
+    def dir_flags(self) -> int:
+        """A directory used only as ``dir_fd``."""
+        return (self.o_path or os.O_RDONLY) | O_DIRECTORY | O_CLOEXEC
+
+    @property
+    def probe_flags(self) -> int:
+        """Anything opened only to be fstat'ed: O_PATH, or read-only and non-blocking (a FIFO)."""
+        return self.o_path or (os.O_RDONLY | O_NONBLOCK)
+
+
+def _strategy_named(name: str) -> Strategy:
+    if name == "openat2" and linux.OPENAT2 is not None:
+        return Strategy("openat2", linux.OPENAT2, O_PATH_NATIVE)
+    if name == "walk-no-opath":
+        return Strategy("walk-no-opath", None, 0)
+    return Strategy("walk" if O_PATH_NATIVE else "walk-no-opath", None, O_PATH_NATIVE)
+
+
+def _initial_strategy() -> Strategy:
+    wanted = os.environ.get(ENV_RESOLVE, "")
+    if wanted and wanted not in STRATEGY_NAMES:
+        logger.warning(
+            "%s=%r is not one of %s; choosing the resolution strategy as if it were unset",
+            ENV_RESOLVE,
+            wanted,
+            ", ".join(STRATEGY_NAMES),
+        )
+        wanted = ""
+    chosen = _strategy_named(wanted or "openat2")
+    if wanted and chosen.name != wanted:
+        logger.warning("%s=%s is not available here; using %s", ENV_RESOLVE, wanted, chosen.name)
+    return chosen
+
+
+_active: Strategy = _initial_strategy()
+_self_check: bool = os.environ.get(ENV_SELF_CHECK, "") not in ("", "0")
+
+
+def strategy() -> Strategy:
+    """The resolution strategy in force (see the module docstring)."""
+    return _active
+
+
+def _fall_back(why: str) -> None:
+    """openat2 was refused by the kernel (ENOSYS) or a seccomp filter (EPERM): walk from now on."""
+    global _active
+    if _active.openat2 is not None:
+        _active = Strategy("walk", None, _active.o_path)
+        logger.warning("openat2 is unavailable (%s); using the O_NOFOLLOW component walk instead", why)
+
+
+@contextlib.contextmanager
+def forced(name: str, *, self_check: bool = False) -> Iterator[Strategy]:
+    """Test hook: resolve with the strategy ``name`` (and ``self_check``) inside the block, as
+    ``MCP_ROOTS_RESOLVE`` / ``MCP_ROOTS_SELF_CHECK`` would for a whole process. Not thread-safe; for tests
+    only (descriptors opened under one strategy are not re-opened: use a fresh RootSet inside)."""
+    global _active, _self_check
+    if name not in STRATEGY_NAMES:
+        raise ValueError(f"unknown strategy {name!r}; expected one of {', '.join(STRATEGY_NAMES)}")
+    saved = _active, _self_check
+    _active, _self_check = _strategy_named(name), self_check
+    try:
+        yield _active
+    finally:
+        _active, _self_check = saved
+
+
+def self_checking() -> bool:
+    """Whether fast-path answers are re-done by the walk and compared (``MCP_ROOTS_SELF_CHECK``)."""
+    return _self_check
 
 
 # --- Outcomes the callers map to public errors ---------------------------------------------------------
@@ -68,104 +147,20 @@ class NotRegularFile(Exception):
         self.kind = kind
 
 
-def file_kind(mode: int) -> str:
-    """A short human name of a file type: 'a FIFO', 'a socket'..."""
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    return "not a regular file"
+class Unresolvable(Exception):
+    """Internal: the path cannot be resolved by name (loop, file used as directory, magic link, I/O
+    error); ``why`` says which, for the log."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
 
 
-def _oserror(code: int) -> OSError:
-    return OSError(code, os.strerror(code))
+def oserror(code: int, filename: str | None = None) -> OSError:
+    return OSError(code, os.strerror(code), filename)
 
 
-# --- openat2 through ctypes ------------------------------------------------------------------------------
-
-
-class _OpenHow(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
-
-
-_OPENAT2_NR = {"x86_64": 437, "aarch64": 437}.get(platform.machine()) if sys.platform == "linux" else None
-
-
-def _load_libc() -> tuple[ctypes._CFuncPtr | None, ctypes._CFuncPtr | None]:  # type: ignore[name-defined]
-    """libc's ``syscall`` (bound for openat2) and ``fstatfs``, on the Linux machines we know openat2's
-    number for; (None, None) elsewhere."""
-    if _OPENAT2_NR is None:
-        return None, None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        syscall, fstatfs = libc.syscall, libc.fstatfs
-    except (OSError, AttributeError):  # pragma: no cover - no libc syscall()
-        return None, None
-    # No argtypes: converting through them costs ~0.7 us a call, a third of what the call itself costs
-    # in Python. Every call site passes small ints (C int, which libffi sign-extends to the register
-    # width), bytes (char *) and a ctypes.byref pointer, which ctypes passes as they are.
-    syscall.restype = ctypes.c_long
-    fstatfs.restype = ctypes.c_int
-    fstatfs.argtypes = [ctypes.c_int, ctypes.c_void_p]
-    return syscall, fstatfs
-
-
-_syscall, _fstatfs = _load_libc()
-_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
-_HOW_SIZE = ctypes.sizeof(_OpenHow)
-# One prebuilt open_how (and the pointer ctypes passes for it) per (flags, mode, resolve): an openat2 call
-# then allocates nothing but the encoded path. The combinations in use are few (the callers' flags).
-_hows: dict[tuple[int, int, int], tuple[_OpenHow, object]] = {}
-
-#: True while openat2 is in use; flipped to False once per process when the kernel (ENOSYS) or a seccomp
-#: filter (EPERM) refuses it. Tests set it to False to force the walk.
-use_openat2: bool = _syscall is not None
-
-
-def strategy() -> str:
-    """The resolution strategy this process uses: ``"openat2"`` or ``"walk"``."""
-    return "openat2" if use_openat2 else "walk"
-
-
-_BENEATH = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS
-
-
-def _how(flags: int, mode: int, resolve: int = _BENEATH) -> object:
-    """The ctypes pointer to a prebuilt ``open_how`` for these fields."""
-    key = (flags, mode, resolve)
-    found = _hows.get(key)
-    if found is None:
-        how = _OpenHow(flags, mode, resolve)
-        found = _hows[key] = (how, ctypes.byref(how))  # the pointer object keeps ``how`` alive
-    return found[1]
-
-
-_NO_SYMLINKS = _how(O_PATH | O_CLOEXEC, 0, RESOLVE_NO_SYMLINKS)
-
-
-def _openat2_refused(dirfd: int) -> bool:
-    """After an EPERM: does openat2 refuse even a harmless call (seccomp), or was the EPERM genuine?"""
-    assert _syscall is not None
-    fd = _syscall(_OPENAT2_NR, dirfd, b".", _how(O_PATH | O_CLOEXEC, 0), _HOW_SIZE)
-    if fd >= 0:
-        os.close(fd)
-        return False
-    return ctypes.get_errno() in (errno.EPERM, errno.ENOSYS)
-
-
-def _stop_openat2(why: str) -> None:
-    global use_openat2
-    if use_openat2:
-        use_openat2 = False
-        logger.warning("openat2 is unavailable (%s); using the O_NOFOLLOW component walk instead", why)
+# --- Open beneath ----------------------------------------------------------------------------------------
 
 
 def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
@@ -178,83 +173,97 @@ def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
     flags |= O_CLOEXEC
     if mode and not (flags & O_CREAT or (O_TMPFILE and flags & O_TMPFILE == O_TMPFILE)):
         mode = 0
-    if "/" not in rel and rel not in ("", ".", "..") and not flags & O_PATH:
+    if "/" not in rel and rel not in ("", ".", "..") and not (O_PATH_NATIVE and flags & O_PATH_NATIVE):
         # One plain name: an openat with O_NOFOLLOW cannot leave dirfd, and costs less than openat2
         # through ctypes. A symlink there (ELOOP; ENOTDIR or EMLINK on some systems) takes the full path.
         try:
             return os.open(rel, flags | O_NOFOLLOW, mode, dir_fd=dirfd)
         except OSError as exc:
-            if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) or flags & O_NOFOLLOW:
+            if exc.errno not in SYMLINK_ERRNOS or flags & O_NOFOLLOW:
                 raise
-    if use_openat2 and _syscall is not None:
-        found = _hows.get((flags, mode, _BENEATH))
-        how = found[1] if found is not None else _how(flags, mode)
+    current = _active
+    if current.openat2 is not None:
         path = rel.encode(_FS_ENCODING, _FS_ERRORS) if rel else b"."
-        fd: int = _syscall(_OPENAT2_NR, dirfd, path, how, _HOW_SIZE)
+        fd = current.openat2.beneath(dirfd, path, flags, mode)
         retries = EAGAIN_RETRIES - 1
         while fd < 0:
-            code = ctypes.get_errno()
+            code = -fd
             if code in (errno.EAGAIN, errno.EINTR):
                 if not retries:
                     break
                 retries -= 1
-                fd = _syscall(_OPENAT2_NR, dirfd, path, how, _HOW_SIZE)
+                fd = current.openat2.beneath(dirfd, path, flags, mode)
                 continue
             if code == errno.EXDEV:
+                if _self_check:
+                    _check_escape(dirfd, rel, flags)
                 raise Escape(rel)
-            if code == errno.ENOSYS or (code == errno.EPERM and _openat2_refused(dirfd)):
-                _stop_openat2(os.strerror(code))
+            if code == errno.ENOSYS or (code == errno.EPERM and current.openat2.refused(dirfd)):
+                _fall_back(os.strerror(code))
                 break
             if code == errno.ENOTDIR and rel in ("", ".", "/"):
-                return _reopen_self(dirfd, flags, mode)
-            raise _oserror(code)
+                return reopen_self(dirfd, flags, mode)
+            raise oserror(code)
         else:
+            if _self_check and not (O_TMPFILE and flags & O_TMPFILE == O_TMPFILE):
+                _check_same(dirfd, rel, flags, fd)
             return fd
     return walk_open(dirfd, rel, flags, mode)
 
 
-def lookup_without_symlinks(path: str) -> int:
-    """Look the absolute ``path`` up by name from ``/`` refusing every symlink on the way
-    (``openat2(AT_FDCWD, path, O_PATH, RESOLVE_NO_SYMLINKS)``) and return 0 when it exists, else the errno
-    (ELOOP: a component is a symlink; ENOSYS: openat2 is not usable here).
+def _check_same(dirfd: int, rel: str, flags: int, fd: int) -> None:
+    """Self-check (cap-std's racy_asserts): the walk must reach the inode openat2 returned."""
+    probe = _active.probe_flags | (flags & (O_NOFOLLOW | O_DIRECTORY))
+    try:
+        other = walk_open(dirfd, rel, probe)
+    except (OSError, Escape) as exc:
+        os.close(fd)
+        raise AssertionError(f"self-check: openat2 opened {rel!r} but the walk says {exc!r}") from None
+    try:
+        fast, slow = os.fstat(fd), os.fstat(other)
+    finally:
+        os.close(other)
+    if (fast.st_dev, fast.st_ino) != (slow.st_dev, slow.st_ino):
+        os.close(fd)
+        raise AssertionError(f"self-check: openat2 and the walk opened different files for {rel!r}")
 
-    Success means: every component exists, every non-final one is a directory, and none is a symlink;
-    so ``path`` (absolute, without '.', '..' or empty components) is its own canonical form right now.
-    """
-    if _syscall is None:
-        return errno.ENOSYS
-    fd: int = _syscall(_OPENAT2_NR, AT_FDCWD, path.encode(_FS_ENCODING, _FS_ERRORS), _NO_SYMLINKS, _HOW_SIZE)
-    if fd < 0:
-        return ctypes.get_errno() or errno.EIO
-    os.close(fd)
-    return 0
+
+def _check_escape(dirfd: int, rel: str, flags: int) -> None:
+    """Self-check: openat2 refused ``rel`` as an escape; the walk must refuse it too."""
+    try:
+        other = walk_open(dirfd, rel, _active.probe_flags | (flags & (O_NOFOLLOW | O_DIRECTORY)))
+    except Escape:
+        return
+    except OSError:
+        return  # the walk stops earlier (a missing name before the escaping link): no file was reached
+    os.close(other)
+    raise AssertionError(f"self-check: openat2 refused {rel!r} as an escape but the walk opened it")
 
 
-def _reopen_self(fd: int, flags: int, mode: int) -> int:
-    """Open what ``fd`` (an O_PATH descriptor of a file root) refers to, with real access flags."""
+def reopen_self(fd: int, flags: int, mode: int) -> int:
+    """Open what ``fd`` (a descriptor of a root) refers to, with real access flags."""
     if stat.S_ISDIR(os.fstat(fd).st_mode):
         return os.open(".", flags, mode, dir_fd=fd)
-    # The /proc/self/fd link re-opens the very inode the descriptor holds: no name is looked up again.
-    return os.open(f"/proc/self/fd/{fd}", flags & ~O_CREAT, mode)
+    # A file root: re-open the very inode the descriptor holds; no name is looked up again.
+    return os.open(linux.reopen_path(fd), flags & ~O_CREAT, mode)
 
 
-# --- The walk ----------------------------------------------------------------------------------------------
-
-
-def _is_magic(dirfd: int, name: str, target: str) -> bool:
-    if _PROC_DEV is None:
-        return False
+def _magic(dirfd: int, name: str, target: str) -> bool:
     try:
-        st = os.lstat(name, dir_fd=dirfd)
+        st_dev: int | None = os.lstat(name, dir_fd=dirfd).st_dev
     except OSError:
-        return True
-    return st.st_dev == _PROC_DEV and (target.startswith("/") or ":" in target)
+        st_dev = None
+    return linux.is_magic_link(st_dev, target)
 
 
 def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
-    """The portable twin of :func:`open_beneath`: one component at a time, ``O_NOFOLLOW``, a stack of
-    directory descriptors. Same contract."""
+    """The portable twin of :func:`open_beneath` (Go's ``rootOpenDir`` walk): one component at a time with
+    ``O_NOFOLLOW``, middle components opened ``O_DIRECTORY`` (never blocking on a FIFO), a stack of
+    directory descriptors so ``..`` pops it and never opens a physical parent, and every symlink read with
+    ``readlinkat`` and followed under the same ``..`` rule. Same contract."""
     flags |= O_CLOEXEC
+    o_path = _active.o_path
+    middle_flags = (o_path or (os.O_RDONLY | O_NONBLOCK)) | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
     follow_last = not flags & O_NOFOLLOW
     trailing_slash = rel.endswith("/")
     pending = [c for c in reversed(rel.split("/")) if c and c != "."]
@@ -269,39 +278,39 @@ def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
                     raise Escape(rel)
                 os.close(stack.pop())
                 continue
-            last = not pending and not trailing_slash
-            if last:
+            if not pending and not trailing_slash:
                 failure: OSError | None = None
                 try:
                     fd = os.open(name, flags | O_NOFOLLOW, mode, dir_fd=cur)
                 except OSError as exc:
-                    if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                    if exc.errno not in SYMLINK_ERRNOS:
                         raise
                     fd, failure = -1, exc
-                if fd >= 0 and not (flags & O_PATH and stat.S_ISLNK(os.fstat(fd).st_mode)):
+                if fd >= 0 and not (o_path and flags & o_path and stat.S_ISLNK(os.fstat(fd).st_mode)):
                     return fd
                 if fd >= 0:
                     os.close(fd)
                 try:
                     target = os.readlink(name, dir_fd=cur)
                 except OSError:
-                    raise (failure or _oserror(errno.ENOTDIR)) from None
+                    raise (failure or oserror(errno.ENOTDIR)) from None
                 if not follow_last:
-                    raise _oserror(errno.ELOOP)
+                    raise oserror(errno.ELOOP)
                 trailing_slash = target.endswith("/")
             else:
-                fd = os.open(name, (O_PATH or os.O_RDONLY) | O_NOFOLLOW | O_CLOEXEC, dir_fd=cur)
-                kind = os.fstat(fd).st_mode
-                if stat.S_ISDIR(kind):
-                    stack.append(fd)
+                try:
+                    stack.append(os.open(name, middle_flags, dir_fd=cur))
                     continue
-                os.close(fd)
-                if not stat.S_ISLNK(kind):
-                    raise _oserror(errno.ENOTDIR)
-                target = os.readlink(name, dir_fd=cur)
+                except OSError as exc:
+                    if exc.errno not in SYMLINK_ERRNOS:
+                        raise
+                    try:
+                        target = os.readlink(name, dir_fd=cur)
+                    except OSError:
+                        raise exc from None  # not a symlink: a file or FIFO used as a directory
             hops += 1
-            if hops > SYMLOOP_MAX or _is_magic(cur, name, target):
-                raise _oserror(errno.ELOOP)
+            if hops > SYMLOOP_MAX or _magic(cur, name, target):
+                raise oserror(errno.ELOOP)
             if target.startswith("/"):
                 raise Escape(rel)
             pending.extend(c for c in reversed(target.split("/")) if c and c != ".")
@@ -311,159 +320,117 @@ def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
         try:
             return os.open(".", flags, mode, dir_fd=cur)
         except NotADirectoryError:  # pragma: no cover - dirfd is a file root
-            return _reopen_self(cur, flags, mode)
+            return reopen_self(cur, flags, mode)
     finally:
         for fd in stack:
             os.close(fd)
 
 
-# --- Root descriptors --------------------------------------------------------------------------------------
+def lookup_without_symlinks(path: str) -> int:
+    """Look the absolute ``path`` up by name from ``/`` refusing every symlink on the way and return 0 when
+    it exists, else the errno (ELOOP: a component is a symlink; ENOSYS: openat2 is not in use).
+
+    Success means: every component exists, every non-final one is a directory, and none is a symlink;
+    so ``path`` (absolute, without '.', '..' or empty components) is its own canonical form right now.
+    """
+    current = _active
+    if current.openat2 is None:
+        return errno.ENOSYS
+    return current.openat2.no_symlinks(path)
 
 
-def open_root(path: str) -> Descriptor:
-    """Open the canonical root ``path`` one component at a time from ``/`` with ``O_NOFOLLOW``: a root
-    whose path now contains a symlink was replaced since it was canonicalized, and is refused."""
-    fd = os.open("/", (O_PATH or os.O_RDONLY) | O_DIRECTORY | O_CLOEXEC)
-    try:
-        for name in [c for c in path.split("/") if c]:
-            nfd = os.open(name, (O_PATH or os.O_RDONLY) | O_NOFOLLOW | O_CLOEXEC, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-            mode = os.fstat(fd).st_mode
-            if stat.S_ISLNK(mode):
-                raise PathOutsideRoots(
-                    f"Access denied: the root {path!r} was replaced (a component is now a symlink)"
-                )
-        st = os.fstat(fd)
-        mode = st.st_mode
-        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-            raise PathOutsideRoots(f"Access denied: the root {path!r} is now {file_kind(mode)}")
-        plain_dev = st.st_dev if filesystem_type(fd) in PLAIN_FILESYSTEMS else -1
-        return Descriptor(fd, stat.S_ISDIR(mode), plain_dev)
-    except BaseException:
-        os.close(fd)
-        raise
+# --- The name walk ---------------------------------------------------------------------------------------
 
 
-# Filesystems (statfs f_type) whose regular files are read and written through the page cache: there
-# O_NONBLOCK changes nothing for read(2)/write(2) (only RWF_NOWAIT or io_uring make such I/O non-blocking),
-# unlike FUSE, procfs, sysfs, debugfs/tracefs or network filesystems, which may honour it.
-PLAIN_FILESYSTEMS = frozenset(
-    {
-        0xEF53,  # ext2, ext3, ext4
-        0x58465342,  # xfs
-        0x9123683E,  # btrfs
-        0x01021994,  # tmpfs
-        0x858458F6,  # ramfs
-        0xF2F52010,  # f2fs
-    }
-)
+def canonicalize(path: str) -> str:
+    """Return the canonical form of an absolute POSIX ``path``.
 
-
-def filesystem_type(fd: int) -> int | None:
-    """statfs ``f_type`` of the filesystem ``fd`` is on (Linux), or None."""
-    if _fstatfs is None:
-        return None
-    buf = ctypes.create_string_buffer(256)  # struct statfs is 120 bytes on x86_64 and aarch64
-    if _fstatfs(fd, buf) != 0:
-        return None
-    return ctypes.c_long.from_buffer(buf).value
-
-
-class Descriptor:
-    """An owned descriptor, closed when the last reference goes: an operation in another thread that still
-    holds it keeps the number from being reused under it.
-
-    ``plain_dev`` is the root's st_dev when its filesystem is one of PLAIN_FILESYSTEMS, else -1. While the
-    descriptor is open it pins that filesystem, so its device number cannot be handed to another mount: a
-    file with the same st_dev is on the same (plain) filesystem."""
-
-    __slots__ = ("fd", "is_dir", "plain_dev")
-
-    def __init__(self, fd: int, is_dir: bool, plain_dev: int = -1) -> None:
-        self.fd = fd
-        self.is_dir = is_dir
-        self.plain_dev = plain_dev
-
-    def __del__(self) -> None:
-        # TypeError: the os module is already torn down at interpreter exit.
-        with contextlib.suppress(OSError, TypeError):
-            os.close(self.fd)
-
-
-#: At most this many root descriptors stay open per RootSet (the oldest is dropped first): a set of
-#: 10,000 roots must not exhaust RLIMIT_NOFILE.
-MAX_OPEN_ROOTS = 64
-
-
-class RootDescriptors:
-    """The lazily opened descriptors of one RootSet's roots, keyed by canonical root path."""
-
-    __slots__ = ("_open", "lengths")
-
-    def __init__(self) -> None:
-        self._open: dict[str, Descriptor] = {}
-        # The distinct lengths of the root paths, longest first, set by RootSet when it is built (it is
-        # frozen; this holder is its per-set scratch space).
-        self.lengths: tuple[int, ...] = ()
-
-    def get(self, path: str) -> Descriptor:
-        found = self._open.get(path)
-        if found is not None:
-            return found
-        found = open_root(path)
-        while len(self._open) >= MAX_OPEN_ROOTS:
+    Existing components are resolved physically (symlinks followed, at most SYMLOOP_MAX of them);
+    from the first missing component on, the rest is applied lexically ('..' cancels a missing name, or
+    climbs physically once the missing names are used up). Raises Unresolvable on a loop, a non-directory
+    used as a directory, a procfs magic link, or any other lookup error.
+    """
+    # Empty components (doubled or trailing '/') and '.' are kept as '.': they require a directory, as
+    # in the kernel ('file.txt/' and 'file.txt/.' are ENOTDIR, not 'file.txt').
+    pending = [c or "." for c in reversed(path.split("/"))]
+    resolved = "/"
+    resolved_is_dir = True
+    missing: list[str] = []
+    hops = 0
+    while pending:
+        name = pending.pop()
+        if name == ".":
+            if not resolved_is_dir and not missing:
+                raise Unresolvable(f"{resolved!r} is not a directory")
+            continue
+        if missing:
+            if name == "..":
+                missing.pop()
+            else:
+                missing.append(name)
+            continue
+        if not resolved_is_dir:
+            raise Unresolvable(f"{resolved!r} is not a directory")
+        if name == "..":
+            resolved = posixpath.dirname(resolved)
+            continue
+        candidate = resolved + name if resolved == "/" else resolved + "/" + name
+        try:
+            st = os.lstat(candidate)
+        except FileNotFoundError:
+            missing.append(name)
+            continue
+        except OSError as exc:
+            raise Unresolvable(f"cannot look up {candidate!r}: {exc.strerror or exc}") from None
+        if stat.S_ISLNK(st.st_mode):
+            hops += 1
+            if hops > SYMLOOP_MAX:
+                raise Unresolvable(f"too many levels of symbolic links at {candidate!r}")
             try:
-                del self._open[next(iter(self._open))]
-            except (RuntimeError, StopIteration, KeyError):  # another thread got there first
-                break
-        self._open[path] = found
-        return found
-
-    def __len__(self) -> int:
-        return len(self._open)
-
-    def close(self) -> None:
-        # Dropping the references closes each descriptor now, or when an operation in flight lets go.
-        self._open = {}
-
-
-def fd_path(fd: int) -> str | None:
-    """The current absolute path of what ``fd`` refers to, as the kernel names it, or None."""
-    try:
-        path = os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return None
-    if not path.startswith("/") or path.endswith(" (deleted)"):
-        return None
-    return path
+                target = os.readlink(candidate)
+            except OSError as exc:  # pragma: no cover - raced away
+                raise Unresolvable(f"cannot read link {candidate!r}: {exc.strerror or exc}") from None
+            if linux.is_magic_link(st.st_dev, target):
+                raise Unresolvable(f"{candidate!r} is a procfs magic link")
+            pending.extend(c or "." for c in reversed(target.split("/")))
+            if target.startswith("/"):
+                resolved = "/"
+            resolved_is_dir = True
+            continue
+        resolved = candidate
+        resolved_is_dir = stat.S_ISDIR(st.st_mode)
+    if missing:
+        if not resolved_is_dir:
+            raise Unresolvable(f"{resolved!r} is not a directory")
+        tail = "/".join(missing)
+        return "/" + tail if resolved == "/" else resolved + "/" + tail
+    return resolved
 
 
 # --- Operations on an open directory ---------------------------------------------------------------
 
 
-def open_file(dirfd: int, rel: str, flags: int, mode: int = 0o666) -> int:
-    """Open a regular file beneath ``dirfd``. FIFOs, devices and sockets raise NotRegularFile without
-    blocking (the open is O_NONBLOCK; the flag is cleared again for a regular file). A directory opened
-    read-only is returned (the builtin open reports it itself)."""
-    return open_regular(dirfd, rel, flags, mode, allow_dir=True)[0]
-
-
 def open_regular(
     dirfd: int, rel: str, flags: int, mode: int = 0o666, *, allow_dir: bool = False, plain_dev: int = -1
 ) -> tuple[int, os.stat_result]:
-    """:func:`open_file` that also returns the file's fstat; a directory raises IsADirectoryError unless
-    ``allow_dir`` (and the access is read-only).
+    """Open a regular file beneath ``dirfd`` and return it with its fstat. FIFOs, devices and sockets raise
+    NotRegularFile without blocking (the open is O_NONBLOCK; the flag is cleared again for a regular
+    file). A directory raises IsADirectoryError unless ``allow_dir`` and the access is read-only.
 
-    ``plain_dev`` (a :class:`Descriptor`'s, for a descriptor that is only read from) lets O_NONBLOCK stay
-    set on a regular file of that device: a plain filesystem ignores it, and clearing it costs a system
-    call."""
+    ``plain_dev`` (a root descriptor's, for a descriptor that is only read from) lets O_NONBLOCK stay set
+    on a regular file of that device: a plain filesystem ignores it, and clearing it costs a system call."""
     try:
         fd = open_beneath(dirfd, rel, flags | O_NONBLOCK, mode)
     except OSError as exc:
         if exc.errno != errno.ENXIO:  # a socket, or a FIFO opened for writing with no reader
             raise
-        probe = open_beneath(dirfd, rel, O_PATH or os.O_RDONLY)
+        try:
+            probe = open_beneath(dirfd, rel, _active.probe_flags)
+        except OSError as again:
+            if again.errno != errno.ENXIO:
+                raise
+            # Without O_PATH a socket cannot be opened at all, not even to be fstat'ed (ENXIO).
+            raise NotRegularFile("a socket") from None
         try:
             raise NotRegularFile(file_kind(os.fstat(probe).st_mode)) from None
         finally:
@@ -474,7 +441,7 @@ def open_regular(
         if not stat.S_ISREG(kind):
             if stat.S_ISDIR(kind):
                 if not allow_dir or flags & (os.O_WRONLY | os.O_RDWR):
-                    raise _oserror(errno.EISDIR)
+                    raise oserror(errno.EISDIR)
                 return fd, st
             raise NotRegularFile(file_kind(kind))
         if not flags & O_NONBLOCK and st.st_dev != plain_dev:
@@ -504,7 +471,11 @@ def read_fd(fd: int, max_bytes: int | None, size: int) -> bytes:
 
 def _check_name(name: str) -> None:
     if not name or name in (".", "..") or "/" in name:
-        raise _oserror(errno.EINVAL)
+        raise oserror(errno.EINVAL)
+
+
+#: Bytes of the final name kept in a temporary name: '.' + 200 + '.' + 12 hex + '.tmp' = 218 <= NAME_MAX.
+TEMP_NAME_BYTES = 200
 
 
 def write_atomic(dirfd: int, name: str, data: bytes) -> None:
@@ -515,7 +486,7 @@ def write_atomic(dirfd: int, name: str, data: bytes) -> None:
         old_mode: int | None = stat.S_IMODE(os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode)
     except FileNotFoundError:
         old_mode = None
-    tmp = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
+    tmp = f".{cut_to_bytes(name, TEMP_NAME_BYTES)}.{secrets.token_hex(6)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | O_CREAT | os.O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o666, dir_fd=dirfd)
     try:
         try:
@@ -558,18 +529,46 @@ def remove_at(dirfd: int, name: str, recursive: bool) -> None:
 
 
 def _empty_tree(dirfd: int, name: str) -> None:
+    """Empty the directory ``name`` of ``dirfd`` depth first, without recursion and holding two
+    descriptors at most whatever the depth: going back up opens '..' and checks it is the very directory
+    we came down from (same device and inode), so a directory moved meanwhile stops the removal."""
     fd = os.open(name, LIST_FLAGS | O_NOFOLLOW, dir_fd=dirfd)
+    st = os.fstat(fd)
+    trail: list[tuple[str, tuple[int, int]]] = [(name, (st.st_dev, st.st_ino))]
     try:
-        with os.scandir(fd) as entries:
-            children = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
-        for child, is_dir in children:
-            if is_dir:
-                _empty_tree(fd, child)
-                os.rmdir(child, dir_fd=fd)
-            else:
-                os.unlink(child, dir_fd=fd)
+        while True:
+            child = _unlink_files_until_a_directory(fd)
+            if child is not None:
+                nfd = os.open(child, LIST_FLAGS | O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = nfd
+                st = os.fstat(fd)
+                trail.append((child, (st.st_dev, st.st_ino)))
+                continue
+            if len(trail) == 1:
+                return
+            emptied, _ = trail.pop()
+            parent = os.open("..", LIST_FLAGS | O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != trail[-1][1]:
+                raise OSError(errno.ESTALE, "a directory was moved while its tree was being removed", emptied)
+            os.rmdir(emptied, dir_fd=fd)
     finally:
         os.close(fd)
+
+
+def _unlink_files_until_a_directory(fd: int) -> str | None:
+    """Unlink the non-directories of the directory ``fd`` until one entry is a directory; return its name
+    (None when only directories already removed, or nothing, remain)."""
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                return entry.name
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.name, dir_fd=fd)
+    return None
 
 
 def mkdir_at(dirfd: int, name: str, mode: int = 0o777) -> None:

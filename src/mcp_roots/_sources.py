@@ -19,7 +19,7 @@ from typing import Any, TypeAlias
 import platformdirs
 
 from ._errors import ConfigError, InvalidPath, InvalidRootURI
-from ._rootset import Root, RootSet, _make_root
+from ._rootset import Root, RootSet
 from ._uri import uri_to_path
 
 __all__ = [
@@ -116,7 +116,7 @@ def fallback_roots(
             CONFIG_FILENAME,
         )
         return RootSet.empty(source=SOURCE_PROJECT_ROOT)
-    return RootSet._build([base], SOURCE_PROJECT_ROOT)
+    return RootSet([base], source=SOURCE_PROJECT_ROOT)
 
 
 # --- Project root ------------------------------------------------------------------------------------
@@ -135,7 +135,7 @@ def _project_root(project_root: str | os.PathLike[str] | None) -> Root:
     else:
         given = project_root
     try:
-        root = _make_root(given, None, None)  # type: ignore[arg-type]  # _make_root checks the type
+        root = Root.from_path(given)  # type: ignore[arg-type]  # from_path checks the type
     except InvalidPath as exc:
         raise ConfigError(f"project root {_show(given)} is not usable: {exc}") from None
     if not root.path.is_dir():
@@ -153,8 +153,8 @@ def _show(value: object) -> str:
 def _strict_root(entry: object, base: Root, source: str) -> Root:
     try:
         if isinstance(entry, str) and _URI_LIKE.match(entry):
-            return _make_root(uri_to_path(entry), None, None)
-        return _make_root(entry, None, str(base.path))  # type: ignore[arg-type]  # checked inside
+            return Root.from_path(uri_to_path(entry))
+        return Root.from_path(entry, base=base.path)  # type: ignore[arg-type]  # checked inside
     except (InvalidPath, InvalidRootURI) as exc:
         shown = f"{source} (--roots or the roots argument)" if source == SOURCE_FLAG else source
         raise ConfigError(f"invalid root {_show(entry)} from {shown}: {exc}") from None
@@ -175,7 +175,7 @@ def _from_argument(roots: RootsArgument, base: Root) -> RootSet:
     if not built:
         # An explicit empty list is a deliberate choice: no fallback, every path refused.
         logger.info("the roots argument is an empty list: every path is refused when the client sends none")
-    return RootSet._build(built, SOURCE_FLAG)
+    return RootSet(built, source=SOURCE_FLAG)
 
 
 def _from_environment(raw: str, base: Root) -> RootSet:
@@ -186,7 +186,7 @@ def _from_environment(raw: str, base: Root) -> RootSet:
         raise ConfigError(
             f"{ENV_VAR} is set to {raw!r}, which names no roots; list at least one path, or unset it"
         )
-    return RootSet._build([_strict_root(e, base, SOURCE_ENVIRONMENT) for e in entries], SOURCE_ENVIRONMENT)
+    return RootSet([_strict_root(e, base, SOURCE_ENVIRONMENT) for e in entries], source=SOURCE_ENVIRONMENT)
 
 
 # --- Config files: errors for the file, warnings for entries ------------------------------------------
@@ -348,14 +348,14 @@ def _from_config_file(path: Path) -> RootSet | None:
         name = entry.get("name")
         try:
             if "uri" in entry:
-                roots.append(_make_root(uri_to_path(entry["uri"]), name, None))
+                roots.append(Root.from_path(uri_to_path(entry["uri"]), name))
             else:
                 # '~' is expanded because a JSON file has no shell to do it; relative paths are taken
                 # from the directory the file was found in.
-                roots.append(_make_root(os.path.expanduser(entry["path"]), name, str(path.parent)))
+                roots.append(Root.from_path(os.path.expanduser(entry["path"]), name, base=path.parent))
         except (InvalidPath, InvalidRootURI) as exc:
             logger.warning("%s:%d: skipping this root: %s", path, line, exc)
-    found = RootSet._build(roots, source)
+    found = RootSet(roots, source=source)
     if not found:
         logger.warning(
             "%s lists no usable root: every path is refused when the client sends no roots "
@@ -368,19 +368,6 @@ def _from_config_file(path: Path) -> RootSet | None:
 # --- The ceiling ---------------------------------------------------------------------------------------
 
 
-def _rootset_like(template: RootSet, roots: Iterable[Root]) -> RootSet:
-    """A RootSet of ``roots`` with ``template``'s source and comparison rule (duplicates dropped)."""
-    fold = template._fold
-    index: dict[str, Root] = {}
-    for root in roots:
-        index.setdefault(fold(str(root.path)), root)
-    return RootSet(tuple(index.values()), template.source, fold, index)
-
-
-def _sep_of(roots: RootSet) -> str:
-    return "\\" if roots._fold("a/b") == "a\\b" else "/"
-
-
 def clip_to_ceiling(roots: RootSet, ceiling: RootSet) -> RootSet:
     """Clip ``roots`` (typically the client's) to the operator's ``ceiling``: roots narrow, never widen.
 
@@ -389,17 +376,12 @@ def clip_to_ceiling(roots: RootSet, ceiling: RootSet) -> RootSet:
     whole path components of the canonical paths (``/srv/data_evil`` is not inside ``/srv/data``). An
     empty ceiling allows nothing. The result keeps ``roots.source``.
     """
-    sep = _sep_of(ceiling)
-    fold = ceiling._fold
-    ceiling_keys = [(fold(str(c.path)), c) for c in ceiling]
     kept: list[Root] = []
     for root in roots:
-        if ceiling._lookup(str(root.path)) is not None:
+        if ceiling.root_above(root.path) is not None:
             kept.append(root)
             continue
-        key = fold(str(root.path))
-        prefix = key if key.endswith(sep) else key + sep
-        inner = [c for ckey, c in ceiling_keys if ckey.startswith(prefix)]
+        inner = ceiling.roots_beneath(root.path)
         if inner:
             logger.info(
                 "narrowing root %s (from %s) to the ceiling roots inside it: %s",
@@ -415,7 +397,7 @@ def clip_to_ceiling(roots: RootSet, ceiling: RootSet) -> RootSet:
                 roots.source,
                 ceiling.describe(),
             )
-    clipped = _rootset_like(roots, kept)
+    clipped = roots.with_roots(kept)
     if roots and not clipped:
         logger.warning(
             "no root from %s is inside the ceiling (%s): every path is refused",

@@ -9,11 +9,14 @@ from __future__ import annotations
 import os
 import re
 import string
+from collections.abc import Mapping
 from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any
 
 from ._errors import InvalidPath, InvalidRootURI
+from ._pathtext import control_character, describe
 
-__all__ = ["path_to_uri", "uri_to_path"]
+__all__ = ["path_to_uri", "uri_and_name", "uri_to_path"]
 
 _HEX = frozenset(string.hexdigits)
 # Bytes that a URI path may never carry in decoded form: they would change which path is meant.
@@ -79,9 +82,9 @@ def uri_to_path(uri: object, *, windows: bool | None = None) -> str:
         raise _refuse(uri, "a root URI may not have a query ('?')")
     if "#" in rest:
         raise _refuse(uri, "a root URI may not have a fragment ('#')")
-    for ch in rest:
-        if ord(ch) < 0x20 or ord(ch) == 0x7F:
-            raise _refuse(uri, f"the URI contains the control character {ch!r}")
+    ch = control_character(rest)
+    if ch is not None:
+        raise _refuse(uri, f"the URI contains the control character {ch!r}")
     if "\\" in rest:
         raise _refuse(uri, "the URI contains a raw backslash; separators must be '/'")
     if rest.startswith("//"):
@@ -149,3 +152,23 @@ def path_to_uri(path: str | os.PathLike[str], *, windows: bool | None = None) ->
         raise InvalidPath(f"path {raw!r} is not valid UTF-8, which a file: URI requires") from None
     encoded = "".join(chr(b) if chr(b) in _SAFE else f"%{b:02X}" for b in data)
     return "file://" + encoded
+
+
+def uri_and_name(item: object) -> tuple[str, str | None]:
+    """The ``uri`` and ``name`` of a root as a client or a config gives it: a URI string, a mapping with
+    ``uri``/``name``, or an object with those attributes (the SDK's ``Root``, mcp_roots' ``Root``)."""
+    if isinstance(item, str):
+        return item, None
+    if isinstance(item, Mapping):
+        uri: Any = item.get("uri")
+        name: Any = item.get("name")
+    else:
+        uri = getattr(item, "uri", None)
+        name = getattr(item, "name", None)
+    if uri is None:
+        raise InvalidRootURI(f"invalid root {describe(item)}: it has no 'uri'")
+    if not isinstance(uri, str):
+        uri = str(uri)  # pydantic FileUrl and friends
+    if name is not None and not isinstance(name, str):
+        raise InvalidRootURI(f"invalid root {describe(item)}: 'name' must be a string")
+    return uri, name

@@ -1,0 +1,150 @@
+"""Root descriptors: each root opened once, shared by the operations, reference-counted under a lock.
+
+As Go's ``os.Root``: an operation holds a reference while it runs, so closing (or evicting) a root never
+closes a descriptor another thread is still resolving beneath; the last holder closes it. No ``__del__``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+
+from ._beneath import strategy
+from ._errors import PathOutsideRoots
+from ._pathtext import file_kind
+from ._sys import linux
+from ._sys.posix import O_CLOEXEC, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK, SYMLINK_ERRNOS
+
+__all__ = ["MAX_OPEN_ROOTS", "Descriptor", "RootDescriptors", "open_root"]
+
+#: At most this many root descriptors stay open per RootSet (the least recently opened is dropped first):
+#: a set of 10,000 roots must not exhaust RLIMIT_NOFILE.
+MAX_OPEN_ROOTS = 64
+
+
+class Descriptor:
+    """An open root: ``fd``, whether it ``is_dir``, and ``plain_dev``, the root's st_dev when its filesystem
+    is one of ``linux.PLAIN_FILESYSTEMS`` (else -1). While the descriptor is open it pins that filesystem,
+    so its device number cannot be handed to another mount: a file with the same st_dev is on the same
+    (plain) filesystem. ``holders``, ``retired`` and ``closed`` belong to the RootDescriptors that made it."""
+
+    __slots__ = ("closed", "fd", "holders", "is_dir", "plain_dev", "retired")
+
+    def __init__(self, fd: int, is_dir: bool, plain_dev: int = -1) -> None:
+        self.fd = fd
+        self.is_dir = is_dir
+        self.plain_dev = plain_dev
+        # One entry per operation holding the descriptor. list.append and list.pop are atomic, so the
+        # common acquire and release take no lock; retiring and closing do (see RootDescriptors).
+        self.holders: list[None] = []
+        self.retired = False
+        self.closed = False
+
+
+def open_root(path: str) -> Descriptor:
+    """Open the canonical root ``path`` one component at a time from ``/`` with ``O_NOFOLLOW`` (middle
+    components ``O_DIRECTORY``, nothing can block): a root whose path now contains a symlink was replaced
+    since it was canonicalized, and is refused."""
+    o_path = strategy().o_path
+    base = o_path or (os.O_RDONLY | O_NONBLOCK)
+    names = [c for c in path.split("/") if c]
+    fd = os.open("/", base | O_DIRECTORY | O_CLOEXEC)
+    try:
+        for i, name in enumerate(names):
+            last = i == len(names) - 1
+            flags = base | O_NOFOLLOW | O_CLOEXEC | (0 if last else O_DIRECTORY)
+            try:
+                nfd = os.open(name, flags, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in SYMLINK_ERRNOS and _is_symlink(fd, name):
+                    raise _replaced(path) from None
+                raise
+            os.close(fd)
+            fd = nfd
+        st = os.fstat(fd)
+        mode = st.st_mode
+        if stat.S_ISLNK(mode):  # O_PATH | O_NOFOLLOW opens the link itself
+            raise _replaced(path)
+        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+            raise PathOutsideRoots(f"Access denied: the root {path!r} is now {file_kind(mode)}")
+        plain_dev = st.st_dev if linux.filesystem_type(fd) in linux.PLAIN_FILESYSTEMS else -1
+        return Descriptor(fd, stat.S_ISDIR(mode), plain_dev)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _is_symlink(dirfd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _replaced(path: str) -> PathOutsideRoots:
+    return PathOutsideRoots(f"Access denied: the root {path!r} was replaced (a component is now a symlink)")
+
+
+class RootDescriptors:
+    """The lazily opened descriptors of one RootSet's roots, keyed by canonical root path.
+
+    ``acquire(path)`` returns the root's Descriptor with one more holder; ``release(descriptor)`` gives it
+    back. ``close()`` retires them all: each is closed now, or by the last operation still holding it.
+
+    The common path takes no lock: acquire appends a holder, then checks the descriptor was not retired
+    meanwhile (if it was, it lets go and takes the locked path); retiring marks first, then closes only
+    with no holder. Either the retirer sees the new holder, or the acquirer sees the mark."""
+
+    __slots__ = ("_lock", "_open")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[str, Descriptor] = {}  # insertion order = the eviction order
+
+    def acquire(self, path: str) -> Descriptor:
+        found = self._open.get(path)
+        if found is not None:
+            found.holders.append(None)
+            if not found.retired:
+                return found
+            self.release(found)
+        opened = open_root(path)  # I/O outside the lock
+        with self._lock:
+            found = self._open.get(path)
+            if found is not None:  # another thread opened it meanwhile: use theirs
+                found.holders.append(None)
+                os.close(opened.fd)
+                return found
+            while len(self._open) >= MAX_OPEN_ROOTS:
+                self._retire(self._open.pop(next(iter(self._open))))
+            opened.holders.append(None)
+            self._open[path] = opened
+            return opened
+
+    def release(self, descriptor: Descriptor) -> None:
+        descriptor.holders.pop()
+        if descriptor.retired and not descriptor.holders:
+            with self._lock:
+                self._close(descriptor)
+
+    def _retire(self, descriptor: Descriptor) -> None:
+        descriptor.retired = True
+        if not descriptor.holders:
+            self._close(descriptor)
+
+    @staticmethod
+    def _close(descriptor: Descriptor) -> None:
+        # Under the lock: two last holders may both get here; only one closes.
+        if not descriptor.closed and not descriptor.holders:
+            descriptor.closed = True
+            os.close(descriptor.fd)
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def close(self) -> None:
+        with self._lock:
+            retiring, self._open = self._open, {}
+            for descriptor in retiring.values():
+                self._retire(descriptor)

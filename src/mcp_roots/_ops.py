@@ -1,0 +1,371 @@
+"""The bodies of RootSet's file operations: open, read, write, list, stat, mkdir, remove, rename.
+
+Each is a few lines over the Router (which root, which relative path, which refusal) and _beneath (the
+descriptor-relative system calls). RootSet's methods call these and add nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import os
+import posixpath
+import stat
+from pathlib import Path
+from typing import IO, Any
+
+from ._beneath import (
+    LIST_FLAGS,
+    Entry,
+    list_entries,
+    mkdir_at,
+    open_beneath,
+    open_regular,
+    oserror,
+    read_fd,
+    remove_at,
+    strategy,
+    write_atomic,
+)
+from ._descriptors import Descriptor
+from ._errors import FileTooLarge, InvalidPath, PathOutsideRoots, RootsError
+from ._pathtext import SYMLOOP_MAX, describe, split
+from ._router import Router
+from ._sys import linux
+from ._sys.posix import O_NOFOLLOW
+
+__all__ = [
+    "listdir",
+    "mkdir",
+    "open_fd",
+    "open_file",
+    "read_bytes",
+    "remove",
+    "rename",
+    "scandir",
+    "stat_path",
+    "write_bytes",
+]
+
+#: The read modes open_file builds itself (True: binary), as the builtin would with buffering=-1.
+_READ_MODES = {"r": False, "rt": False, "rb": True}
+
+
+def _open_for_reading(root: Descriptor, rel: str) -> tuple[int, os.stat_result]:
+    # The descriptor is read from only: O_NONBLOCK may stay where it changes nothing (see open_regular).
+    return open_regular(root.fd, rel, os.O_RDONLY, 0, plain_dev=root.plain_dev)
+
+
+def open_file(
+    router: Router,
+    path: object,
+    mode: str,
+    buffering: int,
+    encoding: str | None,
+    errors: str | None,
+    newline: str | None,
+) -> IO[Any]:
+    """RootSet.open: the builtin ``open`` with the path resolved and opened beneath a root."""
+    text = router.absolute(path)
+    binary = _READ_MODES.get(mode) if type(mode) is str else None
+    if (
+        binary is not None
+        and type(buffering) is int
+        and buffering == -1
+        and (not binary or (encoding is None and errors is None and newline is None))
+    ):
+        # The common read, built as the builtin builds it minus two system calls it cannot avoid: the
+        # opener path re-sets O_CLOEXEC (ioctl FIOCLEX) and asks isatty (ioctl TCGETS), and a regular
+        # file -- the only kind we return -- is never a terminal.
+        fd, st = router.at(text, _open_for_reading)
+        return _reader(fd, st, text, mode, binary, encoding, errors, newline)
+
+    def opener(_name: str, flags: int) -> int:
+        return router.at(text, lambda root, rel: open_regular(root.fd, rel, flags, 0o666, allow_dir=True)[0])
+
+    return open(text, mode, buffering, encoding, errors, newline, opener=opener)
+
+
+def _reader(
+    fd: int,
+    st: os.stat_result,
+    name: str,
+    mode: str,
+    binary: bool,
+    encoding: str | None,
+    errors: str | None,
+    newline: str | None,
+) -> IO[Any]:
+    """The file object ``open(name, mode)`` returns, around ``fd`` (a regular file opened read-only,
+    ``st`` its fstat): FileIO, a BufferedReader of the file's block size, and for text a TextIOWrapper."""
+    try:
+        raw = io.FileIO(fd, "r")  # fstats once more, as the builtin does; on failure fd is still ours
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        raw.name = name  # what the builtin names it: the path as given (made absolute)
+        buffered = io.BufferedReader(raw, st.st_blksize if st.st_blksize > 1 else io.DEFAULT_BUFFER_SIZE)
+        if binary:
+            return buffered
+        wrapper = io.TextIOWrapper(buffered, encoding, errors, newline)
+        wrapper.mode = mode  # type: ignore[misc]
+        return wrapper
+    except BaseException:
+        raw.close()
+        raise
+
+
+def open_fd(router: Router, path: object, flags: int, mode: int) -> int:
+    """RootSet.open_fd: ``os.open`` confined to the roots."""
+    text = router.absolute(path)
+    return router.at(text, lambda root, rel: open_beneath(root.fd, rel, flags, mode))
+
+
+def read_bytes(router: Router, path: object, max_bytes: int | None) -> bytes:
+    """RootSet.read_bytes: a regular file's contents, FileTooLarge past ``max_bytes``."""
+    if max_bytes is not None and max_bytes < 0:
+        raise ValueError(f"max_bytes must be None or >= 0, not {max_bytes!r}")
+    text = router.absolute(path)
+    fd, st = router.at(text, _open_for_reading)
+    try:
+        return read_fd(fd, max_bytes, st.st_size)
+    except OverflowError:
+        raise FileTooLarge(f"{describe(text)} is larger than max_bytes={max_bytes}") from None
+    finally:
+        os.close(fd)
+
+
+def _is_file_root(router: Router, text: str) -> bool:
+    parts = split(text)
+    root_path = router.index.exact("/" + "/".join(parts)) if ".." not in parts else None
+    if root_path is None:
+        return False
+    descriptor = router.root_descriptor(root_path)
+    try:
+        return not descriptor.is_dir
+    finally:
+        router.release(descriptor)
+
+
+def write_bytes(router: Router, path: object, data: bytes) -> None:
+    """RootSet.write_bytes: atomic replace through a temporary file in the same directory; a final
+    symlink is followed (by name, each step confined again) while it stays inside the roots."""
+    first = router.absolute(path)
+    target = first
+    for _ in range(SYMLOOP_MAX + 1):
+        if _is_file_root(router, target):
+            with open_file(router, target, "wb", -1, None, None, None) as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            return
+
+        def write_or_follow(dirfd: int, name: str) -> str | None:
+            try:
+                st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None and stat.S_ISLNK(st.st_mode):
+                link = os.readlink(name, dir_fd=dirfd)
+                if linux.is_magic_link(st.st_dev, link):  # its text is not where it leads
+                    raise oserror(errno.ELOOP)
+                where = linux.fd_path(dirfd)
+                if where is None:  # pragma: no cover - no procfs
+                    raise InvalidPath(f"{describe(name)} is a symlink; cannot follow it here")
+                return posixpath.join(where, link)
+            write_atomic(dirfd, name, data)
+            return None
+
+        try:
+            followed = router.in_parent(target, write_or_follow, "written")
+        except PathOutsideRoots:
+            if target == first:
+                raise
+            # Never name where an outside link points: the refusal names the path as given.
+            raise router.outside(first, f"its final symlink leads to {target!r}, outside") from None
+        if followed is None:
+            return
+        target = router.absolute(followed)
+    raise router.outside(first, "too many levels of symbolic links")
+
+
+def listdir(router: Router, path: object) -> list[str]:
+    """RootSet.listdir."""
+    text = router.absolute(path)
+    fd = router.at(text, _open_listing)
+    try:
+        return os.listdir(fd)
+    finally:
+        os.close(fd)
+
+
+def _open_listing(root: Descriptor, rel: str) -> int:
+    return open_beneath(root.fd, rel, LIST_FLAGS)
+
+
+def scandir(router: Router, path: object) -> list[Entry]:
+    """RootSet.scandir: entries with kinds and sizes; a symlink's target counts only inside the roots."""
+    text = router.absolute(path)
+    fd = router.at(text, _open_listing)
+    try:
+        base = linux.fd_path(fd) or router.canonical(text)
+        raw = list_entries(fd)
+    finally:
+        os.close(fd)
+    entries = []
+    for name, st in raw:
+        full = posixpath.join(base, name)
+        shown: os.stat_result | None = st
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                shown = stat_path(router, full)
+            except (OSError, RootsError):
+                shown = None  # dangling, a loop, or outside the roots: only the link itself is shown
+        entries.append(
+            Entry(
+                name=name,
+                path=Path(full),
+                is_dir=shown is not None and stat.S_ISDIR(shown.st_mode),
+                is_file=shown is not None and stat.S_ISREG(shown.st_mode),
+                is_symlink=stat.S_ISLNK(st.st_mode),
+                size=(shown or st).st_size,
+            )
+        )
+    return entries
+
+
+def stat_path(router: Router, path: object) -> os.stat_result:
+    """RootSet.stat: symlinks followed while they stay inside."""
+    text = router.absolute(path)
+    flags = strategy().probe_flags
+    fd = router.at(text, lambda root, rel: open_beneath(root.fd, rel, flags))
+    try:
+        return os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+def mkdir(router: Router, path: object, parents: bool, exist_ok: bool) -> None:
+    """RootSet.mkdir. With ``parents``, the deepest existing ancestor is found by bisection and the
+    missing levels are created from its descriptor one by one (mkdirat, then openat O_NOFOLLOW): a loop
+    linear in the depth, not recursion, so a tree thousands of levels deep is fine."""
+    text = router.absolute(path)
+    parts = split(text)
+    try:
+        _mkdir_one(router, text, parts, exist_ok)
+        return
+    except FileNotFoundError:
+        if not parents or len(parts) < 2:
+            raise
+    root_path = router.index.innermost_prefix(text)
+    if ".." in parts or root_path is None:
+        # Rare shapes ('..' inside, a root reached through a symlink): up until a level can be made,
+        # then down again, one level at a time.
+        # A prefix ending in '..' is a step, not a directory to make.
+        depth = len(parts) - 1
+        while True:
+            try:
+                if parts[depth - 1] != "..":
+                    _mkdir_one(router, "/" + "/".join(parts[:depth]), parts[:depth], True)
+                    break
+            except FileNotFoundError:
+                pass
+            if depth <= 1:
+                raise
+            depth -= 1
+        for i in range(depth + 1, len(parts)):
+            if parts[i - 1] != "..":
+                _mkdir_one(router, "/" + "/".join(parts[:i]), parts[:i], True)
+        _mkdir_one(router, text, parts, exist_ok)
+        return
+    lo, hi = len(split(root_path)), len(parts) - 1  # parts[:lo] exists (the root); parts[:hi + 1] does not
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _is_directory(router, "/" + "/".join(parts[:mid])):
+            lo = mid
+        else:
+            hi = mid - 1
+    missing = parts[lo:-1]
+    dir_flags = strategy().dir_flags
+
+    def create_levels(root: Descriptor, rel: str) -> None:
+        fd = open_beneath(root.fd, rel, dir_flags)
+        try:
+            for name in missing:
+                with contextlib.suppress(FileExistsError):  # made meanwhile: the open checks what it is
+                    os.mkdir(name, 0o777, dir_fd=fd)
+                next_fd = os.open(name, dir_flags | O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = next_fd
+        finally:
+            os.close(fd)
+
+    router.at("/" + "/".join(parts[:lo]), create_levels)
+    _mkdir_one(router, text, parts, exist_ok)
+
+
+def _is_directory(router: Router, text: str) -> bool:
+    try:
+        return stat.S_ISDIR(stat_path(router, text).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _mkdir_one(router: Router, text: str, parts: list[str], exist_ok: bool) -> None:
+    if parts and ".." not in parts and router.index.exact("/" + "/".join(parts)) is not None:
+        if exist_ok:
+            return
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), text)
+    try:
+        router.in_parent(text, lambda dirfd, name: mkdir_at(dirfd, name), "created")
+    except FileExistsError:
+        if not exist_ok or not stat.S_ISDIR(stat_path(router, text).st_mode):
+            raise
+
+
+def remove(router: Router, path: object, recursive: bool) -> None:
+    """RootSet.remove: a file, a symlink (never its target), an empty directory, or with ``recursive``
+    a whole tree walked through descriptors without following symlinks (a loop, not recursion)."""
+    router.in_parent(path, lambda dirfd, name: remove_at(dirfd, name, recursive), "removed")
+
+
+def rename(router: Router, src: object, dst: object, replace: bool) -> None:
+    """RootSet.rename: both ends inside the roots; the final names are not followed."""
+    src_text = router.absolute(src)
+    dst_text = router.absolute(dst)
+    move = os.rename if replace else rename_noreplace
+
+    def from_parent(src_dir: int, src_name: str) -> None:
+        def to_parent(dst_dir: int, dst_name: str) -> None:
+            try:
+                move(src_name, dst_name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, src_text, None, dst_text) from None
+
+        router.in_parent(dst_text, to_parent, "replaced")
+
+    router.in_parent(src_text, from_parent, "renamed")
+
+
+def rename_noreplace(src: str, dst: str, *, src_dir_fd: int, dst_dir_fd: int) -> None:
+    """A rename that fails with EEXIST instead of replacing: renameat2(RENAME_NOREPLACE); where the system
+    or the filesystem lacks it, link + unlink for a file (atomic too), else a checked rename (racy)."""
+    try:
+        linux.renameat2(src_dir_fd, src, dst_dir_fd, dst, linux.RENAME_NOREPLACE)
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOSYS):  # EINVAL: the filesystem lacks NOREPLACE
+            raise
+    st = os.stat(src, dir_fd=src_dir_fd, follow_symlinks=False)
+    if not stat.S_ISDIR(st.st_mode):
+        os.link(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd, follow_symlinks=False)
+        os.unlink(src, dir_fd=src_dir_fd)
+        return
+    try:
+        os.stat(dst, dir_fd=dst_dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        os.rename(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+        return
+    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst)

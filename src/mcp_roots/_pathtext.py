@@ -1,0 +1,148 @@
+"""Lexical path rules, each stated once: limits, control characters, checked text, splitting, climbing.
+
+Pure string work, no I/O. Every other module (and the broker's wire checks) takes these rules from here.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import PosixPath, PurePosixPath, PureWindowsPath, WindowsPath
+
+from ._errors import InvalidPath
+
+__all__ = [
+    "PATH_MAX",
+    "SYMLOOP_MAX",
+    "checked_text",
+    "climbs",
+    "control_character",
+    "cut_to_bytes",
+    "describe",
+    "file_kind",
+    "is_plain",
+    "no_dot_components",
+    "split",
+]
+
+#: Linux's limits; other POSIX systems have the same or larger ones for the purpose of refusing input.
+#: A path of PATH_MAX bytes or more (its encoded form, without the terminating NUL) is refused.
+PATH_MAX = 4096
+#: Symlinks followed while resolving one path before it counts as a loop (Linux's MAXSYMLINKS).
+SYMLOOP_MAX = 40
+
+
+def control_character(text: str) -> str | None:
+    """The first control character (C0 or DEL) in ``text``, or None. A name may hold one, but a root, a
+    URI or a wire path may not: a newline in a root would forge a line of ``MCP_ROOTS_PATHS``."""
+    if text.isprintable():  # the common case: C0 and DEL are not printable, so none is here
+        return None
+    for ch in text:
+        if ord(ch) < 0x20 or ord(ch) == 0x7F:
+            return ch
+    return None
+
+
+def file_kind(mode: int) -> str:
+    """A short human name of a file type: 'a FIFO', 'a socket'..."""
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    return "not a regular file"
+
+
+def describe(value: object) -> str:
+    """``repr(value)``, cut short for messages."""
+    text = repr(value)
+    return text if len(text) <= 200 else text[:120] + f"...<{len(text)} chars>"
+
+
+# The exact pathlib classes: str() of one is its __fspath__() and always an exact str.
+_PATH_TYPES = frozenset({PurePosixPath, PosixPath, PureWindowsPath, WindowsPath})
+
+
+def checked_text(path: object) -> str:
+    """Turn a user-supplied path into text, or raise InvalidPath naming the input and the rule."""
+    if type(path) in _PATH_TYPES:
+        path = str(path)  # what their __fspath__ returns
+    if type(path) is str and path.isascii() and 0 < len(path) < PATH_MAX and "\x00" not in path:
+        # The common case, checked in O(1) but for the NUL scan: ASCII text encodes one byte per character
+        # in every filesystem encoding and cannot hold a lone surrogate.
+        return path
+    if isinstance(path, str):
+        raw: object = path
+    elif isinstance(path, os.PathLike):
+        try:
+            raw = os.fspath(path)
+        except Exception as exc:  # a hostile __fspath__ must not escape contains()
+            raise InvalidPath(f"path {describe(path)} cannot be turned into text: {exc!r}") from exc
+        if not isinstance(raw, str):
+            raise InvalidPath(f"path {describe(path)} is not text (bytes paths are not accepted)")
+    else:
+        raise InvalidPath(f"path {describe(path)} is a {type(path).__name__}, not a str or os.PathLike")
+    # A str subclass may override split(), startswith()...: judge an exact copy of its characters.
+    text = str.__str__(raw) if type(raw) is not str else raw
+    if not text:
+        raise InvalidPath("path '' is empty")
+    if "\x00" in text:
+        raise InvalidPath(f"path {describe(text)} contains a NUL byte")
+    try:
+        size = len(os.fsencode(text))
+    except UnicodeError:
+        raise InvalidPath(
+            f"path {describe(text)} cannot be encoded for the filesystem (a lone surrogate?)"
+        ) from None
+    if size >= PATH_MAX:
+        raise InvalidPath(f"path {describe(text)} is longer than PATH_MAX ({PATH_MAX} bytes)")
+    return text
+
+
+def no_dot_components(text: str) -> bool:
+    """Whether the absolute ``text`` has no '.', '..' or empty component (a trailing '/' is allowed)."""
+    return "//" not in text and "/./" not in text and "/../" not in text and not text.endswith(("/.", "/.."))
+
+
+def is_plain(text: str) -> bool:
+    """Whether the absolute ``text`` is in canonical form as text: no '.', '..' or empty component and no
+    trailing '/' (``/`` itself is not plain)."""
+    return not text.endswith("/") and no_dot_components(text)
+
+
+def split(text: str) -> list[str]:
+    """The components of a path, without empty ones and '.' ('..' stays: its meaning is physical)."""
+    return [c for c in text.split("/") if c and c != "."]
+
+
+def climbs(rest: list[str]) -> bool:
+    """Whether the relative components ``rest`` go above their starting directory at any point."""
+    depth = 0
+    for name in rest:
+        if name == "..":
+            depth -= 1
+            if depth < 0:
+                return True
+        else:
+            depth += 1
+    return False
+
+
+def cut_to_bytes(name: str, size: int) -> str:
+    """The longest prefix of ``name`` whose filesystem encoding is at most ``size`` bytes (a character is
+    never split: a temporary name built from a 252-byte multibyte name must still fit NAME_MAX)."""
+    total = 0
+    for i, ch in enumerate(name):
+        total += len(os.fsencode(ch))
+        if total > size:
+            return name[:i]
+    return name

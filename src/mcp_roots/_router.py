@@ -1,0 +1,342 @@
+"""Route a path to a root: (root descriptor, path relative to it), the innermost root first (Go's doInRoot).
+
+One place decides which root takes a path, what '..' may do (climb within a root, never out of it and back),
+what happens when a symlink leads into another root (the canonical path picks the root again, beneath whose
+descriptor the rest is opened), and how a refusal reads: the same sentence for everything outside the
+roots, the precise reason to the log only.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
+
+from ._beneath import (
+    Escape,
+    NotRegularFile,
+    Unresolvable,
+    canonicalize,
+    lookup_without_symlinks,
+    open_beneath,
+    self_checking,
+    strategy,
+)
+from ._descriptors import Descriptor, RootDescriptors
+from ._errors import InvalidPath, PathOutsideRoots, RootsError
+from ._fold import Folding
+from ._pathtext import checked_text, climbs, describe, is_plain, no_dot_components, split
+from ._sys import linux
+
+__all__ = ["RootIndex", "Router"]
+
+_T = TypeVar("_T")
+
+logger = logging.getLogger("mcp_roots")
+
+_WINDOWS = os.name == "nt"
+
+#: At most this many distinct root-path lengths are probed by length (see RootIndex.innermost_prefix).
+_MAX_LENGTHS = 16
+
+
+class RootIndex:
+    """Canonical root paths indexed by their comparison key: one dict probe per path component (or per
+    distinct root-path length) finds the innermost root of a path, whatever the number of roots."""
+
+    __slots__ = ("_keys", "folding", "lengths", "paths")
+
+    def __init__(self, paths: Iterable[str], folding: Folding) -> None:
+        self.folding = folding
+        keys: dict[str, str] = {}
+        for path in paths:
+            keys.setdefault(folding.key(path), path)
+        self._keys = keys
+        #: The kept root paths, in the order given (duplicates by key dropped).
+        self.paths: tuple[str, ...] = tuple(keys.values())
+        # The distinct root-path lengths, longest first: only where names compare exactly (a folded key
+        # need not be a prefix of the text) and while there are few of them.
+        lengths = sorted({len(key) for key in keys}, reverse=True)
+        few = folding.exact and len(lengths) <= _MAX_LENGTHS
+        self.lengths: tuple[int, ...] = tuple(lengths) if few else ()
+
+    def __bool__(self) -> bool:
+        return bool(self._keys)
+
+    def exact(self, path: str) -> str | None:
+        """The root path that ``path`` names (compared by key), or None."""
+        return self._keys.get(self.folding.key(path))
+
+    def above(self, canonical: str) -> str | None:
+        """The innermost root that is ``canonical`` or an ancestor of it: one dict probe per component."""
+        keys = self._keys
+        if not keys:
+            return None
+        key: str | None = self.folding.key(canonical)
+        while key is not None:
+            found = keys.get(key)
+            if found is not None:
+                return found
+            key = self.folding.parent_key(key)
+        return None
+
+    def beneath(self, path: str) -> list[str]:
+        """The root paths that lie strictly beneath ``path`` (whole components, compared by key)."""
+        key = self.folding.key(path)
+        return [root for root_key, root in self._keys.items() if self.folding.is_beneath(root_key, key)]
+
+    def innermost_prefix(self, text: str) -> str | None:
+        """The innermost root that is a whole-component prefix of the absolute ``text``. Where names
+        compare exactly, one dict probe per distinct root-path length (usually one or a few)."""
+        lengths = self.lengths
+        if not lengths:  # names fold, too many lengths, or no roots
+            return self.above(text)
+        keys, size = self._keys, len(text)
+        for length in lengths:
+            if length < size:
+                if text[length] == "/" or length == 1:
+                    key = text[:length]
+                    if key in keys:
+                        return key  # the key is the root path, exactly
+            elif length == size and text in keys:
+                return text
+        return None
+
+    def lexical(self, parts: list[str]) -> Iterator[tuple[str, list[str]]]:
+        """Roots that are a whole-component prefix of ``parts``, innermost first, with the rest of it."""
+        keys, key = self._keys, self.folding.key
+        for i in range(len(parts), -1, -1):
+            root = keys.get(key("/" + "/".join(parts[:i])))
+            if root is not None:
+                yield root, parts[i:]
+
+
+def _without_dotdot_at_top(parts: list[str]) -> list[str]:
+    """'/..' is '/': drop the '..' components that would climb above the filesystem root."""
+    if not parts or parts[0] != "..":
+        return parts
+    i = 0
+    while i < len(parts) and parts[i] == "..":
+        i += 1
+    return parts[i:]
+
+
+class Router:
+    """Routes paths of one RootSet: ``at`` runs an operation beneath the right root's descriptor,
+    ``in_parent`` beneath the final name's parent, ``canonical`` answers where a path really is."""
+
+    __slots__ = ("_descriptors", "_first", "_roots_text", "index")
+
+    def __init__(self, index: RootIndex, descriptors: RootDescriptors, roots_text: Callable[[], str]) -> None:
+        self.index = index
+        self._descriptors = descriptors
+        self._first = index.paths[0] if index.paths else None
+        self._roots_text = roots_text
+
+    # -- refusals --
+
+    def outside(self, text: str, why: str = "its canonical location is under no root") -> PathOutsideRoots:
+        """The refusal of a path that leads outside: one sentence whatever the reason (which could tell a
+        client what exists outside, an outside symlink's target or a pid); the reason goes to the log."""
+        logger.debug("refused %s: %s", describe(text), why)
+        return PathOutsideRoots(
+            f"Access denied: {describe(text)} is outside the allowed roots ({self._roots_text()})"
+        )
+
+    def absolute(self, path: object) -> str:
+        """The checked text of ``path``, a relative path joined to the first root."""
+        if _WINDOWS:  # pragma: no cover - see docs/design.md
+            raise NotImplementedError("the race-free RootSet operations are not available on Windows yet")
+        text = checked_text(path)
+        if not text.startswith("/"):
+            if self._first is None:
+                raise PathOutsideRoots(
+                    f"Access denied: {describe(text)} is relative and there are no allowed roots"
+                )
+            text = os.path.join(self._first, text)
+        return text
+
+    # -- where a path is --
+
+    def canonical(self, text: str) -> str:
+        """Canonical form of the absolute ``text``; PathOutsideRoots when it cannot be resolved."""
+        fast = self._canonical_by_descriptor(text)
+        if fast is not None:
+            if self_checking():
+                slow = self._canonical_by_name(text)
+                if slow != fast:
+                    raise AssertionError(f"self-check: {text!r} is {fast!r} by descriptor, {slow!r} by name")
+            return fast
+        return self._canonical_by_name(text)
+
+    def _canonical_by_name(self, text: str) -> str:
+        try:
+            return canonicalize(text)
+        except Unresolvable as exc:
+            raise self.outside(text, f"it cannot be resolved safely ({exc.why})") from None
+
+    def _canonical_by_descriptor(self, text: str) -> str | None:
+        """The canonical path of an existing absolute ``text`` from the kernel, or None whenever that
+        cannot answer (the caller then walks name by name).
+
+        A path with no '.', '..' or empty component that the kernel looks up from '/' without meeting a
+        single symlink (openat2 RESOLVE_NO_SYMLINKS) is its own canonical form: that is the answer, in one
+        system call. Otherwise one openat2(O_PATH) beneath its root and the kernel's name for the
+        descriptor. See docs/design.md, "Hot paths"."""
+        current = strategy()
+        if current.openat2 is None or not self.index:
+            return None
+        if is_plain(text):
+            code = lookup_without_symlinks(text)
+            if code == 0:
+                return text
+            if code != errno.ELOOP:  # missing (a tail to apply lexically), or an error to report
+                return None
+        root_path = self.index.innermost_prefix(text)
+        if root_path is None:
+            return None
+        rest = text[len(root_path) :].lstrip("/")
+        try:
+            descriptor = self._descriptors.acquire(root_path)
+        except (OSError, RootsError):
+            return None
+        try:
+            fd = open_beneath(descriptor.fd, rest, current.o_path)
+        except (OSError, Escape):
+            return None
+        finally:
+            self._descriptors.release(descriptor)
+        try:
+            real = linux.fd_path(fd)
+        finally:
+            os.close(fd)
+        # Only an answer that still lies under the root we opened beneath is trusted: a root that was moved
+        # or replaced since its descriptor was opened goes back to the name-by-name walk.
+        if real is not None and (real == root_path or real.startswith(root_path.rstrip("/") + "/")):
+            return real
+        return None
+
+    # -- running an operation beneath a root --
+
+    def _run(self, root_path: str, op: Callable[[Descriptor, str], _T], rel: str) -> _T:
+        descriptor = self._descriptors.acquire(root_path)
+        try:
+            return op(descriptor, rel)
+        finally:
+            self._descriptors.release(descriptor)
+
+    def at(self, text: str, op: Callable[[Descriptor, str], _T], parts: list[str] | None = None) -> _T:
+        """Run ``op(root_descriptor, relative_path)`` for the absolute path ``text`` (or its components
+        ``parts`` when given), naming ``text`` in errors. The op holds the root's Descriptor while it runs."""
+        try:
+            if parts is None and "//" not in text and ("/." not in text or no_dot_components(text)):
+                # The common case, kept cheap: no '.', '..' or empty component, so the innermost root that
+                # prefixes the text is the one. (Its descriptor is keyed by the root path, spelled in text
+                # exactly as on a platform that does not fold names.)
+                root_path = self.index.innermost_prefix(text)
+                if root_path is not None:
+                    descriptor = self._descriptors.acquire(root_path)
+                    try:
+                        return op(descriptor, text[len(root_path) :].lstrip("/"))
+                    except Escape:  # a symlink led out of it: the canonical path picks the root
+                        pass
+                    finally:
+                        self._descriptors.release(descriptor)
+                return self._at_canonical(text, text, op)
+            return self._at_parts(text, parts, op)
+        except RootsError:
+            raise
+        except NotRegularFile as exc:
+            raise InvalidPath(f"{describe(text)} is {exc.kind}, not a regular file") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise self.outside(text, "a symlink loop or a procfs magic link") from None
+            if exc.errno is not None and (exc.filename is None or not str(exc.filename).startswith("/")):
+                raise OSError(exc.errno, exc.strerror, text) from None
+            raise
+
+    def _at_parts(self, text: str, parts: list[str] | None, op: Callable[[Descriptor, str], _T]) -> _T:
+        parts = _without_dotdot_at_top(split(text) if parts is None else parts)
+        dotdot = ".." in parts
+        # A trailing '/' or '/.' requires a directory, as it does for the kernel; keep it on the way down.
+        slash = "/" if text.endswith(("/", "/.")) else ""
+        for root_path, rest in self.index.lexical(parts):
+            if climbs(rest):
+                continue
+            try:
+                return self._run(root_path, op, "/".join(rest) + slash if rest else "")
+            except Escape:
+                if dotdot:
+                    raise self._climbs_out(
+                        text, parts, "it leaves its root through '..' or a symlink"
+                    ) from None
+                break
+        else:
+            if dotdot:
+                raise self._climbs_out(text, parts, "it climbs out of its root with '..'")
+        return self._at_canonical(text, "/" + "/".join(parts), op)
+
+    def _climbs_out(self, text: str, parts: list[str], why: str) -> PathOutsideRoots:
+        """The refusal of a path whose '..' leaves its root (Go's rule: never out and back in). Where the
+        path comes back in (contains() says inside), a sentence that says so; otherwise the one sentence
+        for everything outside. The choice tells a client exactly what contains() would, nothing more."""
+        try:
+            landed = self.index.above(canonicalize("/" + "/".join(parts)))
+        except Unresolvable:
+            landed = None
+        if landed is None:
+            return self.outside(text, why)
+        logger.debug("refused %s: %s, then comes back in", describe(text), why)
+        return PathOutsideRoots(
+            f"Access denied: {describe(text)} leaves its root on the way (through '..') and comes back in; "
+            "operations refuse such paths: remove the '..'"
+        )
+
+    def _at_canonical(self, text: str, path: str, op: Callable[[Descriptor, str], _T]) -> _T:
+        """No root is a lexical prefix of ``path`` (the components of ``text``), or a symlink led out of
+        it: let the canonical path pick the root, and open beneath that one (a second escape is refused)."""
+        try:
+            canonical = canonicalize(path)
+        except Unresolvable as exc:
+            raise self.outside(text, f"it cannot be resolved safely ({exc.why})") from None
+        landed = self.index.above(canonical)
+        if landed is None:
+            raise self.outside(text, f"its canonical location {canonical!r} is under no root")
+        try:
+            return self._run(landed, op, canonical[len(landed) :].lstrip("/"))
+        except Escape:
+            raise self.outside(text, "it changed while it was being opened and now leads outside") from None
+
+    def in_parent(self, path: object, op: Callable[[int, str], _T], verb: str) -> _T:
+        """Run ``op(parent_directory_descriptor, final_name)``: the parent is opened beneath a root, the
+        final name is acted on as it is (a symlink there is never followed)."""
+        text = self.absolute(path)
+        parts = _without_dotdot_at_top(split(text))
+        if not parts or parts[-1] == "..":
+            raise InvalidPath(f"path {describe(text)} does not end in a name that can be {verb}")
+        name = parts[-1]
+        if (
+            ".." not in parts
+            and not any(not climbs(rest) for _, rest in self.index.lexical(parts[:-1]))
+            and self.index.exact("/" + "/".join(parts)) is not None
+        ):
+            raise InvalidPath(f"{describe(text)} is one of the allowed roots itself; it cannot be {verb}")
+        dir_flags = strategy().dir_flags
+
+        def in_parent(root: Descriptor, rel: str) -> _T:
+            parent = open_beneath(root.fd, rel, dir_flags)
+            try:
+                return op(parent, name)
+            finally:
+                os.close(parent)
+
+        return self.at(text, in_parent, parts[:-1])
+
+    def root_descriptor(self, root_path: str) -> Descriptor:
+        """Acquire the descriptor of a root (give it back with :meth:`release`)."""
+        return self._descriptors.acquire(root_path)
+
+    def release(self, descriptor: Descriptor) -> None:
+        self._descriptors.release(descriptor)
