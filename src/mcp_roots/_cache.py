@@ -274,6 +274,7 @@ class RootsCache:
         self._started = False
         self._immediate = False
         self._triggers = 0
+        self._first_triggers = 0  # the triggers the first request covers (set by start())
         self._burst_first: float | None = None
         self._burst_last = 0.0
         self._wakeup: anyio.Event | None = None
@@ -349,6 +350,7 @@ class RootsCache:
         self._started = True
         self._immediate = True
         self._triggers += 1
+        self._first_triggers = self._triggers
         if self._first_deadline is None:
             self._first_deadline = self._clock.now() + self._first_answer_timeout
         self._wake()
@@ -410,8 +412,12 @@ class RootsCache:
         target = self._triggers
         self._maybe_retry(now)
         while self._can_fetch and not (self._answered_once and self._settled >= target):
-            # Before the first valid answer the first-answer budget decides, not the per-call bound.
-            bound = self._first_deadline if self._client_roots is None else deadline
+            bound = deadline
+            if self._client_roots is None:
+                # Before the first valid answer the first-answer budget decides, not the per-call bound,
+                # unless a list_changed came after start(): its refresh gets the per-call wait as usual.
+                later_change = target > self._first_triggers
+                bound = max(self._first_deadline, deadline) if later_change else self._first_deadline
             if bound <= self._clock.now():
                 self._say_wait_timed_out()
                 break

@@ -25,21 +25,19 @@ from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.resolve import ListRoots, Resolve
-from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CONNECTION_CLOSED,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
     CallToolResult,
     ListRootsResult,
     TextContent,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ._cache import RootsCache
+from ._cache import MalformedRoots, RootsCache, build_client_roots, check_roots_answer
 from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable, SDKChanged
 from ._rootset import RootSet, _uri_and_name
-from ._sources import clip_to_ceiling, fallback_roots
+from ._sources import SOURCE_UNCONFIGURED, clip_to_ceiling, fallback_roots, how_to_configure
 from ._uri import uri_to_path
 from .broker._sdk import connection_of as _connection_of
 from .broker._server import BrokeredFiles, enable_brokering
@@ -60,6 +58,11 @@ _CTX_PARAM = "mcp_roots_context"
 # roots that arrived with the call).
 _CALL_ROOTS: contextvars.ContextVar[RootSet | None] = contextvars.ContextVar(
     "mcp_roots_call_roots", default=None
+)
+# Why the roots a 2026-07-28 retry carried are malformed (set by the middleware for the call it passes on):
+# the SDK only sees an empty list in their place, and the guarded tool refuses with this reason.
+_MALFORMED_CALL_ROOTS: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "mcp_roots_malformed_call_roots", default=None
 )
 
 _deprecation_noted = False
@@ -120,6 +123,8 @@ class _ConnectionRoots:
     # that call's response stream (see _fetcher).
     waiting: list[ServerRequestContext[Any, Any]] = field(default_factory=list)
     cache_started: bool = False
+    # notifications/initialized was handled (a repeated one is ignored quietly: the worker already runs).
+    served: bool = False
 
 
 def _raw_capabilities(params: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -127,21 +132,34 @@ def _raw_capabilities(params: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return caps if isinstance(caps, Mapping) else {}
 
 
-def _without_invalid_roots(params: Mapping[str, Any]) -> Mapping[str, Any]:
+def _without_invalid_roots(params: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None]:
     """``params`` of a 2026-07-28 ``tools/call`` retry, with root entries that break the URI rules
-    removed from its ``inputResponses`` (the same object when there are none).
+    removed from its ``inputResponses`` (the same object when there are none), and why the roots are
+    malformed (None when they are not; they are then replaced by an empty list).
 
     The SDK validates every input response as a whole before any handler runs, so one ``http:`` root
     would turn the call into -32602; on the legacy era such an entry is dropped and the valid ones kept,
-    and this keeps the two eras alike. The entries that stay are judged again with the same rules.
+    and this keeps the two eras alike. The entries that stay are judged again with the same rules. A
+    malformed answer (the legacy era's schema and entry cap) is checked first, before the SDK spends
+    anything on it.
     """
     responses = params.get("inputResponses")
     if not isinstance(responses, Mapping):
-        return params
+        return params, None
     cleaned: dict[str, Any] = {}
     changed = False
+    malformed: str | None = None
     for key, response in responses.items():
         roots = response.get("roots") if isinstance(response, Mapping) else None
+        if roots is not None:
+            try:
+                check_roots_answer(response)
+            except MalformedRoots as exc:
+                malformed = str(exc)
+                logger.warning("the roots the client sent with a tool call are malformed: %s", exc)
+                cleaned[key] = {**response, "roots": []}
+                changed = True
+                continue
         if isinstance(roots, list):
             kept = [entry for entry in roots if _valid_root_entry(entry)]
             if len(kept) != len(roots):
@@ -153,7 +171,7 @@ def _without_invalid_roots(params: Mapping[str, Any]) -> Mapping[str, Any]:
                 )
                 response = {**response, "roots": kept}
         cleaned[key] = response
-    return {**params, "inputResponses": cleaned} if changed else params
+    return ({**params, "inputResponses": cleaned} if changed else params), malformed
 
 
 def _valid_root_entry(entry: object) -> bool:
@@ -213,9 +231,11 @@ class _PathArg:
 class RootsGuard:
     """Keeps an MCP server's file tools inside the roots the client granted (or the operator configured).
 
-    ``roots`` / ``project_root`` / ``environ`` / ``user_config_dir`` select the fallback roots (see
-    :func:`mcp_roots.fallback_roots`); ``ceiling`` bounds every client root (client roots narrow
-    access, never widen it); ``debounce``, ``max_wait`` and ``timeout`` tune the roots refresh.
+    ``roots`` / ``project_root`` / ``environ`` / ``user_config_dir`` / ``allow_home`` select the fallback
+    roots (see :func:`mcp_roots.fallback_roots`), which apply only to clients that cannot send roots;
+    nothing configured means those clients are refused. ``ceiling`` bounds every client root (client roots
+    narrow access, never widen it); ``debounce``, ``max_wait``, ``timeout`` and ``first_answer_timeout``
+    tune the roots refresh.
     """
 
     def __init__(
@@ -230,6 +250,7 @@ class RootsGuard:
         max_wait: float = 0.1,
         timeout: float = 5.0,
         first_answer_timeout: float | None = None,
+        allow_home: bool = False,
     ) -> None:
         if isinstance(ceiling, (str, os.PathLike)):
             ceiling = [ceiling]  # one path, not a sequence of one-character paths
@@ -237,8 +258,18 @@ class RootsGuard:
             ceiling = RootSet.from_paths(list(ceiling), source="ceiling")
         self._ceiling: RootSet | None = ceiling
         fallback = fallback_roots(
-            roots, project_root=project_root, environ=environ, user_config_dir=user_config_dir
+            roots,
+            project_root=project_root,
+            environ=environ,
+            user_config_dir=user_config_dir,
+            allow_home=allow_home,
         )
+        if fallback.source == SOURCE_UNCONFIGURED:
+            # The official filesystem server refuses to start here; a guard still serves clients that send
+            # roots, and refuses the others per call. Said once, at startup.
+            logger.warning(
+                "%s; until then, clients that send no roots are refused", how_to_configure(environ)
+            )
         if ceiling is not None:
             fallback = clip_to_ceiling(fallback, ceiling)
         self._fallback = fallback
@@ -246,7 +277,10 @@ class RootsGuard:
         self._max_wait = max_wait
         self._timeout = timeout
         self._first_answer_timeout = timeout if first_answer_timeout is None else first_answer_timeout
+        self._environ = environ
         self._said: set[str] = set()
+        # Refusal reasons already said at info level in the current streak (cleared by a call that passes).
+        self._refusals_said: set[str] = set()
 
     # -- configuration --
 
@@ -262,6 +296,20 @@ class RootsGuard:
 
     def _clip(self, roots: RootSet) -> RootSet:
         return roots if self._ceiling is None else clip_to_ceiling(roots, self._ceiling)
+
+    def _fallback_or_refuse(self) -> RootSet:
+        """The fallback roots, or RootsUnavailable saying how to configure them when there are none."""
+        if self._fallback.source == SOURCE_UNCONFIGURED:
+            raise RootsUnavailable(f"this client sends no roots, and {how_to_configure(self._environ)}")
+        return self._fallback
+
+    def _log_refusal(self, tool: str, exc: RootsError) -> None:
+        # Once per reason per streak at info level (a model retrying the same refused call would flood the
+        # log), then at debug level until a call passes.
+        reason = type(exc).__name__
+        level = logging.DEBUG if reason in self._refusals_said else logging.INFO
+        self._refusals_said.add(reason)
+        logger.log(level, "refused %s(): %s", tool, exc)
 
     def _say_once(self, key: str, message: str, *args: object) -> None:
         if key in self._said:
@@ -295,6 +343,12 @@ class RootsGuard:
             self._on_initialize(ctx)
             return result
         if method == "notifications/initialized":
+            state = _connection_of(ctx).state.get(_STATE_KEY)
+            if isinstance(state, _ConnectionRoots) and state.served:
+                # A repeated initialized: the connection is already served. Ignored quietly, as the
+                # contract says (the SDK's own handler would be re-run for nothing).
+                logger.debug("ignoring a repeated notifications/initialized")
+                return None
             await call_next(ctx)
             await self._serve_connection(ctx)
             return None
@@ -304,9 +358,13 @@ class RootsGuard:
                 state.cache.notify_changed()
             return await call_next(ctx)
         if method == "tools/call" and ctx.params is not None and "inputResponses" in ctx.params:
-            params = _without_invalid_roots(ctx.params)
+            params, malformed = _without_invalid_roots(ctx.params)
             if params is not ctx.params:
-                return await call_next(dataclasses.replace(ctx, params=params))
+                token = _MALFORMED_CALL_ROOTS.set(malformed)
+                try:
+                    return await call_next(dataclasses.replace(ctx, params=params))
+                finally:
+                    _MALFORMED_CALL_ROOTS.reset(token)
         return await call_next(ctx)
 
     def _on_initialize(self, ctx: ServerRequestContext[Any, Any]) -> None:
@@ -334,12 +392,7 @@ class RootsGuard:
         )
         cache.set_capabilities(roots=declared, list_changed=list_changed)
         if not declared:
-            self._say_once(
-                "no-capability",
-                "client declared no roots capability; using fallback roots from %s: %s",
-                self._fallback.source,
-                self._fallback.describe(),
-            )
+            self._say_no_capability()
         state = _ConnectionRoots(cache)
         connection.state[_STATE_KEY] = state
         connection.exit_stack.push_async_callback(cache.aclose)
@@ -363,36 +416,33 @@ class RootsGuard:
                     # a stream that is not there.
                     return await _request_channel(waiting[-1]).send_raw_request("roots/list", None)
                 return await connection.send_raw_request("roots/list", None)
-            except NoBackChannelError:
-                self._unsupported(connection, "this connection has no back-channel (stateless HTTP)")
-                raise
             except MCPError as exc:
                 if exc.code == CONNECTION_CLOSED:
                     # The connection is ending and its task group is about to cancel this refresh; a
                     # "failed" warning for a client that merely went away would be noise.
                     logger.debug("roots/list abandoned: the connection closed")
                     await anyio.sleep_forever()
-                if exc.code == METHOD_NOT_FOUND or (
-                    exc.code == INVALID_REQUEST and "not supported" in exc.message.lower()
-                ):
-                    self._unsupported(
-                        connection, f"the client answered roots/list with {exc.code} {exc.message!r}"
-                    )
+                # -32601 / -32600 "not supported" (roots switched off in the host) is a failed answer like
+                # any other: the last valid roots stay (or none), never the fallback, and the next valid
+                # answer (after the client's list_changed) applies. The cache logs it.
                 raise
 
         return fetch
 
-    def _unsupported(self, connection: Connection, why: str) -> None:
-        state = connection.state.get(_STATE_KEY)
-        if isinstance(state, _ConnectionRoots):
-            state.cache.mark_unsupported()
-        self._say_once(
-            "unsupported:" + why.split(" ", 3)[0],
-            "%s; using fallback roots from %s: %s",
-            why,
-            self._fallback.source,
-            self._fallback.describe(),
-        )
+    def _say_no_capability(self) -> None:
+        if self._fallback.source == SOURCE_UNCONFIGURED:
+            self._say_once(
+                "no-capability",
+                "client declared no roots capability and no fallback roots are configured; its guarded "
+                "calls are refused",
+            )
+        else:
+            self._say_once(
+                "no-capability",
+                "client declared no roots capability; using fallback roots from %s: %s",
+                self._fallback.source,
+                self._fallback.describe(),
+            )
 
     async def _serve_connection(self, ctx: ServerRequestContext[Any, Any]) -> None:
         """Run this connection's roots refresh for as long as the connection lives.
@@ -403,8 +453,18 @@ class RootsGuard:
         """
         connection = _connection_of(ctx)
         state = self._state_for(connection, _raw_capabilities(None))
+        if state.served:
+            return
+        state.served = True
         if not connection.has_standalone_channel:
-            self._unsupported(connection, "this connection has no back-channel (stateless HTTP)")
+            # A connection that cannot ask (stateless HTTP) is the one case besides "no capability" where
+            # the fallback roots apply.
+            state.cache.set_capabilities(roots=False, list_changed=False)
+            self._say_once(
+                "no-back-channel",
+                "this connection has no back-channel (stateless HTTP): roots/list cannot be sent; "
+                "fallback roots apply where configured",
+            )
         if connection.session_id is None:
             state.cache_started = True
             state.cache.start()
@@ -432,13 +492,8 @@ class RootsGuard:
         caps = connection.client_capabilities
         if _is_modern(connection):
             if caps is None or caps.roots is None:
-                self._say_once(
-                    "no-capability",
-                    "client declared no roots capability; using fallback roots from %s: %s",
-                    self._fallback.source,
-                    self._fallback.describe(),
-                )
-                return self._fallback
+                self._say_no_capability()
+                return self._fallback_or_refuse()
             raise RootsUnavailable(
                 "on a 2026-07-28 connection the client's roots arrive with the tool call; decorate the tool "
                 "with @guard.paths(...) (no names is fine) so mcp-roots can ask for them"
@@ -453,22 +508,37 @@ class RootsGuard:
                 self._fallback.source,
                 self._fallback.describe(),
             )
-            return self._fallback
+            return self._fallback_or_refuse()
         if not state.cache_started:
             # Streamable HTTP: the first roots/list waits for the first guarded call (see _serve_connection).
             state.cache_started = True
             state.cache.start()
         state.waiting.append(request_ctx)
         try:
-            return await state.cache.fresh(self._timeout)
+            roots = await state.cache.fresh(self._timeout)
         finally:
             state.waiting.remove(request_ctx)
+        if roots.source == SOURCE_UNCONFIGURED:
+            return self._fallback_or_refuse()
+        return roots
 
     async def _roots_for_call(self, ctx: object, answer: object) -> RootSet:
+        malformed = _MALFORMED_CALL_ROOTS.get()
+        if malformed is not None:
+            raise RootsUnavailable(f"the roots the client sent with this call are malformed: {malformed}")
         if isinstance(answer, ListRootsResult):
             _note_deprecation()
             entries = [root.model_dump(mode="json", by_alias=True) for root in answer.roots]
-            return self._clip(RootSet.from_uris(entries, strict=False, source="client"))
+            try:
+                # In a worker thread, under the same cap and resolution budget as the legacy era.
+                roots = await build_client_roots({"roots": entries}, self._clip)
+            except MalformedRoots as exc:
+                raise RootsUnavailable(
+                    f"the roots the client sent with this call are malformed: {exc}"
+                ) from None
+            if not roots:
+                self._say_once("granted-none", "the client granted no roots; every path is refused")
+            return roots
         return await self._roots_for(_request_context_of(ctx))
 
     # -- the decorator --
@@ -532,8 +602,10 @@ class RootsGuard:
                     if name in kwargs:
                         kwargs[name] = arg.check(roots, kwargs[name])
             except (PathOutsideRoots, InvalidPath, RootsUnavailable) as exc:
-                logger.info("refused %s(): %s", fn.__name__, exc)
+                guard._log_refusal(fn.__name__, exc)
                 return _refusal(str(exc))
+            if guard._refusals_said:
+                guard._refusals_said.clear()  # a call passed: the streak of refusals is over
             token = _CALL_ROOTS.set(roots)
             try:
                 if is_async:
@@ -545,7 +617,7 @@ class RootsGuard:
                 # over max_bytes), or brokered access is unavailable: every RootsError message is written
                 # for the client to read, so it becomes the tool's error text instead of the SDK's generic
                 # "Error executing tool".
-                logger.info("refused %s(): %s", fn.__name__, exc)
+                guard._log_refusal(fn.__name__, exc)
                 return _refusal(str(exc))
             finally:
                 _CALL_ROOTS.reset(token)
