@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -36,9 +36,12 @@ __all__ = [
     "RootsCache",
     "build_client_roots",
     "check_roots_answer",
+    "off_loop",
 ]
 
 logger = logging.getLogger("mcp_roots")
+
+T = TypeVar("T")
 
 ChangeCallback = Callable[["RootSet | None", "RootSet | None"], object]
 
@@ -171,6 +174,12 @@ def _build_limiter() -> anyio.CapacityLimiter:
         return limiter
 
 
+async def off_loop(job: Callable[[], T]) -> T:
+    """Run ``job`` in a worker thread under the shared, bounded limiter (BUILD_THREADS per event loop):
+    work a peer can make arbitrarily large (its roots) never runs on the event loop."""
+    return await anyio.to_thread.run_sync(job, limiter=_build_limiter())
+
+
 async def build_client_roots(
     raw: object,
     transform: Callable[[RootSet], RootSet] | None = None,
@@ -184,8 +193,7 @@ async def build_client_roots(
     missing directory) are dropped alone. ``transform`` (the ceiling) runs in the same thread.
     """
     entries = check_roots_answer(raw)
-    job = functools.partial(_build, entries, transform, budget)
-    return await anyio.to_thread.run_sync(job, limiter=_build_limiter())
+    return await off_loop(functools.partial(_build, entries, transform, budget))
 
 
 # --- The cache ------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ._cache import MalformedRoots, RootsCache, build_client_roots, check_roots_answer
+from ._cache import MalformedRoots, RootsCache, build_client_roots, check_roots_answer, off_loop
 from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable, SDKChanged
 from ._rootset import RootSet, _uri_and_name
 from ._sources import SOURCE_UNCONFIGURED, clip_to_ceiling, fallback_roots, how_to_configure
@@ -358,7 +358,9 @@ class RootsGuard:
                 state.cache.notify_changed()
             return await call_next(ctx)
         if method == "tools/call" and ctx.params is not None and "inputResponses" in ctx.params:
-            params, malformed = _without_invalid_roots(ctx.params)
+            # Checking each URI costs time in proportion to what the client sent (up to the transport's body
+            # limit): a worker thread's time, never the event loop's.
+            params, malformed = await off_loop(functools.partial(_without_invalid_roots, ctx.params))
             if params is not ctx.params:
                 token = _MALFORMED_CALL_ROOTS.set(malformed)
                 try:
@@ -528,10 +530,9 @@ class RootsGuard:
             raise RootsUnavailable(f"the roots the client sent with this call are malformed: {malformed}")
         if isinstance(answer, ListRootsResult):
             _note_deprecation()
-            entries = [root.model_dump(mode="json", by_alias=True) for root in answer.roots]
             try:
                 # In a worker thread, under the same cap and resolution budget as the legacy era.
-                roots = await build_client_roots({"roots": entries}, self._clip)
+                roots = await build_client_roots(answer, self._clip)
             except MalformedRoots as exc:
                 raise RootsUnavailable(
                     f"the roots the client sent with this call are malformed: {exc}"
