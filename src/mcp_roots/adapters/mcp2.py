@@ -17,11 +17,10 @@ import anyio
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
-from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CONNECTION_CLOSED,
     INVALID_REQUEST,
-    METHOD_NOT_FOUND,
     CallToolResult,
     InputRequiredResult,
     ListRootsRequest,
@@ -211,24 +210,15 @@ class Mcp2Adapter:
                     # a stream that is not there.
                     return await request_channel(waiting[-1]).send_raw_request("roots/list", None)
                 return await connection.send_raw_request("roots/list", None)
-            except NoBackChannelError:
-                self.policy.mark_unsupported(
-                    self.policy.connection(connection), "this connection has no back-channel (stateless HTTP)"
-                )
-                raise
             except MCPError as exc:
                 if exc.code == CONNECTION_CLOSED:
                     # The connection is ending and its task group is about to cancel this refresh; a
                     # "failed" warning for a client that merely went away would be noise.
                     logger.debug("roots/list abandoned: the connection closed")
                     await anyio.sleep_forever()
-                if exc.code == METHOD_NOT_FOUND or (
-                    exc.code == INVALID_REQUEST and "not supported" in exc.message.lower()
-                ):
-                    self.policy.mark_unsupported(
-                        self.policy.connection(connection),
-                        f"the client answered roots/list with {exc.code} {exc.message!r}",
-                    )
+                # -32601 / -32600 "not supported" (roots switched off in the host), like any other failed
+                # answer, keeps the last valid roots (or none), never the fallback; the client's next
+                # list_changed brings a new request. The cache logs it.
                 raise
 
         return fetch
@@ -244,8 +234,11 @@ class Mcp2Adapter:
         state = self.policy.connection(connection)
         if state is None:
             state = self._on_initialize(dataclasses.replace(ctx, params=None))
+        if state.served:
+            return
+        state.served = True
         if not connection.has_standalone_channel:
-            self.policy.mark_unsupported(state, "this connection has no back-channel (stateless HTTP)")
+            self.policy.cannot_ask(state, "this connection has no back-channel (stateless HTTP)")
         if connection.session_id is None:
             state.cache_started = True
             state.cache.start()
@@ -281,9 +274,10 @@ class Mcp2Adapter:
             state.cache.start()
         state.waiting.append(request_ctx)
         try:
-            return await state.cache.fresh(self.policy.timeout)
+            roots = await state.cache.fresh(self.policy.timeout)
         finally:
             state.waiting.remove(request_ctx)
+        return self.policy.served_roots(roots)
 
     # -- tool calls --
 
@@ -306,21 +300,28 @@ class Mcp2Adapter:
         spec = self._guarded(registered, params.get("name"))
         try:
             roots = None
-            if answer is not None:
-                roots = self._roots_from_answer(answer)
             if spec is not None:
                 try:
+                    if answer is not None:
+                        roots = await self.policy.roots_from_client_answer(answer)
                     if roots is None:
                         roots = await self._roots_for(ctx)
                     arguments = params.get("arguments")
                     checked = spec.check(roots, arguments if isinstance(arguments, Mapping) else {})
                 except (PathOutsideRoots, InvalidPath, RootsUnavailable) as exc:
-                    logger.info("refused %s(): %s", spec.name, exc)
+                    self.policy.log_refusal(spec.name, exc)
                     return refusal(str(exc))
+                self.policy.call_passed()
                 ctx = dataclasses.replace(ctx, params={**params, "arguments": checked})
                 with guarded_call(spec, roots, refusal):
                     return await call_next(ctx)
-            if roots is not None:
+            if answer is not None:
+                # Not a guarded tool: a low-level handler that asked through guard.roots(ctx).
+                try:
+                    roots = await self.policy.roots_from_client_answer(answer)
+                except RootsUnavailable as exc:
+                    self.policy.log_refusal(str(params.get("name")), exc)
+                    return refusal(str(exc))
                 with call_roots(roots):
                     return await call_next(ctx)
             return await call_next(ctx)
@@ -334,12 +335,6 @@ class Mcp2Adapter:
         # A tool guarded by another RootsGuard is that guard's business (its wrapper refuses every call
         # if that guard was never installed).
         return spec if spec is not None and spec.policy is self.policy else None
-
-    def _roots_from_answer(self, answer: object) -> RootSet:
-        entries = answer.get("roots") if isinstance(answer, Mapping) else None
-        if not isinstance(entries, list):
-            raise RootsUnavailable("the client's roots answer is malformed: 'roots' is not a list")
-        return self.policy.roots_from_client_answer([e for e in entries if isinstance(e, Mapping)])
 
 
 class _Middleware:
@@ -357,6 +352,12 @@ class _Middleware:
             self.adapter._on_initialize(ctx)
             return result
         if method == "notifications/initialized":
+            state = self.adapter.policy.connection(connection_of(ctx))
+            if state is not None and state.served:
+                # A repeated initialized: the connection is already served. Ignored quietly, as the
+                # contract says (not handed to the SDK again, no traceback).
+                logger.debug("ignoring a repeated notifications/initialized")
+                return None
             await call_next(ctx)
             await self.adapter._serve_connection(ctx)
             return None
