@@ -14,6 +14,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from mcp.client.context import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import METHOD_NOT_FOUND, ErrorData, ListRootsResult, Root, RootsListChangedNotification
 
-from mcp_roots import RootsGuard, path_to_uri
+from mcp_roots import RootSet, RootsGuard, path_to_uri
 
 from .serverkit import FILE_SERVER, Tree, load_file_server, text_of
 
@@ -294,18 +295,21 @@ def expensive_uris(base: Path, target: Path, count: int) -> list[str]:
 
 
 class LagProbe:
-    """Measures the event loop's lag: how late a 5 ms sleep wakes up, at worst (the time during which no
-    other connection's message could be handled)."""
+    """Measures the event loop's lag: how late a 5 ms sleep wakes up, at worst (wall clock), and how much
+    CPU the loop's own thread spent between two wake-ups, at worst (the time during which no other
+    connection's message could be handled because the loop was busy, whatever the machine's load)."""
 
     def __init__(self) -> None:
         self.worst = 0.0
+        self.worst_busy = 0.0
         self.samples = 0
 
     async def run(self) -> None:
         while True:
-            started = anyio.current_time()
+            started, cpu = anyio.current_time(), time.thread_time()
             await anyio.sleep(0.005)
             self.worst = max(self.worst, anyio.current_time() - started - 0.005)
+            self.worst_busy = max(self.worst_busy, time.thread_time() - cpu)
             self.samples += 1
 
 
@@ -361,7 +365,12 @@ async def test_a_hostile_expensive_answer_never_stalls_another_connection(
     if count > 1000:
         assert "malformed" in text
     assert probe.samples > 0
-    assert probe.worst < 0.1, f"the event loop stalled for {probe.worst:.3f}s"
+    # The bound: the loop never spent over 100 ms of its own CPU between two wake-ups (on main: 1.1-3.3 s).
+    # The wall-clock lag also counts the time a loaded machine (8 test runs on 2 cores) did not schedule
+    # this process at all, so it is held to a looser bound that still catches any real stall.
+    lag = f"worst wall-clock lag {probe.worst:.3f}s, worst loop CPU between wake-ups {probe.worst_busy:.3f}s"
+    assert probe.worst_busy < 0.1, lag
+    assert probe.worst < 1.0, lag
     # The honest connection kept being served while the attack was handled. (Its calls' latency also
     # includes the in-memory attacker's own client-side work on this same loop, so the bound is on the lag.)
     assert latencies, "no honest call completed during the attack"
@@ -372,3 +381,19 @@ def _grants(*paths: Path) -> Any:
         return ListRootsResult(roots=[Root(uri=path_to_uri(p), name=p.name) for p in paths])
 
     return callback
+
+
+async def test_the_lag_probe_sees_roots_resolved_on_the_event_loop(tree: Tree) -> None:
+    # The control: what main did (the same 1,000 expensive entries resolved on the event loop) is a stall
+    # the probe reports, so the bound above can fail.
+    chains = tree.base / "chains"
+    chains.mkdir()
+    uris = expensive_uris(chains, tree.other, 1000)
+    probe = LagProbe()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(probe.run)
+        await anyio.sleep(0.02)
+        RootSet.from_uris(uris, strict=False, source="client")  # on the loop, as main did
+        await anyio.sleep(0.02)
+        tg.cancel_scope.cancel()
+    assert probe.worst_busy >= 0.1, f"the probe missed a {probe.worst_busy:.3f}s stall"
