@@ -200,16 +200,15 @@ async def build_client_roots(
 
 
 class _Request:
-    """One roots/list request: its generation, the notifications it covers, and how it ended."""
+    """One roots/list request: its generation and the refresh triggers it covers."""
 
-    __slots__ = ("covers", "generation", "scope")
+    __slots__ = ("covers", "generation")
 
     def __init__(self, generation: int, covers: int) -> None:
         self.generation = generation
         # Number of refresh triggers (start + notifications) received before this request was sent: when
         # it is answered, every one of them has had its refresh.
         self.covers = covers
-        self.scope = anyio.CancelScope()
 
 
 class RootsCache:
@@ -540,13 +539,12 @@ class RootsCache:
         raw: object = _NO_OUTCOME
         error: Exception | None = None
         try:
-            with request.scope:
-                try:
-                    raw = await self._fetch()
-                except Exception as exc:
-                    error = exc
-            if raw is not _NO_OUTCOME or error is not None:
-                await self._deliver(request, raw, error)
+            # No timeout here: a slow answer is not a failed one (only aclose() cancels a request).
+            try:
+                raw = await self._fetch()
+            except Exception as exc:
+                error = exc
+            await self._deliver(request, raw, error)
         finally:
             self._fetch_tasks.discard(task_id)
             self._outstanding.pop(request.generation, None)
