@@ -134,10 +134,10 @@ class GuardPolicy:
         max_wait: float,
         timeout: float,
         first_answer_timeout: float,
-        environ: Mapping[str, str] | None = None,
+        how_to_configure: str = "",
     ) -> None:
         self.fallback = fallback
-        self.environ = environ
+        self.how_to_configure = how_to_configure
         self.ceiling = ceiling
         self.debounce = debounce
         self.max_wait = max_wait
@@ -224,7 +224,7 @@ class GuardPolicy:
 
     def _fallback_or_refuse(self) -> RootSet:
         if self.fallback.source == SOURCE_UNCONFIGURED:
-            raise RootsUnavailable(f"this client sends no roots, and {how_to_configure(self.environ)}")
+            raise RootsUnavailable(f"this client sends no roots, and {self.how_to_configure}")
         return self.fallback
 
     def served_roots(self, roots: RootSet) -> RootSet:
@@ -426,10 +426,11 @@ class RootsGuard:
             user_config_dir=user_config_dir,
             allow_home=allow_home,
         )
+        advice = how_to_configure(environ, user_config_dir)
         if fallback.source == SOURCE_UNCONFIGURED:
             # The official filesystem server refuses to start here; a guard still serves clients that send
             # roots, and refuses the others per call. Said once, at startup.
-            logger.warning("%s; until then, clients that send none are refused", how_to_configure(environ))
+            logger.warning("%s; until then, clients that send none are refused", advice)
         if ceiling is not None:
             fallback = clip_to_ceiling(fallback, ceiling)
         self._policy = GuardPolicy(
@@ -439,7 +440,7 @@ class RootsGuard:
             max_wait=max_wait,
             timeout=timeout,
             first_answer_timeout=timeout if first_answer_timeout is None else first_answer_timeout,
-            environ=environ,
+            how_to_configure=advice,
         )
         # One adapter per framework this guard was installed on (a guard may serve several servers).
         self._adapters: dict[type, Adapter] = {}

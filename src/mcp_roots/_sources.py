@@ -71,10 +71,16 @@ def default_user_config_dir(environ: Mapping[str, str] | None = None) -> Path:
     return Path(platformdirs.user_config_dir("mcp-roots"))
 
 
-def how_to_configure(environ: Mapping[str, str] | None = None) -> str:
+def how_to_configure(
+    environ: Mapping[str, str] | None = None, user_config_dir: str | os.PathLike[str] | None = None
+) -> str:
     """The sentence that tells an operator how to give a server fallback roots."""
     try:
-        config_dir = str(default_user_config_dir(environ))
+        config_dir = (
+            os.path.abspath(user_config_dir)
+            if user_config_dir is not None
+            else str(default_user_config_dir(environ))
+        )
     except Exception:  # pragma: no cover - platformdirs cannot name a directory here
         config_dir = "the user config directory"
     return (
