@@ -508,6 +508,31 @@ async def test_switched_off_from_the_start_is_refused_not_the_fallback(
         assert paths_of(await cache.fresh()) == [dirs["a"]]
 
 
+async def test_a_list_changed_after_the_first_budget_is_waited_for(
+    dirs: dict[str, Path], clock: ManualClock
+) -> None:
+    # The first answer never came and its budget is spent; the client then sends list_changed and answers
+    # the new request: a call made after the notification waits for that answer instead of being refused.
+    client = FakeClient([dirs["a"]])
+    silent = Gate()
+    client.script.append(silent)
+    async with running(make_cache(client, dirs, clock)) as cache, anyio.create_task_group() as tg:
+        await clock.advance(2 * TIMEOUT)
+        await refused(cache)
+        cache.notify_changed()
+        seen: list[RootSet] = []
+
+        async def tool_call() -> None:
+            seen.append(await cache.fresh())
+
+        tg.start_soon(tool_call)
+        await clock.advance(0.1)  # the debounced request goes out and is answered
+        await until(lambda: bool(seen))
+        assert paths_of(seen[0]) == [dirs["a"]]
+        silent.opened.set()
+    assert client.calls == 2
+
+
 async def test_failed_first_answer_is_retried_by_a_later_tool_call_without_list_changed(
     dirs: dict[str, Path], clock: ManualClock
 ) -> None:
