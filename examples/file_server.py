@@ -2,7 +2,7 @@
 
     python examples/file_server.py                       # stdio
     python examples/file_server.py --http 8765           # streamable HTTP on 127.0.0.1:8765/mcp
-    python examples/file_server.py --roots ./data,./docs # fallback roots for clients that send none
+    python examples/file_server.py --roots /srv/data,/srv/docs  # fallback roots for clients that send none
 
 Written the way the README tells users to write theirs: a RootsGuard installed on the server, @guard.paths
 on every tool that takes a path, and the race-free RootSet operations for every file access.
@@ -79,8 +79,14 @@ def _reason(exc: BaseException) -> str:
     return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
 
 
-def _split(value: str | None) -> list[str] | None:
-    return [part for part in value.split(",") if part] if value else None
+def _path_list(value: str) -> list[str]:
+    """A comma-separated list of paths; an empty one is an error, never "unset"."""
+    parts = [part for part in value.split(",") if part]
+    if not parts:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} names no path; give at least one (or leave the option out)"
+        )
+    return parts
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -97,9 +103,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="with --http: answer each POST with one JSON body (no SSE)",
     )
-    parser.add_argument("--roots", help="comma-separated fallback roots for clients that send none")
-    parser.add_argument("--ceiling", help="comma-separated roots that client roots can never widen")
-    parser.add_argument("--project", help="project root (default: the working directory)")
+    parser.add_argument(
+        "--roots", type=_path_list, help="comma-separated fallback roots for clients that send none"
+    )
+    parser.add_argument(
+        "--ceiling", type=_path_list, help="comma-separated roots that client roots can never widen"
+    )
+    parser.add_argument("--project", help="project root (default: none; the working directory is never used)")
+    parser.add_argument(
+        "--allow-home", action="store_true", help="allow '/', your home or an ancestor as a fallback root"
+    )
     parser.add_argument(
         "--timeout", type=float, default=5.0, help="roots/list timeout in seconds (default 5)"
     )
@@ -116,7 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         guard = RootsGuard(
-            _split(args.roots), project_root=args.project, ceiling=_split(args.ceiling), timeout=args.timeout
+            args.roots,
+            project_root=args.project,
+            ceiling=args.ceiling,
+            timeout=args.timeout,
+            allow_home=args.allow_home,
         )
     except (RootsError, OSError, ValueError) as exc:
         print(f"file_server.py: error: {exc}", file=sys.stderr)

@@ -1,8 +1,9 @@
 """RootsCache behind the real mcp SDK: a low-level Server and an in-memory legacy-era Client.
 
 This checks the assumptions the cache makes about its seam: the raw roots/list result the SDK returns
-parses, list_changed reaches the cache as a notification task, and a client that cannot answer leaves the
-fallback in force without wedging anything. The guard's wiring (RootsGuard) is tested on its own branch.
+parses, list_changed reaches the cache as a notification task, and a client that answers with an error is
+refused (never given the fallback) without wedging anything. The guard's wiring (RootsGuard) is tested
+on its own.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from mcp_types import (
     Tool,
 )
 
-from mcp_roots import RootsCache, RootSet, path_to_uri
+from mcp_roots import RootsCache, RootSet, RootsUnavailable, path_to_uri
 
 pytestmark = [
     pytest.mark.anyio,
@@ -63,6 +64,14 @@ def serve_roots(fallback: RootSet, caches: list[RootsCache], **handlers: Any) ->
     return server
 
 
+def in_force(cache: RootsCache) -> tuple[Path, ...] | None:
+    """The paths in force, or None while calls are refused."""
+    try:
+        return cache.current().paths
+    except RootsUnavailable:
+        return None
+
+
 async def wait_for_cache(caches: list[RootsCache]) -> RootsCache:
     with anyio.fail_after(2):
         while not caches:  # noqa: ASYNC110 - the server creates the cache in its own task
@@ -93,7 +102,7 @@ async def test_sdk_roots_list_result_is_applied_and_list_changed_refreshes(tmp_p
                 await anyio.sleep(0.005)
 
 
-async def test_sdk_error_answer_keeps_previous_roots_until_the_client_answers(
+async def test_sdk_error_answer_is_refused_not_the_fallback_until_the_client_answers(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     a = tmp_path / "a"
@@ -112,12 +121,15 @@ async def test_sdk_error_answer_keeps_previous_roots_until_the_client_answers(
     server = serve_roots(fallback, caches)
     async with Client(server, mode="legacy", list_roots_callback=list_roots) as client:
         cache = await wait_for_cache(caches)
-        assert await cache.fresh() == fallback  # the JSON-RPC error kept the previous (fallback) roots
+        with pytest.raises(RootsUnavailable, match="has not sent its roots yet"):
+            await cache.fresh()  # the JSON-RPC error: no roots yet, and never the fallback
         warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
         assert any("roots store locked" in w for w in warnings), warnings
         await client.send_roots_list_changed()
-        with anyio.fail_after(2):
-            while cache.current().paths != (a.resolve(),):  # noqa: ASYNC110
+        # The client answers the new request: its roots apply. (The notification reaches the server in its
+        # own task, so poll what is in force rather than race it with fresh().)
+        with anyio.fail_after(5):
+            while in_force(cache) != (a.resolve(),):  # noqa: ASYNC110
                 await anyio.sleep(0.005)
 
 

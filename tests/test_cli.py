@@ -124,11 +124,71 @@ def test_usage_errors_exit_2(cli: Cli, args: tuple[str, ...], words: str) -> Non
 # --- show -------------------------------------------------------------------------------------------------
 
 
-def test_show_defaults_to_the_working_directory(cli: Cli) -> None:
+def test_show_without_configuration_refuses_everything_and_says_how_to_configure(cli: Cli) -> None:
+    # The working directory is never a root implicitly.
     result = cli.run("show")
     assert result.code == 0, result.err
-    assert result.out == f"Roots from project root:\n  {cli.project}\n"
+    assert result.out.startswith("No roots: every path is refused; no fallback roots are configured")
+    assert "--roots" in result.out
+    assert "MCP_ROOTS" in result.out
+    assert str(cli.xdg / "mcp-roots") in result.out
     assert result.err == ""
+
+
+def test_check_from_a_fake_home_without_configuration_is_outside(cli: Cli) -> None:
+    # Started from '~' with nothing configured: on main this said "inside" for a private key.
+    home = cli.base / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY")
+    result = cli.run("check", str(home / ".ssh" / "id_ed25519"), cwd=home, env={"HOME": str(home)})
+    assert result.code == 1, result
+    lines = result.out.splitlines()
+    assert lines[0] == f"outside  {home / '.ssh' / 'id_ed25519'}"
+    assert lines[1].startswith("1 of 1 path(s) refused: no fallback roots are configured")
+
+
+@pytest.mark.parametrize("given", ["home", "ancestor", "root"])
+def test_home_and_its_ancestors_need_allow_home(cli: Cli, given: str) -> None:
+    home = cli.base / "home"
+    home.mkdir()
+    target = {"home": home, "ancestor": cli.base, "root": Path("/")}[given]
+    env = {"HOME": str(home)}
+    for args in (("--roots", str(target)), ("--project", str(target))):
+        result = cli.run("show", *args, env=env)
+        assert result.code == 2, result
+        line = one_error_line(result)
+        assert "is refused as a fallback root" in line
+        assert "--allow-home" in line
+        allowed = cli.run("show", "--json", "--allow-home", *args, env=env)
+        assert allowed.code == 0, allowed.err
+        assert [r["path"] for r in json.loads(allowed.out)["roots"]] == [str(target)]
+
+
+def test_relative_roots_without_a_project_are_an_error(cli: Cli) -> None:
+    (cli.project / "data").mkdir()
+    result = cli.run("show", "--roots", "data")
+    assert result.code == 2
+    assert "needs a project root" in one_error_line(result)
+
+
+def test_project_file_is_read_only_from_an_explicit_project(cli: Cli) -> None:
+    # A cloned repository's own mcp-roots.json, in the working directory, is not a configuration.
+    (cli.project / "mcp-roots.json").write_text('{"roots": [{"path": "/"}]}')
+    result = cli.run("check", "/etc/passwd")
+    assert result.code == 1, result
+    # Given explicitly, its '/' entry is still refused (skipped with a warning): every path is refused.
+    result = cli.run("check", "--project", ".", "/etc/passwd")
+    assert result.code == 1, result
+    assert "it is the filesystem root" in result.err
+
+
+def test_huge_integer_in_a_config_file_is_a_config_error(cli: Cli) -> None:
+    (cli.project / "mcp-roots.json").write_text('{"roots": [\n  {"path": ' + "7" * 5000 + "}\n]}")
+    result = cli.run("show", "--project", ".")
+    assert result.code == 2
+    line = one_error_line(result)
+    assert line.startswith(f"mcp-roots: error: {cli.project / 'mcp-roots.json'}:2: ")
+    assert "5000 digits" in line
 
 
 def test_show_with_roots_before_or_after_the_command(cli: Cli) -> None:
@@ -138,7 +198,7 @@ def test_show_with_roots_before_or_after_the_command(cli: Cli) -> None:
         ("--roots", f"a,{cli.base / 'b'}", "--json", "show"),
         ("show", "--json", "--roots", "a", "--roots", str(cli.base / "b")),
     ):
-        result = cli.run(*args)
+        result = cli.run("--project", ".", *args)
         assert result.code == 0, result.err
         shown = json.loads(result.out)
         assert shown["source"] == "flag"
@@ -148,7 +208,7 @@ def test_show_with_roots_before_or_after_the_command(cli: Cli) -> None:
 
 def test_show_from_the_environment(cli: Cli) -> None:
     (cli.project / "data").mkdir()
-    result = cli.run("show", env={"MCP_ROOTS": "data"})
+    result = cli.run("--project", ".", "show", env={"MCP_ROOTS": "data"})
     assert result.code == 0, result.err
     assert result.out == f"Roots from environment (MCP_ROOTS):\n  {cli.project / 'data'}\n"
 
@@ -157,7 +217,7 @@ def test_show_from_the_project_file_with_names_and_warnings(cli: Cli) -> None:
     (cli.project / "data").mkdir()
     file = cli.project / "mcp-roots.json"
     file.write_text('{"roots": [\n  {"path": "./data", "name": "Data"},\n  {"path": "./gone"}\n]}')
-    result = cli.run("show")
+    result = cli.run("--project", ".", "show")
     assert result.code == 0, result.err
     assert result.out == f"Roots from {file}:\n  {cli.project / 'data'}  (Data)\n"
     assert result.err.startswith(f"mcp-roots: warning: {file}:3: skipping this root: ")
@@ -188,7 +248,7 @@ def test_show_with_project_option(cli: Cli) -> None:
 
 def test_show_of_a_config_without_usable_roots_says_everything_is_refused(cli: Cli) -> None:
     (cli.project / "mcp-roots.json").write_text('{"roots": []}')
-    result = cli.run("show")
+    result = cli.run("--project", ".", "show")
     assert result.code == 0
     assert result.out == f"No roots from {cli.project / 'mcp-roots.json'}: every path is refused.\n"
     assert "lists no usable root" in result.err
@@ -201,7 +261,7 @@ def test_bad_json_names_file_and_line(cli: Cli) -> None:
     file = cli.project / "mcp-roots.json"
     file.write_text('{\n  "roots": [\n    {"path": "."},\n  ]\n}\n')
     for command in ("show", "env", "check"):
-        result = cli.run(command, *(["x"] if command == "check" else []))
+        result = cli.run("--project", ".", command, *(["x"] if command == "check" else []))
         assert result.code == 2
         assert result.out == ""
         assert one_error_line(result).startswith(f"mcp-roots: error: {file}:4:")
@@ -218,7 +278,7 @@ def test_wrong_shape_names_file_line_and_rule(cli: Cli) -> None:
 
 
 def test_bad_flag_entry_names_entry_and_source(cli: Cli) -> None:
-    result = cli.run("show", "--roots", ".,missing")
+    result = cli.run("--project", ".", "show", "--roots", ".,missing")
     assert result.code == 2
     line = one_error_line(result)
     assert "'missing'" in line
@@ -266,7 +326,7 @@ def test_unreadable_root_fails_fast(cli: Cli) -> None:
     locked.mkdir()
     locked.chmod(0o000)
     try:
-        result = cli.run("show", "--roots", "locked", prefix=_without_permission_override())
+        result = cli.run("--project", ".", "show", "--roots", "locked", prefix=_without_permission_override())
     finally:
         locked.chmod(0o755)
     assert result.code == 2, result
@@ -288,7 +348,9 @@ def checked(cli: Cli) -> Cli:
 
 
 def test_check_all_inside_exits_0_and_names_the_root(checked: Cli) -> None:
-    result = checked.run("check", "src/app.py", str(checked.project / "new" / "file"), "--roots", ".")
+    result = checked.run(
+        "--project", ".", "check", "src/app.py", str(checked.project / "new" / "file"), "--roots", "."
+    )
     assert result.code == 0, result.err
     lines = result.out.splitlines()
     new = checked.project / "new" / "file"
@@ -312,7 +374,7 @@ def test_check_relative_paths_start_at_the_working_directory(checked: Cli) -> No
     ids=["absolute", "sibling-prefix", "symlink-escape", "dotdot", "empty"],
 )
 def test_check_outside_exits_1(checked: Cli, outside: str) -> None:
-    result = checked.run("check", "src/app.py", outside)
+    result = checked.run("--project", ".", "check", "src/app.py", outside)
     assert result.code == 1, result
     lines = result.out.splitlines()
     assert lines[0].startswith("inside   src/app.py")
@@ -322,7 +384,7 @@ def test_check_outside_exits_1(checked: Cli, outside: str) -> None:
 
 def test_check_json(checked: Cli) -> None:
     (checked.project / "src" / "mcp-roots.json")  # not a config location: ignored
-    result = checked.run("check", "--json", "src", "/etc")
+    result = checked.run("--project", ".", "check", "--json", "src", "/etc")
     assert result.code == 1
     report = json.loads(result.out)
     assert report["source"] == "project root"
@@ -342,7 +404,7 @@ def test_check_json(checked: Cli) -> None:
 
 def test_check_against_an_empty_config_is_all_outside(checked: Cli) -> None:
     (checked.project / "mcp-roots.json").write_text('{"roots": []}')
-    result = checked.run("check", "src/app.py")
+    result = checked.run("--project", ".", "check", "src/app.py")
     assert result.code == 1
     assert result.out.splitlines()[0] == "outside  src/app.py"
 
@@ -354,7 +416,7 @@ def test_env_exports_survive_a_shell(cli: Cli) -> None:
     odd = cli.project / 'it\'s a "dir" $HOME'
     odd.mkdir()
     (cli.project / "plain").mkdir()
-    result = cli.run("env", "--roots", f"{odd},plain")
+    result = cli.run("--project", ".", "env", "--roots", f"{odd},plain")
     assert result.code == 0, result.err
     assert result.out.startswith("export MCP_ROOTS_JSON=")
     script = (
@@ -368,6 +430,6 @@ def test_env_exports_survive_a_shell(cli: Cli) -> None:
 
 
 def test_env_json_matches_the_library(cli: Cli) -> None:
-    result = cli.run("env", "--json")
+    result = cli.run("--project", ".", "env", "--json")
     assert result.code == 0, result.err
     assert json.loads(result.out) == RootSet.from_paths([cli.project]).as_env()

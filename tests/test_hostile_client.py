@@ -232,20 +232,13 @@ CASES = [
         refused=lambda d: [d.a / "a.txt"],
     ),
     Case(
-        "query-fragment-and-junk-entries",
+        "query-fragment-and-refused-entries",
+        # Well-formed entries that break a rule are dropped alone; the valid one is kept.
         answer_with(
             lambda d: {
                 "roots": [
                     {"uri": f"{uri(d.outside)}?x=1"},
                     {"uri": f"{uri(d.outside)}#frag"},
-                    {"name": "no uri"},
-                    {"uri": 5},
-                    {"uri": [uri(d.outside)]},
-                    {"uri": None},
-                    "not an object",
-                    7,
-                    None,
-                    [],
                     {"uri": ""},
                     {"uri": "file:"},
                     {"uri": "outside"},
@@ -255,6 +248,26 @@ CASES = [
             }
         ),
         readable=lambda d: [d.b / "b.txt"],
+    ),
+    # Entries that are not objects with a string uri break the schema: the whole answer is malformed and the
+    # roots in force (c, from the honest round) stay; the valid entry beside them is not granted.
+    *(
+        Case(
+            f"malformed-entry-{name}",
+            answer_with(lambda d, entry=entry: {"roots": [entry, {"uri": uri(d.b), "name": "b"}]}),
+            readable=lambda d: [d.c / "c.txt"],
+            refused=lambda d: [d.b / "b.txt"],
+        )
+        for name, entry in [
+            ("no-uri", {"name": "no uri"}),
+            ("uri-is-a-number", {"uri": 5}),
+            ("uri-is-a-list", {"uri": ["file:///"]}),
+            ("uri-is-null", {"uri": None}),
+            ("a-string", "file:///"),
+            ("a-number", 7),
+            ("null", None),
+            ("a-list", []),
+        ]
     ),
     Case("result-is-a-list", answer_with(lambda d: [{"uri": uri(d.outside)}])),
     Case("result-is-a-string", answer_with(lambda d: uri(d.outside))),
@@ -365,11 +378,20 @@ def test_hostile_roots_refresh_grants_nothing_and_server_stays_up(
     assert client.proc.poll() is None
 
 
-def test_junk_first_answer_grants_nothing(tmp_path: Path) -> None:
-    # Before any roots are known (the first answer), a result that is not even an object.
-    case = next(c for c in CASES if c.id == "result-is-a-string")
+@pytest.mark.parametrize("case_id", ["result-is-a-string", "malformed-entry-uri-is-a-number"])
+def test_junk_first_answer_grants_nothing_not_even_the_fallback(tmp_path: Path, case_id: str) -> None:
+    # Before any roots are known (the first answer): nothing is in force, so every call is refused.
+    case = next(c for c in CASES if c.id == case_id)
     with raw_server(tmp_path) as (client, dirs):
-        check_after_hostile_answer(client, dirs, case)
+
+        def hostile(request: Message) -> None:
+            case.answer(client, request, dirs)
+
+        for path in (dirs.outside / "secret.txt", dirs.fallback / "fallback.txt", dirs.b / "b.txt"):
+            assert_refused(client, path, hostile)
+        result = client.call_tool("list_roots", {}, hostile)
+        assert result.get("isError") is True
+        assert text_of(result).startswith("the client has not sent its roots yet")
         honest_round(client, dirs)
 
 
@@ -395,26 +417,53 @@ def test_ceiling_drops_a_client_root_outside_it(tmp_path: Path) -> None:
         assert root_paths(client, lambda m: None) == [str(dirs.a)]
 
 
-def test_method_not_found_means_fallback_roots_from_then_on(tmp_path: Path) -> None:
+def test_method_not_found_is_refused_and_switching_roots_back_on_applies(tmp_path: Path) -> None:
+    # enable / disable / enable over stdio: -32601 never means the fallback, and is not permanent.
     with raw_server(tmp_path) as (client, dirs):
 
         def not_found(request: Message) -> None:
             client.send({"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32601, "message": "nope"}})
 
-        assert_readable(client, dirs.fallback / "fallback.txt", not_found)
+        def grants_a(request: Message) -> None:
+            client.respond(request["id"], roots_result(uri(dirs.a)))
+
+        assert_refused(client, dirs.fallback / "fallback.txt", not_found)
         assert_refused(client, dirs.outside / "secret.txt", not_found)
-        # The client said it cannot list roots: a later list_changed is not a reason to trust it.
-        client.notify("notifications/roots/list_changed")
-        assert_readable(client, dirs.fallback / "fallback.txt", not_found)
-        assert root_paths(client, not_found) == [str(dirs.fallback)]
+        client.notify("notifications/roots/list_changed")  # switched on
+        assert_readable(client, dirs.a / "a.txt", grants_a)
+        client.notify("notifications/roots/list_changed")  # switched off: the last roots stay
+        assert_readable(client, dirs.a / "a.txt", not_found)
+        assert_refused(client, dirs.fallback / "fallback.txt", not_found)
+        client.notify("notifications/roots/list_changed")  # on again, with other roots
+
+        def grants_b(request: Message) -> None:
+            client.respond(request["id"], roots_result(uri(dirs.b)))
+
+        assert_readable(client, dirs.b / "b.txt", grants_b)
+        assert_refused(client, dirs.a / "a.txt", grants_b)
+        assert root_paths(client, grants_b) == [str(dirs.b)]
+
+
+def test_repeated_initialized_is_ignored_quietly(tmp_path: Path) -> None:
+    with raw_server(tmp_path) as (client, dirs):
+
+        def grants_a(request: Message) -> None:
+            client.respond(request["id"], roots_result(uri(dirs.a)))
+
+        for _ in range(20):
+            client.notify("notifications/initialized")
+        assert_readable(client, dirs.a / "a.txt", grants_a)
+        assert root_paths(client, grants_a) == [str(dirs.a)]
+    # raw_server asserts that the server log holds no traceback.
 
 
 def test_no_answer_then_answers_out_of_order(tmp_path: Path) -> None:
     held: list[Message] = []
     with raw_server(tmp_path) as (client, dirs):
-        # The first roots/list is never answered (yet): within the timeout the fallback roots apply.
+        # The first roots/list is never answered (yet): after the timeout the call is refused, never given
+        # the fallback roots.
         started = time.monotonic()
-        assert_readable(client, dirs.fallback / "fallback.txt", held.append)
+        assert_refused(client, dirs.fallback / "fallback.txt", held.append)
         assert time.monotonic() - started < ROOTS_TIMEOUT + 5
         assert held
         assert_refused(client, dirs.a / "a.txt", held.append)

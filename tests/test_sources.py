@@ -17,7 +17,15 @@ from pathlib import Path
 import pytest
 
 from mcp_roots import ConfigError, RootSet, clip_to_ceiling, fallback_roots
-from mcp_roots._sources import SOURCE_ENVIRONMENT, SOURCE_FLAG, SOURCE_PROJECT_ROOT
+from mcp_roots._sources import (
+    CONFIG_FILE_ENV_VAR,
+    ENV_VAR,
+    SOURCE_ENVIRONMENT,
+    SOURCE_FLAG,
+    SOURCE_PROJECT_ROOT,
+    SOURCE_UNCONFIGURED,
+    how_to_configure,
+)
 
 LEVELS = ["flag", "environment", "project file", "user file", "project root"]
 
@@ -106,27 +114,91 @@ def test_a_set_source_never_consults_lower_ones(world: World) -> None:
     assert roots.source == str(world.project_file)
 
 
-def test_project_root_defaults_to_the_working_directory(
+def test_nothing_configured_means_no_roots_never_the_working_directory(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The working directory holds a project file and would be a root on main; neither is used implicitly.
     monkeypatch.chdir(world.project)
     write(world.project_file, json.dumps({"roots": [{"path": str(world.dirs["project file"])}]}))
-    assert fallback_roots(environ={}, user_config_dir=world.config_dir).paths == (world.dirs["project file"],)
-    world.project_file.unlink()
     roots = fallback_roots(environ={}, user_config_dir=world.config_dir)
-    assert (roots.source, roots.paths) == (SOURCE_PROJECT_ROOT, (world.project,))
+    assert (roots.source, roots.paths) == (SOURCE_UNCONFIGURED, ())
+    assert not roots.contains(world.project / "mcp-roots.json")
+    assert "--roots" in how_to_configure({})
+    assert "MCP_ROOTS" in how_to_configure({})
 
 
-def test_working_directory_at_filesystem_root_is_not_a_fallback(
-    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+def test_nothing_configured_from_a_fake_home_refuses_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.chdir("/")
+    home = tmp_path.resolve() / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("KEY")
+    monkeypatch.chdir(home)
+    roots = fallback_roots(environ={"HOME": str(home)}, user_config_dir=tmp_path / "no-config")
+    assert roots.source == SOURCE_UNCONFIGURED
+    assert not roots.contains(home / ".ssh" / "id_ed25519")
+
+
+@pytest.mark.parametrize("where", ["home", "ancestor", "filesystem root"])
+@pytest.mark.parametrize("source", ["flag", "environment", "project root"])
+def test_home_its_ancestors_and_the_filesystem_root_need_allow_home(
+    world: World, where: str, source: str
+) -> None:
+    home = world.project / "home"
+    home.mkdir()
+    target = {"home": home, "ancestor": world.project, "filesystem root": Path("/")}[where]
+    env = {"HOME": str(home)}
+    kwargs: dict[str, object] = {"environ": env, "user_config_dir": world.config_dir}
+    if source == "flag":
+        kwargs["roots"] = [str(target)]
+    elif source == "environment":
+        env[ENV_VAR] = str(target)
+    else:
+        kwargs["project_root"] = target
+    with pytest.raises(ConfigError, match=r"is refused as a fallback root: it (is|contains) the"):
+        fallback_roots(**kwargs)  # type: ignore[arg-type]
+    assert fallback_roots(**kwargs, allow_home=True).paths == (target,)  # type: ignore[arg-type]
+
+
+def test_a_project_file_naming_the_filesystem_root_grants_nothing(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(world.project_file, json.dumps({"roots": [{"path": "/"}, {"uri": "file:///"}]}))
     with caplog.at_level(logging.WARNING, logger="mcp_roots"):
-        roots = fallback_roots(environ={}, user_config_dir=world.config_dir)
+        roots = fallback_roots(project_root=world.project, environ={}, user_config_dir=world.config_dir)
+    assert roots.source == str(world.project_file)
     assert not roots
     assert not roots.contains("/etc/passwd")
-    assert roots.source == SOURCE_PROJECT_ROOT
-    assert "filesystem root" in caplog.text
+    assert caplog.text.count("it is the filesystem root") == 2
+    allowed = fallback_roots(
+        project_root=world.project, environ={}, user_config_dir=world.config_dir, allow_home=True
+    )
+    assert allowed.paths == (Path("/"),)
+
+
+def test_relative_entries_need_an_explicit_project_root(world: World) -> None:
+    with pytest.raises(ConfigError, match="needs a project root"):
+        fallback_roots(["relative"], environ={})
+    with pytest.raises(ConfigError, match="needs a project root"):
+        fallback_roots(environ={ENV_VAR: "relative"})
+
+
+def test_mcp_roots_config_names_the_user_file(world: World) -> None:
+    named = write(
+        world.project / "named.json", json.dumps({"roots": [{"path": str(world.dirs["user file"])}]})
+    )
+    write(world.user_file, json.dumps({"roots": [{"path": str(world.dirs["project file"])}]}))
+    env = {CONFIG_FILE_ENV_VAR: str(named)}
+    roots = fallback_roots(environ=env, user_config_dir=world.config_dir)
+    assert (roots.source, roots.paths) == (str(named), (world.dirs["user file"],))
+    with pytest.raises(ConfigError, match=r"MCP_ROOTS_CONFIG names .* which does not exist"):
+        fallback_roots(environ={CONFIG_FILE_ENV_VAR: str(world.project / "gone.json")})
+
+
+def test_a_huge_integer_is_a_config_error_naming_file_and_line(world: World) -> None:
+    write(world.project_file, '{"roots": [\n  {"path": "."},\n  {"path": ' + "1" * 5000 + "}\n]}")
+    with pytest.raises(ConfigError, match=re.escape(f"{world.project_file}:3: ") + ".*5000 digits"):
+        fallback_roots(project_root=world.project, environ={})
 
 
 def test_project_root_must_exist_and_be_a_directory(world: World) -> None:

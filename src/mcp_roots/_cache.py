@@ -1,111 +1,251 @@
 """RootsCache: the per-connection roots lifecycle of a legacy-era MCP connection, as a state machine.
 
 It records the client's roots capability, fetches roots/list after initialized, refreshes on list_changed
-(debounced, single flight, generation-checked), and hands tools a coherent, fresh RootSet. anyio only: it
-never imports mcp, so it is driven in tests by a plain async fetch function.
+(debounced, generation-ordered, never cancelling a slow request), and hands tools the roots in force, or
+refuses when a client that declared roots has not sent any. anyio only: it never imports mcp.
 """
 
 from __future__ import annotations
 
+import enum
+import functools
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from types import TracebackType
+from typing import Protocol, TypeVar
 
 import anyio
+import anyio.lowlevel
+import anyio.to_thread
 from anyio.abc import TaskGroup
 
-from ._errors import RootsError
+from ._errors import RootsError, RootsUnavailable
 from ._rootset import RootSet
 
-__all__ = ["RootsCache"]
+__all__ = [
+    "BUILD_THREADS",
+    "MAX_OUTSTANDING",
+    "MAX_ROOTS",
+    "RESOLUTION_BUDGET",
+    "Clock",
+    "LoopClock",
+    "MalformedRoots",
+    "Phase",
+    "RootsCache",
+    "build_client_roots",
+    "check_roots_answer",
+    "off_loop",
+]
 
 logger = logging.getLogger("mcp_roots")
 
-ChangeCallback = Callable[[RootSet, RootSet], object]
+T = TypeVar("T")
+
+ChangeCallback = Callable[["RootSet | None", "RootSet | None"], object]
 
 _NO_OUTCOME = object()
-# Each entry costs a few filesystem lookups on the event loop; real clients send a handful. An answer with
-# more than this is refused as a whole rather than trusted to be harmless.
+# An answer with more entries than this is malformed as a whole (both eras): real clients send a handful.
 MAX_ROOTS = 1000
+# CPU seconds (time.thread_time of the worker thread) that resolving one answer's entries may cost; beyond
+# it the answer is malformed. 1,000 plain roots cost ~0.05 s; 1,000 entries through 40-link chains ~1 s.
+RESOLUTION_BUDGET = 0.5
+# Worker threads that build RootSets from client answers at once, per event loop, whatever the number of
+# connections: a crowd of hostile peers queues behind these instead of taking every thread of the loop.
+BUILD_THREADS = 4
+# roots/list requests one connection may have unanswered at once; a refresh due while at the cap waits
+# for an answer (any answer) instead of cancelling a request the host may still be asking its user about.
+MAX_OUTSTANDING = 4
 _STREAK_NOTE = "; later failures are logged at debug level until a refresh succeeds"
+NOT_SENT_YET = "the client has not sent its roots yet"
 
 
-class _MalformedAnswer(RootsError):
-    """Internal: a roots/list answer that is not a list of roots at all."""
+class MalformedRoots(RootsError):
+    """A roots answer that breaks the schema (not a list, too many entries, an entry that is not an object
+    with a string ``uri``) or costs more than the resolution budget: the last valid roots stay in force."""
 
 
-class _Request:
-    """One roots/list request: its generation, the notifications it covers, and how it ended."""
+class Phase(enum.Enum):
+    """What the cache serves, decided by the client's capabilities and the lifecycle."""
 
-    __slots__ = ("abandoned", "covers", "done", "error", "generation", "raw", "scope")
-
-    def __init__(self, generation: int, covers: int) -> None:
-        self.generation = generation
-        # Number of refresh triggers (start + notifications) received before this request was sent: when
-        # it settles, every one of them has had its refresh.
-        self.covers = covers
-        self.scope = anyio.CancelScope()
-        self.done = anyio.Event()
-        self.abandoned = False
-        self.raw: object = _NO_OUTCOME
-        self.error: Exception | None = None
+    UNKNOWN = "capabilities unknown"  # set_capabilities() not called yet: nothing is allowed
+    FALLBACK = "no roots capability"  # the client cannot send roots: the operator's fallback roots
+    CLIENT = "client roots"  # the client is the only authority: its last valid answer, or nothing
+    CLOSED = "closed"
 
 
-def _entries_of(raw: object) -> list[object]:
-    """The list of root entries in a raw roots/list result, or _MalformedAnswer."""
+# --- Clocks --------------------------------------------------------------------------------------------
+
+
+class Clock(Protocol):
+    """Where the cache reads the time and waits for it: the event loop's clock, or a test's manual one."""
+
+    def now(self) -> float: ...
+
+    async def sleep_until(self, deadline: float) -> None: ...
+
+    async def wait_until(self, event: anyio.Event, deadline: float) -> None:
+        """Return when ``event`` is set or ``deadline`` has passed, whichever comes first."""
+        ...
+
+
+class LoopClock:
+    """The event loop's clock (``anyio.current_time``); under trio's MockClock that is the mock."""
+
+    def now(self) -> float:
+        return anyio.current_time()
+
+    async def sleep_until(self, deadline: float) -> None:
+        await anyio.sleep_until(deadline)
+
+    async def wait_until(self, event: anyio.Event, deadline: float) -> None:
+        with anyio.move_on_after(deadline - anyio.current_time()):
+            await event.wait()
+
+
+# --- Client answers: schema, cap, and the bounded build in a worker thread ------------------------------
+
+
+def check_roots_answer(raw: object) -> list[object]:
+    """The root entries of a raw roots/list result (a mapping with ``"roots"``, or an object with ``.roots``),
+    or :class:`MalformedRoots` when it breaks the schema. O(entries), no I/O: cheap on the event loop."""
     if isinstance(raw, Mapping):
         if "roots" not in raw:
-            raise _MalformedAnswer(f"the answer has no 'roots' (keys: {sorted(map(str, raw))[:10]})")
+            raise MalformedRoots(f"the answer has no 'roots' (keys: {sorted(map(str, raw))[:10]})")
         entries = raw["roots"]
     else:
         entries = getattr(raw, "roots", _NO_OUTCOME)
         if entries is _NO_OUTCOME:
-            raise _MalformedAnswer(f"the answer is a {type(raw).__name__}, not an object with 'roots'")
+            raise MalformedRoots(f"the answer is a {type(raw).__name__}, not an object with 'roots'")
     if not isinstance(entries, (list, tuple)):
-        raise _MalformedAnswer(f"'roots' is a {type(entries).__name__}, not a list")
+        raise MalformedRoots(f"'roots' is a {type(entries).__name__}, not a list")
     if len(entries) > MAX_ROOTS:
-        raise _MalformedAnswer(f"'roots' has {len(entries)} entries, more than the {MAX_ROOTS} accepted")
-    kept: list[object] = []
-    for entry in entries:
-        # A root on the wire is an object with a uri; a bare string or number is not one, even if it
-        # happens to spell a URI.
-        if isinstance(entry, Mapping) or (not isinstance(entry, (str, bytes)) and hasattr(entry, "uri")):
-            kept.append(entry)
-        else:
-            logger.warning("skipping root from client: entry %.200r is not a root object", entry)
-    return kept
+        raise MalformedRoots(f"'roots' has {len(entries)} entries, more than the {MAX_ROOTS} accepted")
+    for index, entry in enumerate(entries):
+        if isinstance(entry, Mapping):
+            uri = entry.get("uri")
+            if not isinstance(uri, str):
+                shown = "no 'uri'" if uri is None else f"a 'uri' that is {type(uri).__name__}, not a string"
+                raise MalformedRoots(f"root entry {index + 1} has {shown}")
+        elif isinstance(entry, (str, bytes)) or getattr(entry, "uri", None) is None:
+            # A root on the wire is an object with a uri; a bare string or number is not one, even if it
+            # happens to spell a URI. (Typed SDK roots carry their uri as an object, hence the attribute.)
+            raise MalformedRoots(
+                f"root entry {index + 1} is {type(entry).__name__}, not an object with a uri"
+            )
+    return list(entries)
+
+
+def _within_budget(entries: Iterable[object], budget: float) -> Iterator[object]:
+    # RootSet.from_uris pulls the entries one by one, so the cost of those already resolved is known here
+    # before the next one starts; the CPU time of this thread (system time included: lstat, readlink) does
+    # not grow with the machine's load the way wall-clock time does.
+    start = time.thread_time()
+    for count, entry in enumerate(entries):
+        spent = time.thread_time() - start
+        if spent > budget:
+            raise MalformedRoots(
+                f"resolving the roots cost more than {budget:g}s of CPU after {count} entries "
+                f"(symbolic link chains?); the answer is refused whole"
+            )
+        yield entry
+
+
+def _build(entries: list[object], transform: Callable[[RootSet], RootSet] | None, budget: float) -> RootSet:
+    roots = RootSet.from_uris(_within_budget(entries, budget), strict=False, source="client")
+    if transform is not None:
+        roots = transform(roots)
+        if not isinstance(roots, RootSet):
+            raise TypeError(f"transform returned {type(roots).__name__}, not a RootSet")
+    return roots
+
+
+_BUILD_LIMITER: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("mcp_roots_build")
+
+
+def _build_limiter() -> anyio.CapacityLimiter:
+    # One limiter per event loop (a RunVar): a limiter belongs to the loop that made it.
+    try:
+        return _BUILD_LIMITER.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(BUILD_THREADS)
+        _BUILD_LIMITER.set(limiter)
+        return limiter
+
+
+async def off_loop(job: Callable[[], T]) -> T:
+    """Run ``job`` in a worker thread under the shared, bounded limiter (BUILD_THREADS per event loop):
+    work a peer can make arbitrarily large (its roots) never runs on the event loop."""
+    return await anyio.to_thread.run_sync(job, limiter=_build_limiter())
+
+
+async def build_client_roots(
+    raw: object,
+    transform: Callable[[RootSet], RootSet] | None = None,
+    *,
+    budget: float = RESOLUTION_BUDGET,
+) -> RootSet:
+    """A RootSet from a client's raw roots answer, built in a worker thread (never on the event loop).
+
+    Raises :class:`MalformedRoots` for a schema violation, more than :data:`MAX_ROOTS` entries, or more than
+    ``budget`` CPU seconds of resolution. Well-formed entries that break a rule (scheme, host, encoding, a
+    missing directory) are dropped alone. ``transform`` (the ceiling) runs in the same thread.
+    """
+    entries = check_roots_answer(raw)
+    return await off_loop(functools.partial(_build, entries, transform, budget))
+
+
+# --- The cache ------------------------------------------------------------------------------------------
+
+
+class _Request:
+    """One roots/list request: its generation and the refresh triggers it covers."""
+
+    __slots__ = ("covers", "generation")
+
+    def __init__(self, generation: int, covers: int) -> None:
+        self.generation = generation
+        # Number of refresh triggers (start + notifications) received before this request was sent: when
+        # it is answered, every one of them has had its refresh.
+        self.covers = covers
 
 
 class RootsCache:
-    """The roots one legacy-era connection's client granted, kept fresh.
+    """The roots one legacy-era connection's client granted, kept fresh; fail closed.
 
     ``fetch`` sends roots/list and returns the raw result (a mapping with a ``"roots"`` list, or an object
-    with ``.roots``) or raises. ``fallback`` applies while the client has no roots capability, cannot
-    answer (:meth:`mark_unsupported`), or has not answered yet. ``transform`` is applied to every RootSet
-    built from a client answer (the guard clips it to the operator's ceiling).
+    with ``.roots``) or raises. A client that declared roots is the only authority for its connection:
+    before its first valid answer :meth:`current` raises :class:`RootsUnavailable`; after it, failures
+    (errors, -32601, malformed answers) keep the last valid roots, and any later valid answer applies.
+    ``fallback`` applies only to a client without the roots capability. ``transform`` is applied to every
+    RootSet built from a client answer (the guard clips it to the operator's ceiling), in a worker thread.
 
     Refreshes are debounced: the request goes out ``debounce`` seconds after the last notification of a
-    burst, but never later than ``max_wait`` after its first. One request is in flight at a time and each
-    has ``timeout`` seconds to answer. All methods must be called from the event loop's thread.
+    burst, but never later than ``max_wait`` after its first. A request is never cancelled for being slow
+    (the host may be asking its user); a new list_changed sends a new request even while older ones are
+    unanswered (at most :data:`MAX_OUTSTANDING`), and answers apply in generation order. ``timeout`` bounds
+    how long a tool call waits for a refresh; ``first_answer_timeout`` how long it waits for the first
+    answer before it is refused. All methods must be called from the event loop's thread.
     """
 
     def __init__(
         self,
         fetch: Callable[[], Awaitable[object]],
         *,
-        fallback: RootSet,
+        fallback: RootSet | None = None,
         transform: Callable[[RootSet], RootSet] | None = None,
         debounce: float = 0.02,
         max_wait: float = 0.1,
         timeout: float = 5.0,
         first_answer_timeout: float | None = None,
-        clock: Callable[[], float] | None = None,
+        clock: Clock | None = None,
+        resolution_budget: float = RESOLUTION_BUDGET,
     ) -> None:
         if not callable(fetch):
             raise TypeError(f"fetch must be an async function, got {type(fetch).__name__}")
-        if not isinstance(fallback, RootSet):
-            raise TypeError(f"fallback must be a RootSet, got {type(fallback).__name__}")
+        if fallback is not None and not isinstance(fallback, RootSet):
+            raise TypeError(f"fallback must be a RootSet or None, got {type(fallback).__name__}")
         for name, value in (("debounce", debounce), ("max_wait", max_wait)):
             if not value >= 0:
                 raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
@@ -117,23 +257,23 @@ class RootsCache:
             raise ValueError(
                 f"first_answer_timeout must be a number of seconds >= 0, got {first_answer_timeout!r}"
             )
+        if not resolution_budget > 0:
+            raise ValueError(f"resolution_budget must be a number of seconds > 0, got {resolution_budget!r}")
         self._fetch = fetch
-        self._fallback = fallback
+        self._fallback = fallback if fallback is not None else RootSet.empty(source="no fallback roots")
         self._transform = transform
         self._debounce = debounce
         self._max_wait = max_wait
         self._timeout = timeout
         self._first_answer_timeout = timeout if first_answer_timeout is None else first_answer_timeout
-        self._clock = clock or anyio.current_time
+        self._clock: Clock = clock if clock is not None else LoopClock()
+        self._budget = resolution_budget
 
-        # Capability state (None: set_capabilities() not called yet).
-        self._declared: bool | None = None
+        self._phase = Phase.UNKNOWN
         self._list_changed = False
-        self._unsupported = False
-        self._closed = False
 
-        # What current() returns, kept ready so a read is one attribute load.
-        self._current = fallback
+        # What current() returns (None: refuse), kept ready so a read is one attribute load.
+        self._current: RootSet | None = None
         self._client_roots: RootSet | None = None
         self._listeners: list[ChangeCallback] = []
 
@@ -141,6 +281,7 @@ class RootsCache:
         self._started = False
         self._immediate = False
         self._triggers = 0
+        self._first_triggers = 0  # the triggers the first request covers (set by start())
         self._burst_first: float | None = None
         self._burst_last = 0.0
         self._wakeup: anyio.Event | None = None
@@ -148,16 +289,16 @@ class RootsCache:
         # Requests and their outcomes.
         self._generation = 0
         self._applied_generation = 0
+        self._outstanding: dict[int, _Request] = {}
         self._settled = 0
-        self._settled_once = False
+        self._answered_once = False
+        self._last_failure: str | None = None
         self._first_deadline: float | None = None
         self._progress: anyio.Event | None = None
         self._failures = 0
-        self._in_flight = False
         self._retry_not_before = 0.0
-        self._said_first_timeout = False
+        self._said_not_yet = False
         self._said_stale = False
-        self._said_late = False
 
         # The worker.
         self._run_scope: anyio.CancelScope | None = None
@@ -166,60 +307,47 @@ class RootsCache:
         self._owned_group: TaskGroup | None = None
 
     def __repr__(self) -> str:
-        if self._closed:
-            state = "closed"
-        elif self._declared is None:
-            state = "capabilities unknown"
-        elif not self._declared:
-            state = "no roots capability"
-        elif self._unsupported:
-            state = "roots/list unsupported"
-        else:
+        state = self._phase.value
+        if self._phase is Phase.CLIENT:
             state = f"roots{' with listChanged' if self._list_changed else ''}, request #{self._generation}"
-        return f"<RootsCache {state}: {self._current!r}>"
+        shown = "no roots in force" if self._current is None else repr(self._current)
+        return f"<RootsCache {state}: {shown}>"
+
+    @property
+    def phase(self) -> Phase:
+        """What the cache serves now (see :class:`Phase`)."""
+        return self._phase
 
     # -- capability state --
 
     def set_capabilities(self, *, roots: bool, list_changed: bool) -> None:
         """Record what the client declared in ``initialize`` (``capabilities.roots`` and its
-        ``listChanged``). Without the roots capability the cache never fetches and serves the fallback."""
-        self._declared = bool(roots)
+        ``listChanged``), or that the connection cannot ask (``roots=False``: no back-channel). Without
+        the roots capability the cache never fetches and serves the fallback."""
+        if self._phase is Phase.CLOSED:
+            return
+        self._phase = Phase.CLIENT if roots else Phase.FALLBACK
         self._list_changed = bool(roots) and bool(list_changed)
         self._recompute()
-        if not self._declared:
+        if self._phase is Phase.FALLBACK:
             self._stop_worker()
             self._signal_progress()
 
-    def mark_unsupported(self) -> None:
-        """The client cannot answer roots/list (-32601, "not supported", no back-channel): serve the
-        fallback roots from now on, stop refreshing, and release every waiter."""
-        if self._unsupported:
-            return
-        self._unsupported = True
-        logger.debug(
-            "roots/list is not available on this connection; fallback roots from %s apply: %s",
-            self._fallback.source,
-            self._fallback.describe(),
-        )
-        self._recompute()
-        self._stop_worker()
-        self._signal_progress()
-
     @property
     def _can_fetch(self) -> bool:
-        return bool(self._declared) and not self._unsupported and not self._closed
+        return self._phase is Phase.CLIENT
 
     @property
     def _may_fetch_later(self) -> bool:
         # The worker waits while the capabilities are still unknown.
-        return self._declared is not False and not self._unsupported and not self._closed
+        return self._phase in (Phase.UNKNOWN, Phase.CLIENT)
 
     # -- triggers --
 
     def start(self) -> None:
         """Schedule the first roots/list (call after ``notifications/initialized``). Sync, non-blocking;
         :meth:`run` (or ``async with cache``) does the work. A no-op when the client declared no roots."""
-        if self._declared is None:
+        if self._phase is Phase.UNKNOWN:
             raise RuntimeError(
                 "RootsCache.start() before set_capabilities(): the cache cannot know whether the client "
                 "declared the roots capability; call set_capabilities() with what initialize said"
@@ -229,65 +357,87 @@ class RootsCache:
         self._started = True
         self._immediate = True
         self._triggers += 1
+        self._first_triggers = self._triggers
         if self._first_deadline is None:
-            self._first_deadline = self._clock() + self._first_answer_timeout
-        if self._wakeup is not None:
-            self._wakeup.set()
+            self._first_deadline = self._clock.now() + self._first_answer_timeout
+        self._wake()
 
     def notify_changed(self) -> None:
         """The client sent ``notifications/roots/list_changed``. O(1); the refresh is debounced."""
         if not self._can_fetch:
             return
-        now = self._clock()
+        now = self._clock.now()
         self._triggers += 1
         self._burst_last = now
         if self._burst_first is None:
             self._burst_first = now
-        if self._started and self._wakeup is not None:
+        if self._started:
+            self._wake()
+
+    def _wake(self) -> None:
+        if self._wakeup is not None:
             self._wakeup.set()
 
     # -- reads --
 
     def current(self) -> RootSet:
-        """The roots in force now: the client's (transformed) or the fallback. O(1), never waits."""
-        return self._current
+        """The roots in force now: the client's last valid answer (transformed), or the fallback for a
+        client without the roots capability. O(1), never waits. Raises :class:`RootsUnavailable` when none
+        are in force (the client declared roots and has not sent valid ones yet, or the cache is closed)."""
+        current = self._current
+        if current is None:
+            raise RootsUnavailable(self._unavailable_reason())
+        return current
 
-    # The timeout bounds a wait whose expiry is an answer (the roots in force), not an error, so it is a
+    def _unavailable_reason(self) -> str:
+        if self._phase is Phase.CLOSED:
+            return "the connection's roots are no longer kept (it is closing)"
+        if self._phase is Phase.UNKNOWN:
+            return "the client's capabilities are not known yet (no initialize seen)"
+        if self._last_failure is not None:
+            return f"{NOT_SENT_YET}: its answer to roots/list {self._last_failure}"
+        return f"{NOT_SENT_YET}; try again once it has answered roots/list"
+
+    # The timeout bounds a wait whose expiry is an answer (the roots in force, or a refusal), so it is a
     # parameter rather than the caller's fail_after.
     async def fresh(self, timeout: float | None = None) -> RootSet:  # noqa: ASYNC109
-        """The roots in force once every refresh triggered before this call has settled.
+        """The roots in force once every refresh triggered before this call has been answered.
 
-        Waits (at most ``timeout`` seconds, default the cache's timeout plus max_wait) for the refresh that
-        any earlier list_changed triggered, and before the first answer for that answer (at most
-        first_answer_timeout after :meth:`start`). On timeout returns :meth:`current` and logs it. After a
-        failed refresh it also schedules a retry (at most one per ``timeout`` seconds) without waiting for it.
+        Waits (at most ``timeout`` seconds, default the cache's timeout plus max_wait) for the answer to the
+        refresh any earlier list_changed triggered; before the first valid answer, for that answer (until
+        first_answer_timeout after :meth:`start`, whatever ``timeout`` says). Then returns :meth:`current`,
+        which raises :class:`RootsUnavailable` if the client has not sent valid roots yet. After a failed
+        refresh it also schedules a retry (at most one per ``timeout`` seconds) without waiting for it.
         """
         if not self._can_fetch:
-            return self._current
-        now = self._clock()
+            return self.current()
+        now = self._clock.now()
         deadline = now + (self._timeout + self._max_wait if timeout is None else timeout)
         if self._first_deadline is None:
             # A tool call can arrive before start(): the first-answer budget starts with it.
             self._first_deadline = now + self._first_answer_timeout
         target = self._triggers
         self._maybe_retry(now)
-        while self._can_fetch and not (self._settled_once and self._settled >= target):
-            bound = deadline if self._settled_once else min(deadline, self._first_deadline)
-            remaining = bound - self._clock()
-            if remaining <= 0:
+        while self._can_fetch and not (self._answered_once and self._settled >= target):
+            bound = deadline
+            if self._client_roots is None:
+                # Before the first valid answer the first-answer budget decides, not the per-call bound,
+                # unless a list_changed came after start(): its refresh gets the per-call wait as usual.
+                later_change = target > self._first_triggers
+                bound = max(self._first_deadline, deadline) if later_change else self._first_deadline
+            if bound <= self._clock.now():
                 self._say_wait_timed_out()
                 break
             if self._progress is None:
                 self._progress = anyio.Event()
-            progress = self._progress
-            with anyio.move_on_after(remaining):
-                await progress.wait()
-        return self._current
+            await self._clock.wait_until(self._progress, bound)
+        return self.current()
 
     def _maybe_retry(self, now: float) -> None:
-        # After a failed refresh, a client without listChanged would never be asked again. A tool call
-        # then schedules one retry, at most once per `timeout` seconds, and does not wait for it.
-        if not self._failures or self._in_flight or self._immediate or self._burst_first is not None:
+        # After a failed refresh (an error or a malformed answer, never a slow one: that one is still
+        # outstanding), a client without listChanged would never be asked again. A tool call then schedules
+        # one retry, at most once per `timeout` seconds, and does not wait for it.
+        if not self._failures or self._outstanding or self._immediate or self._burst_first is not None:
             return
         if now < self._retry_not_before:
             return
@@ -295,41 +445,44 @@ class RootsCache:
         logger.debug("retrying roots/list after %d failed attempt(s)", self._failures)
         self._immediate = True
         self._triggers += 1
-        if self._started and self._wakeup is not None:
-            self._wakeup.set()
+        if self._started:
+            self._wake()
 
     def _say_wait_timed_out(self) -> None:
-        if not self._settled_once:
-            if not self._said_first_timeout:
-                self._said_first_timeout = True
+        if self._client_roots is None:
+            if not self._said_not_yet:
+                self._said_not_yet = True
                 logger.warning(
-                    "the client has not answered roots/list within %gs; using fallback roots from %s "
-                    "until it does: %s",
+                    "%s (no valid answer to roots/list within %gs); guarded calls are refused until it "
+                    "does, never given fallback roots",
+                    NOT_SENT_YET,
                     self._first_answer_timeout,
-                    self._fallback.source,
-                    self._fallback.describe(),
                 )
         elif not self._said_stale:
             self._said_stale = True
             logger.info(
-                "a roots refresh is still pending; answering with the roots in force: %s",
-                self._current.describe(),
+                "a roots refresh is still unanswered; answering with the roots in force: %s",
+                self._client_roots.describe(),
             )
 
     # -- listeners --
 
     def on_change(self, callback: ChangeCallback) -> None:
-        """Call ``callback(old, new)`` (synchronously) whenever the roots in force change."""
+        """Call ``callback(old, new)`` (synchronously) whenever the roots in force change; None stands for
+        "no roots in force" (calls are refused)."""
         if inspect.iscoroutinefunction(callback):
             raise TypeError("on_change() takes a plain function; it is called synchronously with (old, new)")
         self._listeners.append(callback)
 
     def _recompute(self) -> None:
         old = self._current
-        if self._declared and not self._unsupported and self._client_roots is not None:
+        new: RootSet | None
+        if self._phase is Phase.CLIENT:
             new = self._client_roots
-        else:
+        elif self._phase is Phase.FALLBACK:
             new = self._fallback
+        else:
+            new = None
         self._current = new
         if new != old:
             for callback in list(self._listeners):
@@ -342,7 +495,7 @@ class RootsCache:
 
     async def run(self) -> None:
         """The refresh worker. Runs until cancelled, :meth:`aclose`, or there is nothing left to do (no
-        roots capability, or roots/list unsupported). The caller owns the task it runs in."""
+        roots capability). The caller owns the task it runs in."""
         if self._stopped is not None and not self._stopped.is_set():
             raise RuntimeError("RootsCache.run() is already running")
         if not self._may_fetch_later:
@@ -359,7 +512,9 @@ class RootsCache:
 
     async def _refresh_loop(self, fetches: TaskGroup) -> None:
         while self._may_fetch_later:
-            if not (self._started and (self._immediate or self._burst_first is not None)):
+            due_now = self._started and (self._immediate or self._burst_first is not None)
+            if not due_now or len(self._outstanding) >= MAX_OUTSTANDING:
+                # Nothing to send, or at the cap: an answer (which frees a slot) or a trigger wakes us.
                 self._wakeup = anyio.Event()
                 await self._wakeup.wait()
                 self._wakeup = None
@@ -368,70 +523,57 @@ class RootsCache:
                 assert self._burst_first is not None
                 # Trailing edge, but never later than max_wait after the burst's first notification.
                 due = min(self._burst_last + self._debounce, self._burst_first + self._max_wait)
-                delay = due - self._clock()
-                if delay > 0:
-                    await anyio.sleep(delay)
+                if due > self._clock.now():
+                    await self._clock.sleep_until(due)
                     continue
             self._immediate = False
             self._burst_first = None
             self._generation += 1
             request = _Request(self._generation, self._triggers)
-            await self._send(fetches, request)
-
-    async def _send(self, fetches: TaskGroup, request: _Request) -> None:
-        fetches.start_soon(self._fetch_one, request, name=f"roots/list #{request.generation}")
-        self._in_flight = True
-        try:
-            with anyio.move_on_after(self._timeout):
-                await request.done.wait()
-        finally:
-            self._in_flight = False
-        if request.done.is_set():
-            return
-        # Stop waiting and move on, but let the fetch live a while longer (one more timeout): a client
-        # that is merely slow (an overloaded host) still gets its answer applied when it comes, competing by
-        # generation with any newer request. After that, the fetch is cancelled; one that ignores
-        # cancellation may still answer later, under the same rule, and never blocks the next request.
-        request.abandoned = True
-        request.scope.deadline = min(request.scope.deadline, anyio.current_time() + self._timeout)
-        self._settle(request)
-        self._failed(request, f"got no answer within {self._timeout:g}s")
+            self._outstanding[request.generation] = request
+            fetches.start_soon(self._fetch_one, request, name=f"roots/list #{request.generation}")
 
     async def _fetch_one(self, request: _Request) -> None:
         task_id = anyio.get_current_task().id
         self._fetch_tasks.add(task_id)
+        raw: object = _NO_OUTCOME
+        error: Exception | None = None
         try:
-            with request.scope:
-                try:
-                    request.raw = await self._fetch()
-                except Exception as exc:
-                    request.error = exc
-            self._deliver(request)
+            # No timeout here: a slow answer is not a failed one (only aclose() cancels a request).
+            try:
+                raw = await self._fetch()
+            except Exception as exc:
+                error = exc
+            await self._deliver(request, raw, error)
         finally:
             self._fetch_tasks.discard(task_id)
-            request.done.set()
+            self._outstanding.pop(request.generation, None)
+            self._wake()  # a slot is free
 
     # -- outcomes --
 
-    def _deliver(self, request: _Request) -> None:
-        if request.raw is _NO_OUTCOME and request.error is None:
-            return  # cancelled before it answered
+    async def _deliver(self, request: _Request, raw: object, error: Exception | None) -> None:
         if not self._can_fetch:
-            logger.debug(
-                "dropping the answer to roots/list #%d: the cache is closed or roots are unsupported",
-                request.generation,
-            )
+            logger.debug("dropping the answer to roots/list #%d: the cache is closed", request.generation)
             return
         try:
-            if request.error is not None:
-                exc = request.error
-                raise _Failure(f"failed: {type(exc).__name__}: {exc}")
-            roots = self._parse(request.raw)
+            if error is not None:
+                raise _Failure(f"failed: {type(error).__name__}: {error}")
+            try:
+                roots = await build_client_roots(raw, self._transform, budget=self._budget)
+            except MalformedRoots as exc:
+                raise _Failure(f"was answered with a malformed payload: {exc}") from None
+            except Exception as exc:
+                raise _Failure(
+                    f"was answered, but its roots could not be built: {type(exc).__name__}: {exc}"
+                ) from None
         except _Failure as failure:
-            if not request.abandoned:
+            if self._can_fetch:
+                self._failed(request, str(failure))
                 self._settle(request)
-            self._failed(request, str(failure))
             return
+        if not self._can_fetch:
+            return  # closed while the roots were being built
         if request.generation <= self._applied_generation:
             logger.debug(
                 "dropping the answer to roots/list #%d: #%d is newer and already applied",
@@ -442,28 +584,12 @@ class RootsCache:
             self._applied_generation = request.generation
             self._client_roots = roots
             self._recompute()
-            self._succeeded(request)
-        if not request.abandoned:
-            self._settle(request)
-
-    def _parse(self, raw: object) -> RootSet:
-        try:
-            entries = _entries_of(raw)
-        except _MalformedAnswer as exc:
-            raise _Failure(f"answered with a malformed payload: {exc}") from None
-        roots = RootSet.from_uris(entries, strict=False, source="client")
-        if self._transform is not None:
-            try:
-                roots = self._transform(roots)
-            except Exception as exc:
-                raise _Failure(f"was answered, but transform raised {type(exc).__name__}: {exc}") from None
-            if not isinstance(roots, RootSet):
-                raise _Failure(f"was answered, but transform returned {type(roots).__name__}, not a RootSet")
-        return roots
+            self._succeeded(request, roots)
+        self._settle(request)
 
     def _settle(self, request: _Request) -> None:
         self._settled = max(self._settled, request.covers)
-        self._settled_once = True
+        self._answered_once = True
         self._signal_progress()
 
     def _signal_progress(self) -> None:
@@ -473,39 +599,40 @@ class RootsCache:
 
     def _failed(self, request: _Request, why: str) -> None:
         if not self._failures:
-            self._retry_not_before = self._clock() + self._timeout
+            self._retry_not_before = self._clock.now() + self._timeout
         self._failures += 1
-        if request.abandoned and why.startswith("failed"):
-            level = logging.DEBUG  # the timeout of this request was already reported
+        if self._client_roots is None:
+            self._last_failure = why
+        level = logging.WARNING if self._failures == 1 else logging.DEBUG
+        if self._client_roots is None:
+            kept = "no roots in force: guarded calls are refused until a valid answer"
         else:
-            level = logging.WARNING if self._failures == 1 else logging.DEBUG
+            kept = f"the roots in force ({self._client_roots.describe()})"
         logger.log(
             level,
-            "roots/list #%d %s; keeping the roots in force (%s)%s",
+            "roots/list #%d %s; keeping %s%s",
             request.generation,
             why,
-            self._current.describe(),
+            kept,
             _STREAK_NOTE if level > logging.DEBUG else "",
         )
 
-    def _succeeded(self, request: _Request) -> None:
-        if self._said_first_timeout and not self._said_late:
-            self._said_late = True
+    def _succeeded(self, request: _Request, roots: RootSet) -> None:
+        if not roots:
             logger.info(
-                "the client answered roots/list #%d after the fallback was used; its roots apply: %s",
-                request.generation,
-                self._current.describe(),
+                "roots/list #%d: the client granted no roots; every path is refused", request.generation
             )
-        elif self._failures:
+        elif self._failures or self._said_not_yet:
             logger.info(
                 "roots/list #%d answered after %d failed attempt(s); roots: %s",
                 request.generation,
                 self._failures,
-                self._current.describe(),
+                roots.describe(),
             )
         else:
-            logger.debug("roots/list #%d applied: %s", request.generation, self._current.describe())
+            logger.debug("roots/list #%d applied: %s", request.generation, roots.describe())
         self._failures = 0
+        self._last_failure = None
         self._said_stale = False
 
     # -- shutdown --
@@ -513,20 +640,23 @@ class RootsCache:
     def _stop_worker(self) -> None:
         if self._run_scope is not None:
             self._run_scope.cancel()
-        if self._wakeup is not None:
-            self._wakeup.set()
+        self._wake()
 
     async def aclose(self) -> None:
-        """Stop refreshing: cancel the pending and in-flight work, release waiters, and return once the
-        worker has stopped. No answer changes the roots after this (call it from outside ``fetch``)."""
-        self._closed = True
-        self._stop_worker()
-        self._signal_progress()
+        """Stop refreshing: cancel the pending and outstanding requests, release waiters, and return once
+        the worker has stopped. No answer changes the roots after this (call it from outside ``fetch``)."""
+        self._close()
         if self._stopped is not None and anyio.get_current_task().id not in self._fetch_tasks:
             await self._stopped.wait()
 
+    def _close(self) -> None:
+        # The roots in force stay as they were (nothing changes them any more); only fetching stops.
+        self._phase = Phase.CLOSED
+        self._stop_worker()
+        self._signal_progress()
+
     async def __aenter__(self) -> RootsCache:
-        if self._closed:
+        if self._phase is Phase.CLOSED:
             raise RuntimeError("this RootsCache is closed")
         group = anyio.create_task_group()
         await group.__aenter__()
@@ -541,9 +671,7 @@ class RootsCache:
         tb: TracebackType | None,
     ) -> bool | None:
         group, self._owned_group = self._owned_group, None
-        self._closed = True
-        self._stop_worker()
-        self._signal_progress()
+        self._close()
         if group is None:
             return None
         return await group.__aexit__(exc_type, exc, tb)

@@ -18,9 +18,14 @@ for ``mcp-roots audit``) and satisfies :class:`Adapter`. What it gets from this 
   ``open_connection(key, fetch, declared=, list_changed=)`` -> :class:`ConnectionRoots` (idempotent per
   key; ``key`` is whatever object the framework offers as the connection: hashable by identity and
   weak-referenceable; ``fetch()`` is an async callable returning the raw ``roots/list`` result dict, or
-  raising), ``connection(key)``, ``close_connection(key)`` (call it when the connection ends),
-  ``mark_unsupported(state, why)``, ``no_capability_fallback()``, ``no_lifecycle_fallback()``,
-  ``roots_from_client_answer(entries)`` (a modern-era answer's raw ``roots`` list -> clipped RootSet).
+  raising: every failure, -32601 included, keeps the client's last valid roots or none, never the
+  fallback), ``connection(key)``, ``close_connection(key)`` (call it when the connection ends),
+  ``cannot_ask(state, why)`` (a connection that cannot send roots/list at all: stateless HTTP),
+  ``served_roots(roots)`` (what a cache handed out, or RootsUnavailable when that is the unconfigured
+  fallback), ``no_capability_fallback()``, ``no_lifecycle_fallback()`` (both raise RootsUnavailable
+  saying how to configure fallback roots when there are none), ``await roots_from_client_answer(answer)``
+  (a modern-era raw answer -> clipped RootSet, built in a worker thread; RootsUnavailable when malformed),
+  ``log_refusal(tool, exc)`` (each reason once per streak at INFO) and ``call_passed()``.
   Legacy era: ``await state.cache.fresh(policy.timeout)`` gives a call's roots.
 * :class:`GuardedFunction` and :func:`guarded_function_of`: ``@guard.paths(...)`` marks both the
   function it decorates and the wrapper it returns (``spec.wrapper``); whichever of the two the framework
@@ -62,10 +67,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ._cache import RootsCache
-from ._errors import ConfigError, InvalidPath, InvalidRootURI, RootsError, os_error_line
+from ._cache import MalformedRoots, RootsCache, build_client_roots
+from ._errors import ConfigError, InvalidPath, InvalidRootURI, RootsError, RootsUnavailable, os_error_line
 from ._rootset import RootSet
-from ._sources import clip_to_ceiling, fallback_roots
+from ._sources import SOURCE_UNCONFIGURED, clip_to_ceiling, fallback_roots, how_to_configure
 from ._uri import uri_to_path
 
 if TYPE_CHECKING:
@@ -150,6 +155,8 @@ class ConnectionRoots:
     """Adapter-defined handles of the guarded calls waiting for roots right now, newest last (the mcp 2.x
     adapter ties a roots/list sent meanwhile to the newest one's response stream)."""
     cache_started: bool = False
+    served: bool = False
+    """notifications/initialized was handled: a repeated one is ignored quietly."""
 
 
 class GuardPolicy:
@@ -166,21 +173,38 @@ class GuardPolicy:
         first_answer_timeout: float,
         strict: bool = False,
         expand_user: bool = False,
+        how_to_configure: str = "",
     ) -> None:
         self.fallback = fallback
         self.strict = strict
         self.expand_user = expand_user
+        self.how_to_configure = how_to_configure
         self.ceiling = ceiling
         self.debounce = debounce
         self.max_wait = max_wait
         self.timeout = timeout
         self.first_answer_timeout = first_answer_timeout
         self._said: set[str] = set()
+        # Refusal reasons said at INFO in the current streak (cleared when a guarded call passes).
+        self._refusals_said: set[str] = set()
         self._connections: weakref.WeakKeyDictionary[object, ConnectionRoots] = weakref.WeakKeyDictionary()
 
     def clip(self, roots: RootSet) -> RootSet:
         """``roots`` narrowed to the ceiling (client roots narrow access, never widen it)."""
         return roots if self.ceiling is None else clip_to_ceiling(roots, self.ceiling)
+
+    def log_refusal(self, tool: str, exc: Exception, message: str | None = None) -> None:
+        """Log a refused call (``message``, else ``exc``'s text): each reason once per streak at INFO (a
+        model retrying the same refused call would flood the log), then at DEBUG until a call passes."""
+        reason = type(exc).__name__
+        level = logging.DEBUG if reason in self._refusals_said else logging.INFO
+        self._refusals_said.add(reason)
+        logger.log(level, "refused %s(): %s", tool, exc if message is None else message)
+
+    def call_passed(self) -> None:
+        """A guarded call passed its checks: the streak of refusals is over."""
+        if self._refusals_said:
+            self._refusals_said.clear()
 
     def say_once(self, key: str, message: str, *args: object) -> None:
         """Log at INFO the first time for ``key``, at DEBUG afterwards."""
@@ -221,7 +245,7 @@ class GuardPolicy:
         )
         cache.set_capabilities(roots=declared, list_changed=list_changed)
         if not declared:
-            self.no_capability_fallback()
+            self._say_fallback("no-capability", "client declared no roots capability")
         state = ConnectionRoots(cache)
         self._connections[key] = state
         return state
@@ -232,43 +256,62 @@ class GuardPolicy:
         if state is not None:
             await state.cache.aclose()
 
-    def mark_unsupported(self, state: ConnectionRoots | None, why: str) -> None:
-        """The client cannot answer roots/list (``why``): its connection uses the fallback roots."""
-        if state is not None:
-            state.cache.mark_unsupported()
-        self.say_once(
-            "unsupported:" + why.split(" ", 3)[0],
-            "%s; using fallback roots from %s: %s",
-            why,
-            self.fallback.source,
-            self.fallback.describe(),
-        )
+    def cannot_ask(self, state: ConnectionRoots, why: str) -> None:
+        """The connection cannot send roots/list at all (``why``: no back-channel, stateless HTTP): like a
+        client without the roots capability, it gets the fallback roots (if any are configured). This is
+        about the transport; a client that answers -32601 is not "unable", it is refused (see the cache)."""
+        state.cache.set_capabilities(roots=False, list_changed=False)
+        self.say_once("cannot-ask:" + why, "%s: roots/list cannot be sent; fallback roots apply", why)
+
+    def _fallback_or_refuse(self) -> RootSet:
+        if self.fallback.source == SOURCE_UNCONFIGURED:
+            raise RootsUnavailable(f"this client sends no roots, and {self.how_to_configure}")
+        return self.fallback
+
+    def served_roots(self, roots: RootSet) -> RootSet:
+        """``roots`` as a connection's cache handed them out, or RootsUnavailable when they are the
+        fallback and none is configured."""
+        return self._fallback_or_refuse() if roots.source == SOURCE_UNCONFIGURED else roots
+
+    def _say_fallback(self, key: str, who: str) -> None:
+        if self.fallback.source == SOURCE_UNCONFIGURED:
+            self.say_once(key, "%s and no fallback roots are configured: its guarded calls are refused", who)
+        else:
+            self.say_once(
+                key,
+                "%s; using fallback roots from %s: %s",
+                who,
+                self.fallback.source,
+                self.fallback.describe(),
+            )
 
     def no_capability_fallback(self) -> RootSet:
-        """The fallback roots, for a client that declared no roots capability (said once)."""
-        self.say_once(
-            "no-capability",
-            "client declared no roots capability; using fallback roots from %s: %s",
-            self.fallback.source,
-            self.fallback.describe(),
-        )
-        return self.fallback
+        """The fallback roots, for a client that declared no roots capability (said once), or
+        RootsUnavailable saying how to configure them when there are none."""
+        self._say_fallback("no-capability", "client declared no roots capability")
+        return self._fallback_or_refuse()
 
     def no_lifecycle_fallback(self) -> RootSet:
-        """The fallback roots, for a connection whose handshake the guard never saw (said once)."""
-        self.say_once(
-            "no-lifecycle",
-            "no roots lifecycle on this connection (stateless HTTP or no handshake seen); "
-            "using fallback roots from %s: %s",
-            self.fallback.source,
-            self.fallback.describe(),
+        """The fallback roots, for a connection whose handshake the guard never saw (said once), or
+        RootsUnavailable saying how to configure them when there are none."""
+        self._say_fallback(
+            "no-lifecycle", "no roots lifecycle on this connection (stateless HTTP or no handshake seen)"
         )
-        return self.fallback
+        return self._fallback_or_refuse()
 
-    def roots_from_client_answer(self, entries: Sequence[object]) -> RootSet:
-        """The RootSet of a client's per-request (2026-07-28) roots answer, clipped to the ceiling."""
+    async def roots_from_client_answer(self, answer: object) -> RootSet:
+        """The RootSet of a client's per-request (2026-07-28) raw roots answer (``{"roots": [...]}``),
+        clipped to the ceiling. Checked like a legacy answer (schema, the 1,000-entry cap) and built in a
+        worker thread under the same resolution budget; a malformed answer is RootsUnavailable (there are
+        no earlier roots to keep on this era)."""
         note_deprecation()
-        return self.clip(RootSet.from_uris(list(entries), strict=False, source="client"))
+        try:
+            roots = await build_client_roots(answer, self.clip)
+        except MalformedRoots as exc:
+            raise RootsUnavailable(f"the roots the client sent with this call are malformed: {exc}") from None
+        if not roots:
+            self.say_once("granted-none", "the client granted no roots; every path is refused")
+        return roots
 
 
 class Adapter(Protocol):
@@ -616,11 +659,14 @@ def strict_refusal(fn: object, name: str) -> str | None:
 class RootsGuard:
     """Keeps an MCP server's file tools inside the roots the client granted (or the operator configured).
 
-    ``roots`` / ``project_root`` / ``environ`` / ``user_config_dir`` select the fallback roots (see
-    :func:`mcp_roots.fallback_roots`); ``ceiling`` bounds every client root (client roots narrow
-    access, never widen it); ``debounce``, ``max_wait`` and ``timeout`` tune the roots refresh.
+    ``roots`` / ``project_root`` / ``environ`` / ``user_config_dir`` / ``allow_home`` select the fallback
+    roots (see :func:`mcp_roots.fallback_roots`), which apply only to clients that cannot send roots;
+    nothing configured means those clients are refused. ``ceiling`` bounds every client root (client roots
+    narrow access, never widen it); ``debounce``, ``max_wait``, ``timeout`` and ``first_answer_timeout``
+    tune the roots refresh.
     ``strict=True`` makes a tool with path-like parameters that are neither guarded nor exempted refuse
-    every call; ``expand_user=True`` expands ``~`` and ``file://`` path arguments instead of refusing them.
+    every call; ``expand_user=True`` expands ``~`` and ``file://`` path arguments instead of refusing them;
+    ``confine=True`` confines the server process itself with Landlock to the ceiling (or the fallback roots).
     """
 
     def __init__(
@@ -638,14 +684,24 @@ class RootsGuard:
         strict: bool = False,
         expand_user: bool = False,
         confine: bool = False,
+        allow_home: bool = False,
     ) -> None:
         if isinstance(ceiling, (str, os.PathLike)):
             ceiling = [ceiling]  # one path, not a sequence of one-character paths
         if ceiling is not None and not isinstance(ceiling, RootSet):
             ceiling = RootSet.from_paths(list(ceiling), source="ceiling")
         fallback = fallback_roots(
-            roots, project_root=project_root, environ=environ, user_config_dir=user_config_dir
+            roots,
+            project_root=project_root,
+            environ=environ,
+            user_config_dir=user_config_dir,
+            allow_home=allow_home,
         )
+        advice = how_to_configure(environ, user_config_dir)
+        if fallback.source == SOURCE_UNCONFIGURED:
+            # The official filesystem server refuses to start here; a guard still serves clients that send
+            # roots, and refuses the others per call. Said once, at startup.
+            logger.warning("%s; until then, clients that send none are refused", advice)
         if ceiling is not None:
             fallback = clip_to_ceiling(fallback, ceiling)
         if confine:
@@ -659,6 +715,7 @@ class RootsGuard:
             first_answer_timeout=timeout if first_answer_timeout is None else first_answer_timeout,
             strict=strict,
             expand_user=expand_user,
+            how_to_configure=advice,
         )
         # One adapter per framework this guard was installed on (a guard may serve several servers).
         self._adapters: dict[type, Adapter] = {}
@@ -784,7 +841,7 @@ class RootsGuard:
             # over max_bytes), brokered access is unavailable, or the OS said no (a missing file): each
             # becomes one readable line of tool error text, with no traceback in the log.
             message = str(exc) if isinstance(exc, RootsError) else os_error_line(exc)
-            logger.info("refused %s(): %s", spec.name, message)
+            spec.policy.log_refusal(spec.name, exc, message)
             assert call.refuse is not None
             return call.refuse(message)
 

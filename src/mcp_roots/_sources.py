@@ -1,8 +1,9 @@
 """Fallback roots from the operator's configuration, and the ceiling that bounds client roots.
 
 Sources, highest first: an explicit argument (the command line's ``--roots``), ``MCP_ROOTS``,
-``mcp-roots.json`` in the project root, then in the user config directory, then the project root itself.
-The first source that is set decides; a source that is set never silently hands over to a lower one.
+``mcp-roots.json`` in an explicitly given project root, then in the user config directory (or the file
+``MCP_ROOTS_CONFIG`` names), then the explicitly given project root itself. The first source that is set
+decides; a source that is set never silently hands over to a lower one; nothing set means no fallback.
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ from ._uri import uri_to_path
 __all__ = [
     "CONFIG_DIR_ENV_VAR",
     "CONFIG_FILENAME",
+    "CONFIG_FILE_ENV_VAR",
     "ENV_VAR",
     "SOURCE_ENVIRONMENT",
     "SOURCE_FLAG",
     "SOURCE_PROJECT_ROOT",
+    "SOURCE_UNCONFIGURED",
     "clip_to_ceiling",
     "default_user_config_dir",
     "fallback_roots",
+    "how_to_configure",
 ]
 
 logger = logging.getLogger("mcp_roots")
@@ -39,11 +43,15 @@ logger = logging.getLogger("mcp_roots")
 CONFIG_FILENAME = "mcp-roots.json"
 ENV_VAR = "MCP_ROOTS"
 CONFIG_DIR_ENV_VAR = "MCP_ROOTS_CONFIG_DIR"
+CONFIG_FILE_ENV_VAR = "MCP_ROOTS_CONFIG"
 
 # The labels RootSet.source carries; a config file's label is its path.
 SOURCE_FLAG = "flag"
 SOURCE_ENVIRONMENT = "environment (MCP_ROOTS)"
 SOURCE_PROJECT_ROOT = "project root"
+# The label of the empty RootSet fallback_roots() returns when the operator configured nothing: every path is
+# refused, and the refusal says how to configure roots (how_to_configure()).
+SOURCE_UNCONFIGURED = "no fallback roots configured"
 
 # A flag or MCP_ROOTS entry is a URI when it starts with 'file:' or looks like 'scheme://...' (a scheme
 # of two letters or more, so that a Windows drive 'C:/x' stays a path). Any other scheme is then refused
@@ -63,84 +71,153 @@ def default_user_config_dir(environ: Mapping[str, str] | None = None) -> Path:
     return Path(platformdirs.user_config_dir("mcp-roots"))
 
 
+def how_to_configure(
+    environ: Mapping[str, str] | None = None, user_config_dir: str | os.PathLike[str] | None = None
+) -> str:
+    """The sentence that tells an operator how to give a server fallback roots."""
+    try:
+        config_dir = (
+            os.path.abspath(user_config_dir)
+            if user_config_dir is not None
+            else str(default_user_config_dir(environ))
+        )
+    except Exception:  # pragma: no cover - platformdirs cannot name a directory here
+        config_dir = "the user config directory"
+    return (
+        "no fallback roots are configured for clients that send none; configure them with --roots DIR "
+        f"(or RootsGuard(roots=[...])), the {ENV_VAR} environment variable, or a {CONFIG_FILENAME} file in "
+        f"{config_dir} (or in the project directory given with --project / project_root=)"
+    )
+
+
 def fallback_roots(
     roots: RootsArgument | None = None,
     *,
     project_root: str | os.PathLike[str] | None = None,
     environ: Mapping[str, str] | None = None,
     user_config_dir: str | os.PathLike[str] | None = None,
+    allow_home: bool = False,
 ) -> RootSet:
     """The roots a server uses when its client sends none, from the first source that is set.
 
     1. ``roots`` (a path, or a sequence of paths or ``file:`` URIs; the CLI's ``--roots``): source ``"flag"``.
     2. ``MCP_ROOTS`` in ``environ`` (default ``os.environ``), ``os.pathsep``-separated; an empty value is
        unset. Source ``"environment (MCP_ROOTS)"``.
-    3. ``mcp-roots.json`` in the project root, then in ``user_config_dir`` (default
-       :func:`default_user_config_dir`: ``MCP_ROOTS_CONFIG_DIR`` in ``environ``, else platformdirs).
-       Source: the file's path.
-    4. The project root itself: ``project_root`` (relative to the working directory), else the working
-       directory, unless that is the filesystem root. Source ``"project root"``.
+    3. ``mcp-roots.json`` in ``project_root`` (only when one is given), then the file ``MCP_ROOTS_CONFIG``
+       names, else ``mcp-roots.json`` in ``user_config_dir`` (default :func:`default_user_config_dir`:
+       ``MCP_ROOTS_CONFIG_DIR`` in ``environ``, else platformdirs). Source: the file's path.
+    4. ``project_root`` itself, only when given (relative to the working directory). Source
+       ``"project root"``.
+
+    Nothing set: an empty RootSet whose source is :data:`SOURCE_UNCONFIGURED` (every path refused; the
+    working directory is never used implicitly). A root that is ``/``, the user's home directory or an
+    ancestor of it is refused unless ``allow_home``: an error for 1, 2 and 4, a skipped entry (with a
+    warning) in a config file.
 
     A ``str`` argument is one path (commas included); splitting ``--roots a,b`` is the command line's job.
 
-    Relative entries of 1 and 2 resolve against the project root; relative ``path`` entries of a config
-    file against the directory the file is in. An invalid entry of 1 or 2 raises :class:`ConfigError`
-    naming the entry and the source; an invalid entry of a config file is skipped with a warning, while a
-    file that is not valid JSON or not the expected shape raises :class:`ConfigError` naming the file and
-    the line. A source that is set but yields no usable root gives an empty RootSet (every path refused):
-    it never falls through to a lower, possibly wider, source.
+    Relative entries of 1 and 2 resolve against the project root (an error when none is given); relative
+    ``path`` entries of a config file against the directory the file is in. An invalid entry of 1 or 2
+    raises :class:`ConfigError` naming the entry and the source; an invalid entry of a config file is
+    skipped with a warning, while a file that is not valid JSON or not the expected shape raises
+    :class:`ConfigError` naming the file and the line. A source that is set but yields no usable root gives
+    an empty RootSet (every path refused): it never falls through to a lower, possibly wider, source.
     """
     env = os.environ if environ is None else environ
-    base = _project_root(project_root)
+    base = _project_root(project_root) if project_root is not None else None
+    homes = None if allow_home else _home_dirs(env)
     if roots is not None:
-        return _from_argument(roots, base)
+        return _from_argument(roots, base, homes)
     raw = env.get(ENV_VAR)
     if raw:
-        return _from_environment(raw, base)
-    config_dir = Path(os.path.abspath(user_config_dir)) if user_config_dir is not None else None
-    if config_dir is None:
-        config_dir = default_user_config_dir(env)
-    for candidate in (base.path / CONFIG_FILENAME, config_dir / CONFIG_FILENAME):
-        found = _from_config_file(candidate)
+        return _from_environment(raw, base, homes)
+    candidates: list[tuple[Path, bool]] = []  # (file, whether it must exist)
+    if base is not None:
+        candidates.append((base.path / CONFIG_FILENAME, False))
+    named = env.get(CONFIG_FILE_ENV_VAR)
+    if named:
+        candidates.append((Path(os.path.abspath(named)), True))
+    else:
+        config_dir = (
+            Path(os.path.abspath(user_config_dir))
+            if user_config_dir is not None
+            else default_user_config_dir(env)
+        )
+        candidates.append((config_dir / CONFIG_FILENAME, False))
+    for candidate, required in candidates:
+        found = _from_config_file(candidate, homes)
         if found is not None:
             return found
-    if project_root is None and base.path == Path(base.path.anchor):
-        # Desktop clients often start servers with the working directory at '/': falling back to it
-        # would allow every path. An operator who means it can say so with project_root='/'.
-        logger.warning(
-            "the working directory is %s, the filesystem root; mcp-roots does not use it as a fallback "
-            "root (that would allow every path), so every path is refused when the client sends no "
-            "roots. Set --roots, %s or %s, or pass the project root explicitly",
-            base.path,
-            ENV_VAR,
-            CONFIG_FILENAME,
-        )
-        return RootSet.empty(source=SOURCE_PROJECT_ROOT)
-    return RootSet([base], source=SOURCE_PROJECT_ROOT)
+        if required:
+            raise ConfigError(f"{CONFIG_FILE_ENV_VAR} names {str(candidate)!r}, which does not exist")
+    if base is not None:
+        _refuse_home(base, homes, f"the project root {str(base.path)!r}", "--project or project_root=")
+        return RootSet([base], source=SOURCE_PROJECT_ROOT)
+    return RootSet.empty(source=SOURCE_UNCONFIGURED)
 
 
-# --- Project root ------------------------------------------------------------------------------------
+# --- Project root and the home rule -------------------------------------------------------------------
 
 
-def _project_root(project_root: str | os.PathLike[str] | None) -> Root:
+def _project_root(project_root: str | os.PathLike[str]) -> Root:
     """The canonical project root (a readable directory), or ConfigError saying why not."""
-    if project_root is None:
-        try:
-            given: object = os.getcwd()
-        except OSError as exc:
-            raise ConfigError(
-                f"the working directory cannot serve as the project root ({exc.strerror or exc}); "
-                "pass a project root explicitly"
-            ) from None
-    else:
-        given = project_root
+    given: object = project_root
     try:
-        root = Root.from_path(given)  # type: ignore[arg-type]  # from_path checks the type
+        root = Root.from_path(project_root)
     except InvalidPath as exc:
         raise ConfigError(f"project root {_show(given)} is not usable: {exc}") from None
     if not root.path.is_dir():
         raise ConfigError(f"project root {_show(given)} is not a directory")
     return root
+
+
+def _home_dirs(env: Mapping[str, str]) -> tuple[Path, ...]:
+    """The canonical home directories a fallback root may not be (nor contain): ``$HOME`` and the
+    password database's home of this user, when they exist."""
+    found: list[Path] = []
+    candidates = [env.get("HOME")]
+    try:
+        import pwd  # POSIX only
+
+        candidates.append(pwd.getpwuid(os.getuid()).pw_dir)
+    except (ImportError, KeyError, OSError):
+        pass
+    if os.name == "nt":  # pragma: no cover - POSIX CI
+        candidates.append(os.path.expanduser("~"))
+    for candidate in candidates:
+        if not candidate or not os.path.isabs(candidate):
+            continue
+        try:
+            home = Root.from_path(candidate).path
+        except InvalidPath:
+            continue
+        if home not in found:
+            found.append(home)
+    return tuple(found)
+
+
+def _home_conflict(root: Root, homes: Sequence[Path] | None) -> str | None:
+    """Why ``root`` may not be a fallback root without allow_home (``homes`` is None with it), or None."""
+    if homes is None:
+        return None
+    if root.path == Path(root.path.anchor):
+        return "it is the filesystem root"
+    for home in homes:
+        if root.path == home:
+            return "it is the home directory"
+        if root.path in home.parents:
+            return f"it contains the home directory {str(home)!r}"
+    return None
+
+
+def _refuse_home(root: Root, homes: Sequence[Path] | None, what: str, where: str) -> None:
+    why = _home_conflict(root, homes)
+    if why is not None:
+        raise ConfigError(
+            f"{what} from {where} is refused as a fallback root: {why}, which would expose the "
+            "user's files; name the folders the server needs, or pass allow_home=True / --allow-home if "
+            "you really mean it"
+        )
 
 
 def _show(value: object) -> str:
@@ -150,17 +227,27 @@ def _show(value: object) -> str:
 # --- Flag / argument and environment: fail fast --------------------------------------------------------
 
 
-def _strict_root(entry: object, base: Root, source: str) -> Root:
+def _strict_root(entry: object, base: Root | None, source: str, homes: Sequence[Path] | None) -> Root:
+    shown = f"{source} (--roots or the roots argument)" if source == SOURCE_FLAG else source
     try:
         if isinstance(entry, str) and _URI_LIKE.match(entry):
-            return Root.from_path(uri_to_path(entry))
-        return Root.from_path(entry, base=base.path)  # type: ignore[arg-type]  # checked inside
+            root = Root.from_path(uri_to_path(entry))
+        else:
+            if base is None and isinstance(entry, (str, os.PathLike)) and not os.path.isabs(entry):
+                raise ConfigError(
+                    f"invalid root {_show(entry)} from {shown}: a relative path needs a project root to "
+                    "start from (the working directory is never used implicitly); give an absolute path, "
+                    "or the project root (--project DIR, project_root=)"
+                )
+            where = None if base is None else str(base.path)
+            root = Root.from_path(entry, base=where)  # type: ignore[arg-type]  # checked inside
     except (InvalidPath, InvalidRootURI) as exc:
-        shown = f"{source} (--roots or the roots argument)" if source == SOURCE_FLAG else source
         raise ConfigError(f"invalid root {_show(entry)} from {shown}: {exc}") from None
+    _refuse_home(root, homes, f"root {_show(entry)}", shown)
+    return root
 
 
-def _from_argument(roots: RootsArgument, base: Root) -> RootSet:
+def _from_argument(roots: RootsArgument, base: Root | None, homes: Sequence[Path] | None) -> RootSet:
     entries: Iterable[object]
     if isinstance(roots, (str, os.PathLike)):
         entries = [roots]
@@ -171,14 +258,14 @@ def _from_argument(roots: RootsArgument, base: Root) -> RootSet:
             f"roots {roots!r} from {SOURCE_FLAG} must be a path or a sequence of paths, "
             f"not {type(roots).__name__}"
         )
-    built = [_strict_root(entry, base, SOURCE_FLAG) for entry in entries]
+    built = [_strict_root(entry, base, SOURCE_FLAG, homes) for entry in entries]
     if not built:
         # An explicit empty list is a deliberate choice: no fallback, every path refused.
         logger.info("the roots argument is an empty list: every path is refused when the client sends none")
     return RootSet(built, source=SOURCE_FLAG)
 
 
-def _from_environment(raw: str, base: Root) -> RootSet:
+def _from_environment(raw: str, base: Root | None, homes: Sequence[Path] | None) -> RootSet:
     # Empty entries ('a::b', a trailing separator) are ignored, never taken as the working directory
     # the way PATH does.
     entries = [entry for entry in raw.split(os.pathsep) if entry]
@@ -186,7 +273,8 @@ def _from_environment(raw: str, base: Root) -> RootSet:
         raise ConfigError(
             f"{ENV_VAR} is set to {raw!r}, which names no roots; list at least one path, or unset it"
         )
-    return RootSet([_strict_root(e, base, SOURCE_ENVIRONMENT) for e in entries], source=SOURCE_ENVIRONMENT)
+    built = [_strict_root(entry, base, SOURCE_ENVIRONMENT, homes) for entry in entries]
+    return RootSet(built, source=SOURCE_ENVIRONMENT)
 
 
 # --- Config files: errors for the file, warnings for entries ------------------------------------------
@@ -291,8 +379,21 @@ def _read_config_text(path: Path) -> str | None:
 
 def _config_entries(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
     """Parse and check the shape of a config file; return ``(line, entry)`` pairs."""
+
+    def parse_int(literal: str) -> int:
+        try:
+            return int(literal)
+        except ValueError:
+            # Longer than the interpreter converts (sys.get_int_max_str_digits()); no number belongs in
+            # this file anyway, so say where it is rather than let ValueError escape.
+            line = _line_of(text, max(text.find(literal), 0))
+            raise ConfigError(
+                f"{path}:{line}: holds a number of {len(literal.lstrip('-'))} digits, too long to read; "
+                'entries are objects with "path" or "uri" strings'
+            ) from None
+
     try:
-        document = json.loads(text)
+        document = json.loads(text, parse_int=parse_int)
         offsets = _member_offsets(text, path)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: is not valid JSON: {exc.msg}") from None
@@ -337,7 +438,7 @@ def _config_entries(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
     return checked
 
 
-def _from_config_file(path: Path) -> RootSet | None:
+def _from_config_file(path: Path, homes: Sequence[Path] | None) -> RootSet | None:
     text = _read_config_text(path)
     if text is None:
         return None
@@ -348,13 +449,26 @@ def _from_config_file(path: Path) -> RootSet | None:
         name = entry.get("name")
         try:
             if "uri" in entry:
-                roots.append(Root.from_path(uri_to_path(entry["uri"]), name))
+                root = Root.from_path(uri_to_path(entry["uri"]), name)
             else:
                 # '~' is expanded because a JSON file has no shell to do it; relative paths are taken
                 # from the directory the file was found in.
-                roots.append(Root.from_path(os.path.expanduser(entry["path"]), name, base=path.parent))
+                root = Root.from_path(os.path.expanduser(entry["path"]), name, base=path.parent)
         except (InvalidPath, InvalidRootURI) as exc:
             logger.warning("%s:%d: skipping this root: %s", path, line, exc)
+            continue
+        why = _home_conflict(root, homes)
+        if why is not None:
+            # A config file may come with a cloned repository: it never grants the whole disk or home.
+            logger.warning(
+                "%s:%d: skipping the root %s: %s (pass allow_home=True / --allow-home to allow it)",
+                path,
+                line,
+                root.path,
+                why,
+            )
+            continue
+        roots.append(root)
     found = RootSet(roots, source=source)
     if not found:
         logger.warning(

@@ -19,10 +19,13 @@ from ._errors import ConfigError, InvalidPath, PathOutsideRoots, RootsError
 from ._rootset import RootSet
 from ._sources import (
     CONFIG_DIR_ENV_VAR,
+    CONFIG_FILE_ENV_VAR,
     CONFIG_FILENAME,
     ENV_VAR,
+    SOURCE_UNCONFIGURED,
     default_user_config_dir,
     fallback_roots,
+    how_to_configure,
 )
 
 __all__ = ["build_parser", "main"]
@@ -48,11 +51,14 @@ def _epilog() -> str:
 where the roots come from (the first source that is set wins; lower ones are not consulted):
   1. --roots A,B        comma-separated paths or file: URIs; relative paths start at the project root
   2. {ENV_VAR}=A{os.pathsep}B   separated by '{os.pathsep}'; relative paths start at the project root
-  3. {CONFIG_FILENAME} in the project root, then in {config_dir}
-     (set {CONFIG_DIR_ENV_VAR} to use another directory), for example:
+  3. {CONFIG_FILENAME} in the --project directory (only when --project is given), then in
+     {config_dir}
+     (set {CONFIG_DIR_ENV_VAR} to use another directory, or {CONFIG_FILE_ENV_VAR} to name the file), e.g.:
        {{"roots": [{{"path": "./data", "name": "Data"}}, {{"uri": "file:///srv/media"}}]}}
      relative paths start at the directory the file is in
-  4. the project root itself (--project, else the current directory)
+  4. the --project directory itself
+  nothing set: no fallback roots, every path is refused (the current directory is never used implicitly)
+  '/', your home directory and its ancestors are refused as roots unless --allow-home is given
 
 exit codes:
   0  success; for 'check': every path is inside the roots
@@ -84,7 +90,13 @@ def _add_source_options(parser: argparse.ArgumentParser, *, in_subcommand: bool)
         metavar="DIR",
         default=default,
         help=f"the project root: where {CONFIG_FILENAME} is looked for, what relative roots start "
-        "from, and the last-resort root (default: the current directory)",
+        "from, and the last-resort root (default: none; the current directory is never used implicitly)",
+    )
+    parser.add_argument(
+        "--allow-home",
+        action="store_true",
+        default=argparse.SUPPRESS if in_subcommand else False,
+        help="allow '/', your home directory or one of its ancestors as a root (refused by default)",
     )
     parser.add_argument(
         "--json",
@@ -154,7 +166,7 @@ def _roots_from(args: argparse.Namespace) -> RootSet:
         roots = [entry for value in args.roots for entry in value.split(",") if entry]
         if not roots:
             raise ConfigError(f"--roots {','.join(args.roots)!r} names no roots; give at least one path")
-    return fallback_roots(roots, project_root=args.project)
+    return fallback_roots(roots, project_root=args.project, allow_home=args.allow_home)
 
 
 def _root_text(path: object, name: str | None) -> str:
@@ -164,6 +176,8 @@ def _root_text(path: object, name: str | None) -> str:
 def _show(roots: RootSet, as_json: bool) -> tuple[str, int]:
     if as_json:
         return json.dumps({"source": roots.source, "roots": [r.as_dict() for r in roots]}, indent=2), EXIT_OK
+    if not roots and roots.source == SOURCE_UNCONFIGURED:
+        return f"No roots: every path is refused; {how_to_configure()}.", EXIT_OK
     if not roots:
         return f"No roots from {roots.source}: every path is refused.", EXIT_OK
     lines = [f"Roots from {roots.source}:"]
@@ -212,7 +226,9 @@ def _check(roots: RootSet, paths: Sequence[str], as_json: bool) -> tuple[str, in
             )
         else:
             lines.append(f"outside  {r['path']}")
-    if outside:
+    if outside and roots.source == SOURCE_UNCONFIGURED:
+        lines.append(f"{len(outside)} of {len(results)} path(s) refused: {how_to_configure()}")
+    elif outside:
         lines.append(
             f"{len(outside)} of {len(results)} path(s) outside the roots from {roots.source}: "
             f"{roots.describe()}"

@@ -21,12 +21,11 @@ from mcp.server import MCPServer
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
-from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CONNECTION_CLOSED,
     INVALID_PARAMS,
     INVALID_REQUEST,
-    METHOD_NOT_FOUND,
     CallToolResult,
     InputRequiredResult,
     ListRootsRequest,
@@ -296,24 +295,15 @@ class Mcp2Adapter:
                     # a stream that is not there.
                     return await request_channel(waiting[-1]).send_raw_request("roots/list", None)
                 return await connection.send_raw_request("roots/list", None)
-            except NoBackChannelError:
-                self.policy.mark_unsupported(
-                    self.policy.connection(connection), "this connection has no back-channel (stateless HTTP)"
-                )
-                raise
             except MCPError as exc:
                 if exc.code == CONNECTION_CLOSED:
                     # The connection is ending and its task group is about to cancel this refresh; a
                     # "failed" warning for a client that merely went away would be noise.
                     logger.debug("roots/list abandoned: the connection closed")
                     await anyio.sleep_forever()
-                if exc.code == METHOD_NOT_FOUND or (
-                    exc.code == INVALID_REQUEST and "not supported" in exc.message.lower()
-                ):
-                    self.policy.mark_unsupported(
-                        self.policy.connection(connection),
-                        f"the client answered roots/list with {exc.code} {exc.message!r}",
-                    )
+                # -32601 / -32600 "not supported" (roots switched off in the host), like any other failed
+                # answer, keeps the last valid roots (or none), never the fallback; the client's next
+                # list_changed brings a new request. The cache logs it.
                 raise
 
         return fetch
@@ -329,8 +319,11 @@ class Mcp2Adapter:
         state = self.policy.connection(connection)
         if state is None:
             state = self._on_initialize(dataclasses.replace(ctx, params=None))
+        if state.served:
+            return
+        state.served = True
         if not connection.has_standalone_channel:
-            self.policy.mark_unsupported(state, "this connection has no back-channel (stateless HTTP)")
+            self.policy.cannot_ask(state, "this connection has no back-channel (stateless HTTP)")
         if connection.session_id is None:
             state.cache_started = True
             state.cache.start()
@@ -372,9 +365,10 @@ class Mcp2Adapter:
             state.cache.start()
         state.waiting.append(request_ctx)
         try:
-            return await state.cache.fresh(self.policy.timeout)
+            roots = await state.cache.fresh(self.policy.timeout)
         finally:
             state.waiting.remove(request_ctx)
+        return self.policy.served_roots(roots)
 
     # -- tool calls --
 
@@ -397,9 +391,9 @@ class Mcp2Adapter:
         arguments = arguments if isinstance(arguments, Mapping) else {}
         try:
             try:
-                roots = self._roots_from_answer(answer) if answer is not None else None
+                roots = await self.policy.roots_from_client_answer(answer) if answer is not None else None
             except RootsUnavailable as exc:
-                logger.info("refused %s(): %s", name, exc)
+                self.policy.log_refusal(str(name), exc)
                 return refusal(str(exc))
             if spec is None:
                 if roots is not None:
@@ -414,8 +408,9 @@ class Mcp2Adapter:
                     roots = await self._roots_for(ctx)
                 checked = spec.check(roots, arguments)
             except (PathOutsideRoots, InvalidPath, RootsUnavailable) as exc:
-                logger.info("refused %s(): %s", spec.name, exc)
+                self.policy.log_refusal(spec.name, exc)
                 return refusal(str(exc))
+            self.policy.call_passed()
             ctx = dataclasses.replace(ctx, params={**params, "arguments": checked})
             with guarded_call(spec, roots, refusal):
                 return await call_next(ctx)
@@ -439,7 +434,10 @@ class Mcp2Adapter:
         if not is_file and spec is None:
             return await call_next(ctx)
         try:
-            roots = self._roots_from_answer(answer) if answer is not None else await self._roots_for(ctx)
+            if answer is not None:
+                roots = await self.policy.roots_from_client_answer(answer)
+            else:
+                roots = await self._roots_for(ctx)
             if is_file:
                 roots.resolve(uri_to_path(uri))
             checked = spec.check(roots, template_params) if spec is not None else None
@@ -479,12 +477,6 @@ class Mcp2Adapter:
             tool.fn = spec.wrapper
         return spec
 
-    def _roots_from_answer(self, answer: object) -> RootSet:
-        entries = answer.get("roots") if isinstance(answer, Mapping) else None
-        if not isinstance(entries, list):
-            raise RootsUnavailable("the client's roots answer is malformed: 'roots' is not a list")
-        return self.policy.roots_from_client_answer([e for e in entries if isinstance(e, Mapping)])
-
 
 class _Middleware:
     """The context-tier middleware of one guard on one server."""
@@ -508,6 +500,12 @@ class _Middleware:
             self.adapter._on_initialize(ctx)
             return result
         if method == "notifications/initialized":
+            state = self.adapter.policy.connection(connection_of(ctx))
+            if state is not None and state.served:
+                # A repeated initialized: the connection is already served. Ignored quietly, as the
+                # contract says (not handed to the SDK again, no traceback).
+                logger.debug("ignoring a repeated notifications/initialized")
+                return None
             await call_next(ctx)
             await self.adapter._serve_connection(ctx)
             return None
