@@ -346,8 +346,15 @@ def test_cli_run_confines_and_passes_the_exit_code_through(tree: Tree) -> None:
     assert cli("run", *roots, "--", "sh", "-c", f"echo x > {target}").returncode != 0
     assert cli("run", *roots, "--write", "--", "sh", "-c", f"echo x > {target}").returncode == 0
     assert target.read_text() == "x\n"
-    # The roots come from the same sources as the other commands: here the project root (cwd).
-    assert cli("run", "--", "cat", "inside.txt", cwd=tree.root).stdout == "inside content"
+    # The roots come from the same sources as the other commands, never the working directory implicitly.
+    assert cli("run", "--project", str(tree.root), "--", "cat", "inside.txt", cwd=tree.root).stdout == (
+        "inside content"
+    )
+    unconfigured = cli("run", "--", "cat", "inside.txt", cwd=tree.root)
+    assert unconfigured.returncode == 2
+    assert "has no roots to confine the command to" in unconfigured.stderr
+    assert "configure them with --roots DIR" in unconfigured.stderr
+    assert unconfigured.stdout == ""
     assert "Traceback" not in result.stderr
 
 

@@ -286,6 +286,9 @@ def _run(roots: RootSet, args: argparse.Namespace) -> int:
         argv = argv[1:]
     if not argv:
         raise ConfigError(f"'{PROG} run' needs a command after '--' (for example: {PROG} run -- ls)")
+    if roots.source == SOURCE_UNCONFIGURED:
+        # Confined to nothing, the command could not even read its arguments: say why before it starts.
+        raise ConfigError(f"'{PROG} run' has no roots to confine the command to; {how_to_configure()}")
     from . import _sandbox
 
     try:
