@@ -53,6 +53,7 @@ from mcp_types import ListRootsResult, Root
 from mcp_roots import path_to_uri
 
 REPO = Path(__file__).resolve().parent.parent
+SCRIPT = Path(__file__).resolve()
 HAPROXY_CFG = REPO / "deploy" / "haproxy.cfg"
 FILE_SERVER = REPO / "examples" / "file_server.py"
 # deploy/haproxy.cfg names four replicas; their ports come from these variables.
@@ -87,9 +88,8 @@ class Sample:
 
 @dataclass
 class Phase:
-    """What one phase (one process, or the balancer with a kill) measured."""
+    """What one worker process measured in one phase (one server process, or the balancer with a kill)."""
 
-    name: str
     url: str
     sessions: int
     samples: list[Sample] = field(default_factory=list)
@@ -100,10 +100,7 @@ class Phase:
     own_granted: int = 0
     other_refused: int = 0
     connected: int = 0
-    window: tuple[float, float] = (0.0, 0.0)
     kill_at: float | None = None
-    killed_replica: str | None = None
-    summary: dict[str, Any] = field(default_factory=dict)
     all_connected: anyio.Event = field(default_factory=anyio.Event)
     stop: anyio.Event = field(default_factory=anyio.Event)
     go: anyio.Event = field(default_factory=anyio.Event)
@@ -137,11 +134,20 @@ class Session:
     # An own read granted on a connection opened after the kill (a re-initialized legacy session).
     recovered: bool = False
 
-    def reset(self) -> None:
-        self.roots_requests = self.connections = self.connections_at_kill = self.roots_requests_at_kill = 0
-        self.replica = self.replica_at_kill = None
-        self.counted = self.first_ok = self.failed_after_kill = self.own_ok_after_kill = False
-        self.recovered = False
+    replica_at_go: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        """What the driver needs to know about this session once the phase is over."""
+        return {
+            "era": self.era,
+            "first_ok": self.first_ok,
+            "replica_at_go": self.replica_at_go,
+            "replica_at_kill": self.replica_at_kill,
+            "failed_after_kill": self.failed_after_kill,
+            "own_ok_after_kill": self.own_ok_after_kill,
+            "recovered": self.recovered,
+            "roots_refetched": self.roots_requests > self.roots_requests_at_kill,
+        }
 
     @property
     def name(self) -> str:
@@ -409,7 +415,74 @@ def find_haproxy(explicit: str | None) -> str:
     return found
 
 
-# --- one phase ---------------------------------------------------------------------------------------------
+# --- a worker: a slice of the sessions in its own process ---------------------------------------------------
+# The SDK client costs more CPU per call than the server: one process driving 800 sessions measures itself.
+# So the sessions are spread over --workers processes. The driver talks to each worker with lines of text:
+# it sends "go", "kill" and "stop" on the worker's stdin; the worker answers "connected" once every one of
+# its sessions has made its first read, and a final JSON report on stdout. Call times use CLOCK_MONOTONIC,
+# which all processes share, so the driver can cut the measured window out of every worker's samples.
+
+
+def emit(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+async def worker(args: argparse.Namespace) -> None:
+    base = Path(args.base)
+    legacy = [Session("legacy", i, base) for i in range(args.legacy)]
+    modern = [Session("modern", i, base) for i in range(args.modern)]
+    mine = [s for s in legacy + modern if s.index % args.workers == args.worker]
+    phase = Phase(args.url, len(mine))
+    gate = anyio.Semaphore(args.connect_concurrency)
+
+    async def commands() -> None:
+        while True:
+            line = (await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)).strip()
+            if line == "go":
+                for s in mine:
+                    s.replica_at_go = s.replica
+                phase.go.set()
+            elif line == "kill":
+                for s in mine:
+                    s.replica_at_kill = s.replica
+                    s.roots_requests_at_kill = s.roots_requests
+                    s.connections_at_kill = s.connections
+                phase.kill_at = time.monotonic()
+            elif line in ("stop", ""):  # "" is the driver gone: stop too
+                phase.go.set()
+                phase.stop.set()
+                phase.all_connected.set()  # too late to matter; ends announce()
+                return
+
+    async def announce() -> None:
+        await phase.all_connected.wait()
+        emit({"event": "connected"})
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(commands)
+        tg.start_soon(announce)
+        for s in mine:
+            tg.start_soon(run_session, phase, s, neighbours(s, legacy, modern), gate, args.call_timeout)
+        await phase.stop.wait()
+        # Sessions finish the call in flight and close; the ones that hang are cancelled.
+        tg.cancel_scope.deadline = anyio.current_time() + args.call_timeout + 15
+    emit(
+        {
+            "event": "report",
+            "samples": [[x.at, x.seconds, x.era] for x in phase.samples],
+            "errors": dict(phase.errors),
+            "error_samples": phase.error_samples,
+            "cross_grants": phase.cross_grants,
+            "foreign_roots_seen": phase.foreign_roots_seen,
+            "own_granted": phase.own_granted,
+            "other_refused": phase.other_refused,
+            "sessions": [s.record() for s in mine],
+        }
+    )
+
+
+# --- the driver: one phase ---------------------------------------------------------------------------------
 
 
 @dataclass
@@ -420,83 +493,163 @@ class Replica:
     rss_rest: int = 0
     rss_loaded: int = 0
     cpu_window: float = 0.0
-    legacy_sessions: int = 0
+
+
+@dataclass
+class Outcome:
+    """One phase as the driver saw it, all workers merged."""
+
+    name: str
+    url: str
+    replicas: list[Replica]
+    connect_seconds: float = 0.0
+    window: tuple[float, float] = (0.0, 0.0)
+    client_cpu_window: float = 0.0
+    killed_replica: str | None = None
+    samples: list[tuple[float, float, str]] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+    error_samples: dict[str, str] = field(default_factory=dict)
+    cross_grants: int = 0
+    foreign_roots_seen: int = 0
+    own_granted: int = 0
+    other_refused: int = 0
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    lost_workers: int = 0
+
+    def merge(self, part: dict[str, Any]) -> None:
+        self.samples.extend((at, seconds, era) for at, seconds, era in part["samples"])
+        self.errors.update(part["errors"])
+        for kind, sample in part["error_samples"].items():
+            self.error_samples.setdefault(kind, sample)
+        for key in ("cross_grants", "foreign_roots_seen", "own_granted", "other_refused"):
+            setattr(self, key, getattr(self, key) + part[key])
+        self.sessions.extend(part["sessions"])
 
 
 async def run_phase(
-    phase: Phase,
-    legacy: list[Session],
-    modern: list[Session],
-    replicas: list[Replica],
-    args: argparse.Namespace,
-    kill: Callable[[str], None] | None,
+    outcome: Outcome, args: argparse.Namespace, base: Path, kill: Callable[[str], None] | None
 ) -> None:
-    sessions = legacy + modern
-    for s in sessions:
-        s.reset()
-    for r in replicas:
+    for r in outcome.replicas:
         r.rss_rest = rss_kib(r.pid)
-    gate = anyio.Semaphore(args.connect_concurrency)
-    t_start = time.monotonic()
-    async with anyio.create_task_group() as tg:
-        for s in sessions:
-            others = neighbours(s, legacy, modern)
-            tg.start_soon(run_session, phase, s, others, gate, args.call_timeout)
-        with anyio.move_on_after(args.connect_limit):
-            await phase.all_connected.wait()
-        connect_s = time.monotonic() - t_start
-        print(f"  [{phase.name}] {phase.connected}/{len(sessions)} sessions connected in {connect_s:.1f} s")
-        await anyio.sleep(1.0)
-        for r in replicas:
-            r.rss_loaded = rss_kib(r.pid)
-            # Through the balancer the X-Mcp-Replica header says where each session lives.
-            r.legacy_sessions = (
-                len(legacy) if len(replicas) == 1 else sum(1 for s in legacy if s.replica == r.name)
+    argv = [sys.executable, str(SCRIPT), "--worker-of", str(args.workers)]
+    argv += ["--url", outcome.url, "--base", str(base), "--legacy", str(args.legacy)]
+    argv += ["--modern", str(args.modern), "--call-timeout", str(args.call_timeout)]
+    argv += ["--connect-concurrency", str(max(1, args.connect_concurrency // args.workers))]
+    connected = [anyio.Event() for _ in range(args.workers)]
+    reports: list[dict[str, Any] | None] = [None] * args.workers
+    t0 = time.monotonic()
+    async with contextlib.AsyncExitStack() as stack:
+        procs = []
+        for i in range(args.workers):
+            proc = await anyio.open_process([*argv, "--worker", str(i)], stderr=None)
+            stack.push_async_callback(reap, proc)
+            procs.append(proc)
+
+        async def read(i: int) -> None:
+            assert procs[i].stdout is not None
+            async for line in TextLines(procs[i].stdout):
+                message = json.loads(line)
+                if message["event"] == "connected":
+                    connected[i].set()
+                elif message["event"] == "report":
+                    reports[i] = message
+
+        async def tell(word: str) -> None:
+            for proc in procs:
+                assert proc.stdin is not None
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    await proc.stdin.send(f"{word}\n".encode())
+
+        async with anyio.create_task_group() as tg:
+            for i in range(args.workers):
+                tg.start_soon(read, i)
+            with anyio.move_on_after(args.connect_limit):
+                for event in connected:
+                    await event.wait()
+            outcome.connect_seconds = time.monotonic() - t0
+            done = sum(e.is_set() for e in connected)
+            print(
+                f"  [{outcome.name}] {done}/{args.workers} workers connected all their sessions "
+                f"in {outcome.connect_seconds:.1f} s"
             )
-        cpu0 = {r.name: cpu_seconds(r.pid) for r in replicas}
-        phase.go.set()
-        w0 = time.monotonic()
-        await anyio.sleep(args.window)
-        w1 = time.monotonic()
-        phase.window = (w0, w1)
-        for r in replicas:
-            r.cpu_window = cpu_seconds(r.pid) - cpu0[r.name]
-        print(f"  [{phase.name}] measured window: {sum(1 for x in phase.samples if w0 <= x.at <= w1)} calls")
-        if kill is not None:
-            held = Counter(s.replica for s in legacy if s.replica)
-            victim = held.most_common(1)[0][0] if held else replicas[1].name
-            for s in sessions:
-                s.replica_at_kill = s.replica
-                s.roots_requests_at_kill = s.roots_requests
-                s.connections_at_kill = s.connections
-            phase.killed_replica = victim
-            phase.kill_at = time.monotonic()
-            await anyio.to_thread.run_sync(kill, victim)
-            print(f"  [{phase.name}] killed replica {victim} (it held {held.get(victim, 0)} legacy sessions)")
-            await anyio.sleep(args.recovery)
-        phase.stop.set()
-        # Sessions finish the call in flight and close; the ones that hang are cancelled.
-        tg.cancel_scope.deadline = time.monotonic() + args.call_timeout + 15
-    phase.summary = summarise(phase, legacy, modern)
+            await anyio.sleep(1.0)
+            for r in outcome.replicas:
+                r.rss_loaded = rss_kib(r.pid)
+            cpu0 = {r.name: cpu_seconds(r.pid) for r in outcome.replicas}
+            client0 = sum(cpu_seconds(p.pid) for p in procs)
+            await tell("go")
+            w0 = time.monotonic()
+            await anyio.sleep(args.window)
+            outcome.window = (w0, time.monotonic())
+            for r in outcome.replicas:
+                r.cpu_window = cpu_seconds(r.pid) - cpu0[r.name]
+            outcome.client_cpu_window = sum(cpu_seconds(p.pid) for p in procs) - client0
+            if kill is not None:
+                outcome.killed_replica = args.kill
+                await tell("kill")
+                await anyio.to_thread.run_sync(kill, args.kill)
+                print(f"  [{outcome.name}] killed replica {args.kill}")
+                await anyio.sleep(args.recovery)
+            await tell("stop")
+            with anyio.move_on_after(args.call_timeout + 60):
+                for proc in procs:
+                    await proc.wait()
+            tg.cancel_scope.cancel()
+    for report in reports:
+        if report is None:
+            outcome.lost_workers += 1
+        else:
+            outcome.merge(report)
 
 
-def summarise(phase: Phase, legacy: list[Session], modern: list[Session]) -> dict[str, Any]:
-    """The per-session outcome of a phase (sessions are reused by the next phase)."""
-    summary: dict[str, Any] = {"first_reads_ok": sum(1 for s in legacy + modern if s.first_ok)}
-    if phase.kill_at is not None:
-        on_victim = [s for s in legacy if s.replica_at_kill == phase.killed_replica]
-        recovered = [s for s in on_victim if s.recovered]
+class TextLines:
+    """Lines of a byte stream (anyio's TextReceiveStream gives chunks, not lines)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.buffer = b""
+
+    def __aiter__(self) -> TextLines:
+        return self
+
+    async def __anext__(self) -> str:
+        while b"\n" not in self.buffer:
+            try:
+                self.buffer += await self.stream.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                raise StopAsyncIteration from None
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line.decode()
+
+
+async def reap(proc: Any) -> None:
+    """A worker that did not stop by itself is killed."""
+    if proc.returncode is None:
+        proc.kill()
+        with anyio.move_on_after(10):
+            await proc.wait()
+
+
+def summarise(outcome: Outcome) -> dict[str, Any]:
+    """Per-session outcomes of a phase, counted."""
+    sessions = outcome.sessions
+    summary: dict[str, Any] = {"first_reads_ok": sum(1 for s in sessions if s["first_ok"])}
+    if outcome.killed_replica is not None:
+        legacy = [s for s in sessions if s["era"] == "legacy"]
+        modern = [s for s in sessions if s["era"] == "modern"]
+        on_victim = [s for s in legacy if s["replica_at_kill"] == outcome.killed_replica]
+        recovered = [s for s in on_victim if s["recovered"]]
         summary["kill"] = {
-            "replica": phase.killed_replica,
+            "replica": outcome.killed_replica,
             "legacy_on_victim": len(on_victim),
-            "ended": sum(1 for s in on_victim if s.failed_after_kill),
+            "ended": sum(1 for s in on_victim if s["failed_after_kill"]),
             "recovered": len(recovered),
-            "roots_refetched": sum(1 for s in recovered if s.roots_requests > s.roots_requests_at_kill),
+            "roots_refetched": sum(1 for s in recovered if s["roots_refetched"]),
             "other_legacy_failed": sum(
-                1 for s in legacy if s.replica_at_kill != phase.killed_replica and s.failed_after_kill
+                1 for s in legacy if s["replica_at_kill"] != outcome.killed_replica and s["failed_after_kill"]
             ),
-            "modern_failed_once": sum(1 for s in modern if s.failed_after_kill),
-            "modern_own_read_after": sum(1 for s in modern if s.own_ok_after_kill),
+            "modern_failed_once": sum(1 for s in modern if s["failed_after_kill"]),
+            "modern_own_read_after": sum(1 for s in modern if s["own_ok_after_kill"]),
         }
     return summary
 
@@ -509,87 +662,101 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(p * len(values)))] * 1000 if values else float("nan")
 
 
-def window_figures(phase: Phase, era: str | None) -> tuple[int, float, float, float]:
-    w0, w1 = phase.window
-    lat = [x.seconds for x in phase.samples if w0 <= x.at <= w1 and (era is None or x.era == era)]
+def window_figures(outcome: Outcome, era: str | None) -> tuple[int, float, float, float]:
+    w0, w1 = outcome.window
+    lat = [sec for at, sec, e in outcome.samples if w0 <= at <= w1 and (era is None or e == era)]
     rate = len(lat) / (w1 - w0) if w1 > w0 else float("nan")
     return len(lat), rate, pct(lat, 0.50), pct(lat, 0.99)
 
 
-def report(
-    phases: list[tuple[Phase, list[Replica]]],
-    legacy: list[Session],
-    modern: list[Session],
-    args: argparse.Namespace,
-) -> tuple[bool, dict[str, Any]]:
+def report(outcomes: list[Outcome], args: argparse.Namespace) -> tuple[bool, dict[str, Any]]:
     ok = True
     figures: dict[str, Any] = {}
+    total = args.legacy + args.modern
     print()
     print(
         f"scale_test  {time.strftime('%Y-%m-%d %H:%M:%S %Z')}  {platform.node()}  "
         f"load {os.getloadavg()[0]:.1f}"
     )
-    print(f"  python {platform.python_version()}, {os.cpu_count()} CPUs; server command: {args.server_cmd}")
+    print(f"  python {platform.python_version()}, {os.cpu_count()} CPUs; server: {args.server_cmd}")
     print(
-        f"  {len(legacy)} legacy sessions + {len(modern)} 2026-07-28 clients, each its own root; "
-        "reads alternate"
+        f"  {args.legacy} legacy sessions + {args.modern} 2026-07-28 clients in {args.workers} client "
+        "processes, each session its own root,"
     )
     print(
-        f"  own / neighbours' files; measured window {args.window:g} s, "
-        f"recovery after the kill {args.recovery:g} s"
+        f"  reads alternating own / neighbours' files; window {args.window:g} s, "
+        f"after the kill {args.recovery:g} s"
     )
     print()
-    print("  | phase | era | calls in window | calls/s | p50 | p99 | replica CPU per call |")
-    print("  |---|---|---:|---:|---:|---:|---:|")
-    for phase, replicas in phases:
-        cpu = sum(r.cpu_window for r in replicas)
+    print(
+        "  | phase | era | calls in window | calls/s | p50 | p99 | server CPU per call "
+        "| client CPU per call |"
+    )
+    print("  |---|---|---:|---:|---:|---:|---:|---:|")
+    for outcome in outcomes:
+        cpu = sum(r.cpu_window for r in outcome.replicas)
         for era in ("legacy", "modern", None):
-            n, rate, p50, p99 = window_figures(phase, era)
+            n, rate, p50, p99 = window_figures(outcome, era)
             label = {"legacy": "legacy", "modern": MODERN, None: "both"}[era]
-            per_call = f"{cpu / n * 1000:.2f} ms" if era is None and n else ""
+            server = f"{cpu / n * 1000:.2f} ms" if era is None and n else ""
+            client = f"{outcome.client_cpu_window / n * 1000:.2f} ms" if era is None and n else ""
             print(
-                f"  | {phase.name} | {label} | {n} | {rate:.0f} | {p50:.0f} ms | {p99:.0f} ms | {per_call} |"
+                f"  | {outcome.name} | {label} | {n} | {rate:.1f} | {p50:.0f} ms | {p99:.0f} ms "
+                f"| {server} | {client} |"
             )
-            figures[f"{phase.name}/{label}"] = {"calls": n, "calls_s": rate, "p50_ms": p50, "p99_ms": p99}
-    for phase, replicas in phases:
-        summary = phase.summary
+            figures[f"{outcome.name}/{label}"] = {"calls": n, "calls_s": rate, "p50_ms": p50, "p99_ms": p99}
+    for outcome in outcomes:
+        summary = summarise(outcome)
         print()
-        print(f"  [{phase.name}] {phase.url}")
-        total = len(legacy) + len(modern)
-        print(f"    sessions whose first own read succeeded: {summary['first_reads_ok']}/{total}")
-        print(f"    own reads granted: {phase.own_granted}; neighbours' reads refused: {phase.other_refused}")
-        print(f"    cross-session grants: {phase.cross_grants} (must be 0)")
-        print(f"    refusals naming another session's roots: {phase.foreign_roots_seen} (must be 0)")
-        print("    memory per legacy session, per replica (VmRSS with the sessions connected - at rest):")
+        print(f"  [{outcome.name}] {outcome.url}")
+        print(
+            f"    connect + first read: {outcome.connect_seconds:.1f} s; sessions whose first own read "
+            f"succeeded: {summary['first_reads_ok']}/{total}"
+        )
+        print(
+            f"    own reads granted: {outcome.own_granted}; "
+            f"neighbours' reads refused: {outcome.other_refused}"
+        )
+        print(f"    cross-session grants: {outcome.cross_grants} (must be 0)")
+        print(f"    refusals naming another session's roots: {outcome.foreign_roots_seen} (must be 0)")
+        print(
+            "    server memory per legacy session (VmRSS with the sessions connected - at rest), per replica:"
+        )
         memory = {}
-        for r in replicas:
-            per = (r.rss_loaded - r.rss_rest) / r.legacy_sessions if r.legacy_sessions else float("nan")
-            memory[r.name] = {"legacy_sessions": r.legacy_sessions, "kib_per_session": round(per)}
-            print(
-                f"      {r.name}: {r.legacy_sessions} legacy sessions, {r.rss_rest / 1024:.1f} -> "
-                f"{r.rss_loaded / 1024:.1f} MiB = {per:.0f} KiB per session; "
-                f"CPU in window {r.cpu_window:.2f} s"
+        for r in outcome.replicas:
+            held = sum(
+                1 for s in outcome.sessions if s["era"] == "legacy" and s["replica_at_go"] in (r.name, None)
             )
-        print("    errors by kind:" + ("" if phase.errors else " none"))
-        for kind, count in phase.errors.most_common():
+            per = (r.rss_loaded - r.rss_rest) / held if held else float("nan")
+            memory[r.name] = {"legacy_sessions": held, "kib_per_session": per}
+            print(
+                f"      {r.name}: {held} legacy sessions, "
+                f"{r.rss_rest / 1024:.1f} -> {r.rss_loaded / 1024:.1f} MiB"
+                f" = {per:.0f} KiB per session; CPU in window {r.cpu_window:.2f} s"
+            )
+        print("    errors by kind:" + ("" if outcome.errors else " none"))
+        for kind, count in outcome.errors.most_common():
             print(f"      {count:6d}  {kind}")
-            print(f"              e.g. {phase.error_samples[kind]}")
+            print(f"              e.g. {outcome.error_samples[kind]}")
+        if outcome.lost_workers:
+            print(f"    {outcome.lost_workers} client processes sent no report")
         unexpected = sum(
-            c for kind, c in phase.errors.items() if "after the kill" not in kind and "GRANT" not in kind
+            c for kind, c in outcome.errors.items() if "after the kill" not in kind and "GRANT" not in kind
         )
         if args.control:
             # The control must leak, or this test could not see a leak; its own reads all succeed.
-            print(f"    CONTROL (no guard): cross-session grants must be > 0: {phase.cross_grants}")
-            ok = ok and phase.cross_grants > 0 and not unexpected and summary["first_reads_ok"] == total
-        elif (
-            phase.cross_grants or phase.foreign_roots_seen or summary["first_reads_ok"] < total or unexpected
-        ):
+            print(f"    CONTROL (no guard): cross-session grants must be > 0: {outcome.cross_grants}")
+            ok = ok and outcome.cross_grants > 0
+        elif outcome.cross_grants or outcome.foreign_roots_seen:
             ok = False
-        figures[phase.name] = {
+        if unexpected or summary["first_reads_ok"] < total or outcome.lost_workers:
+            ok = False
+        figures[outcome.name] = {
             **summary,
-            "cross_grants": phase.cross_grants,
-            "foreign_roots_seen": phase.foreign_roots_seen,
-            "errors": dict(phase.errors),
+            "connect_seconds": outcome.connect_seconds,
+            "cross_grants": outcome.cross_grants,
+            "foreign_roots_seen": outcome.foreign_roots_seen,
+            "errors": dict(outcome.errors),
             "memory": memory,
         }
         kill = summary.get("kill")
@@ -605,14 +772,15 @@ def report(
             )
             print(
                 f"      2026-07-28 clients: {kill['modern_failed_once']} saw a failed call, "
-                f"{kill['modern_own_read_after']}/{len(modern)} read their own file after the kill"
+                f"{kill['modern_own_read_after']}/{args.modern} read their own file after the kill"
             )
             if (
-                kill["recovered"] < kill["legacy_on_victim"]
+                kill["legacy_on_victim"] == 0
+                or kill["recovered"] < kill["legacy_on_victim"]
                 # (the control's server never asks for roots)
                 or (kill["roots_refetched"] < kill["recovered"] and not args.control)
                 or kill["other_legacy_failed"]
-                or kill["modern_own_read_after"] < len(modern)
+                or kill["modern_own_read_after"] < args.modern
             ):
                 ok = False
     print()
@@ -680,7 +848,24 @@ def main() -> int:
         "--keep", metavar="DIR", help="keep files and child logs in DIR (default: a temp dir)"
     )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    parser.add_argument("--workers", type=int, default=4, help="client processes (default 4)")
+    parser.add_argument("--kill", default="r2", help="the replica to kill midway (default r2)")
+    # Internal: this script run as one of the client processes.
+    parser.add_argument("--worker-of", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--base", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    # The SDK warns that roots are deprecated; this test uses them on purpose.
+    warnings.filterwarnings("ignore", message=".*deprecated.*")
+    # The SDK logs each failed DELETE of a session that died with its replica; the run counts those itself.
+    logging.getLogger("mcp").setLevel(logging.ERROR)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if args.worker_of is not None:
+        args.workers = args.worker_of
+        anyio.run(worker, args)
+        return 0
     if args.server_cmd is None:
         args.server_cmd = control_server_cmd() if args.control else default_server_cmd()
     phases_wanted = [p.strip() for p in args.phases.split(",") if p.strip()]
@@ -688,13 +873,9 @@ def main() -> int:
         parser.error(f"deploy/haproxy.cfg names {CFG_REPLICAS} replicas; edit it to run another number")
     if args.legacy < 2 or args.modern < 2 or set(phases_wanted) - {"one", "balancer"} or not phases_wanted:
         parser.error("need at least 2 sessions of each era and --phases from one,balancer")
+    if args.workers < 1 or args.kill not in {f"r{i}" for i in range(1, CFG_REPLICAS + 1)}:
+        parser.error(f"need --workers >= 1 and --kill one of r1..r{CFG_REPLICAS}")
     haproxy = find_haproxy(args.haproxy) if "balancer" in phases_wanted else ""
-    # The SDK warns that roots are deprecated; this test uses them on purpose.
-    warnings.filterwarnings("ignore", message=".*deprecated.*")
-    # The SDK logs each failed DELETE of a session that died with its replica; the run counts those itself.
-    logging.getLogger("mcp").setLevel(logging.ERROR)
-    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     with workdir(args.keep) as base:
         logdir = base / "logs"
         logdir.mkdir(exist_ok=True)
@@ -705,7 +886,7 @@ def main() -> int:
         key.chmod(0o600)
         legacy = [Session("legacy", i, base) for i in range(args.legacy)]
         modern = [Session("modern", i, base) for i in range(args.modern)]
-        for s in legacy + modern:
+        for s in legacy + modern:  # the workers build the same sessions from the same names
             s.root.mkdir(exist_ok=True)
             s.file.write_text(s.content)
         children = Children(logdir)
@@ -744,17 +925,17 @@ def main() -> int:
                     if time.monotonic() > deadline:
                         raise SystemExit("scale_test: haproxy did not see every replica UP within 30 s")
                     time.sleep(0.5)
-            done: list[tuple[Phase, list[Replica]]] = []
+            done: list[Outcome] = []
 
             async def run_all() -> bool:
                 with anyio.move_on_after(args.deadline) as scope:
                     for name in phases_wanted:
                         label = "one process" if name == "one" else f"{args.replicas} replicas + haproxy"
-                        phase = Phase(label, f"http://127.0.0.1:{ports[name]}/mcp", len(legacy) + len(modern))
                         print(f"phase: {label}")
+                        outcome = Outcome(label, f"http://127.0.0.1:{ports[name]}/mcp", replicas[name])
                         kill = children.kill if name == "balancer" else None
-                        await run_phase(phase, legacy, modern, replicas[name], args, kill)
-                        done.append((phase, replicas[name]))
+                        await run_phase(outcome, args, base, kill)
+                        done.append(outcome)
                         if name == "one":
                             children.kill("one")  # frees its memory and CPU for the next phase
                 return scope.cancelled_caught
@@ -762,7 +943,7 @@ def main() -> int:
             timed_out = anyio.run(run_all)
         finally:
             children.close()
-        ok, figures = report(done, legacy, modern, args)
+        ok, figures = report(done, args)
         if timed_out:
             print(f"  KILLED by --deadline {args.deadline:g} s: FAIL")
             ok = False
