@@ -866,6 +866,7 @@ def main() -> int:
         args.workers = args.worker_of
         anyio.run(worker, args)
         return 0
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # progress lines as they happen
     if args.server_cmd is None:
         args.server_cmd = control_server_cmd() if args.control else default_server_cmd()
     phases_wanted = [p.strip() for p in args.phases.split(",") if p.strip()]
