@@ -283,7 +283,9 @@ async def run_session(
                             phase.count_connected()
                         await phase.go.wait()
                         while not phase.stop.is_set():
-                            target = session if k % 2 == 0 else others[(k // 2) % len(others)]
+                            # After the kill the next calls read the session's own file until one succeeds.
+                            recheck = phase.kill_at is not None and not session.own_ok_after_kill
+                            target = session if k % 2 == 0 or recheck else others[(k // 2) % len(others)]
                             k += 1
                             started = time.perf_counter()
                             with anyio.fail_after(call_timeout):
