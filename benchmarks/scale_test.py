@@ -242,9 +242,14 @@ def http_client(session: Session) -> httpx2.AsyncClient:
         if replica:
             session.replica = replica
 
-    # The SDK's own defaults: 30 s to connect/write, 300 s to read (a response stream may stay open).
+    # The SDK's own timeouts: 30 s to connect/write, 300 s to read (a response stream may stay open). Idle
+    # connections are dropped after 2 s: uvicorn closes them after 5 s, httpx's default is also 5 s, and a
+    # request sent on a connection the server is closing at that moment fails (seen as ReadError on the
+    # direct one-process runs; HAProxy keeps client connections 60 s, so through it the client closes first).
     return httpx2.AsyncClient(
-        timeout=httpx2.Timeout(30.0, read=300.0), event_hooks={"response": [note_replica]}
+        timeout=httpx2.Timeout(30.0, read=300.0),
+        limits=httpx2.Limits(keepalive_expiry=2.0),
+        event_hooks={"response": [note_replica]},
     )
 
 
