@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The TypeScript SDK client of tests/test_interop_ts.py, installed once from the lock file (offline afterwards).
 NODE_STAMP := tests/interop/node_modules/.installed
 
-.PHONY: demo test lint typecheck pytest docs bench interop lock clean
+.PHONY: demo test lint typecheck pytest docs bench interop scale-test lock clean
 
 $(STAMP): pyproject.toml requirements/dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,24 @@ interop: $(STAMP) $(INSPECTOR_STAMP)
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# Optional, not part of `make test`: 4 replicas behind HAProxy 2.6 (deploy/haproxy.cfg), 400 legacy sessions and
+# 400 2026-07-28 clients, one replica killed midway, beside the same load on one process (a few minutes).
+# HAProxy comes from the system's packages: installed here when run as root with apt-get, else it says how.
+HAPROXY_DEB := 2.6.12-1+deb12u4
+SCALE_ARGS ?=
+scale-test: $(STAMP)
+	@command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -q && { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+	      haproxy=$(HAPROXY_DEB) || DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	      --no-install-recommends 'haproxy=2.6.*'; }; \
+	  else \
+	    echo "make scale-test needs HAProxy 2.6. As root on Debian 12: apt-get update &&" \
+	      "apt-get install haproxy=$(HAPROXY_DEB) (or any 2.6.x); elsewhere put haproxy on PATH."; \
+	    exit 2; \
+	  fi; }
+	$(PY) benchmarks/scale_test.py $(SCALE_ARGS)
 
 # Re-pin requirements/dev.txt from a scratch venv (run by a developer, never by CI).
 lock:

@@ -14,18 +14,28 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, RequestStateSecurity
 from mcp.server.mcpserver.exceptions import ToolError
 
 from mcp_roots import RootsError, RootsGuard
 
 
-def build_server(guard: RootsGuard, *, name: str = "mcp-roots-file-server") -> MCPServer:
-    """An MCPServer with the reference tools, guarded by ``guard``."""
-    server = MCPServer(name)
+def build_server(
+    guard: RootsGuard,
+    *,
+    name: str = "mcp-roots-file-server",
+    request_state_security: RequestStateSecurity | None = None,
+) -> MCPServer:
+    """An MCPServer with the reference tools, guarded by ``guard``.
+
+    ``request_state_security`` seals the 2026-07-28 multi-round-trip state; the SDK's default is a key held by
+    this process only, so replicas behind a load balancer must share one (see ``--state-key-file``).
+    """
+    server = MCPServer(name, request_state_security=request_state_security)
     guard.install(server)
 
     @server.tool()
@@ -89,6 +99,20 @@ def _path_list(value: str) -> list[str]:
     return parts
 
 
+def _shared_state_security(path: str) -> RequestStateSecurity:
+    """The request-state policy of every replica that reads the same secret from ``path``."""
+    try:
+        secret = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--state-key-file {path}: cannot read it: {_reason(exc)}") from None
+    if len(secret.encode()) < 32:
+        raise ValueError(
+            f"--state-key-file {path}: the key must be at least 32 bytes of secret randomness "
+            '(make one with: python -c "import secrets; print(secrets.token_hex(32))")'
+        )
+    return RequestStateSecurity(keys=[secret])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="file_server.py",
@@ -116,6 +140,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--timeout", type=float, default=5.0, help="roots/list timeout in seconds (default 5)"
     )
+    parser.add_argument(
+        "--state-key-file",
+        metavar="FILE",
+        help="with --http: a secret (>= 32 bytes) shared by every replica behind a load balancer, so that "
+        "any replica can continue a 2026-07-28 multi-round-trip call another one started (default: a key "
+        "of this process only)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level (to stderr)")
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO"
@@ -135,10 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             timeout=args.timeout,
             allow_home=args.allow_home,
         )
+        security = _shared_state_security(args.state_key_file) if args.state_key_file else None
     except (RootsError, OSError, ValueError) as exc:
         print(f"file_server.py: error: {exc}", file=sys.stderr)
         return 2
-    server = build_server(guard)
+    server = build_server(guard, request_state_security=security)
     if args.http is not None:
         server.run(
             "streamable-http",
