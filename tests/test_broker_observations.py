@@ -515,3 +515,32 @@ async def test_a_watch_that_outgrows_its_entry_limit_ends_visibly(root: Path) ->
                 os.rename(bulk, root / "docs" / "bulk")  # 11 entries at once: no snapshot sees a part
         assert not broker.watching
     assert results[0].structured_content == {"result": "ended"}
+
+
+async def test_the_user_re_approving_a_revoked_folder_gives_it_back(root: Path) -> None:
+    approve = [False]
+    broker = FileBroker(RootSet.from_paths([root]), consent=lambda request: approve[0], rate=None)
+    await broker.handle("files/consent", {"message": "m", "paths": [{"path": ""}], "access": "write"})
+    broker.revoke([root / "docs" / "private"])
+    approve[0] = True
+    # A wider approval by the user does not lift the narrower revocation...
+    await broker.handle("files/consent", {"message": "all", "paths": [{"path": ""}], "access": "write"})
+    assert (await refused(broker, "files/read", {"path": "docs/private/s.txt"})).data["consent"] == "revoked"
+    assert (await refused(broker, "files/delete", {"path": "docs", "recursive": True})).reason == (
+        "PERMISSION_DENIED"
+    )
+    # ...approving the revoked folder itself does, for reads and for deleting what holds it.
+    await broker.handle(
+        "files/consent", {"message": "private", "paths": [{"path": "docs/private"}], "access": "write"}
+    )
+    assert (await broker.handle("files/read", {"path": "docs/private/s.txt"}))["bytesRead"] == 6
+    await broker.handle("files/delete", {"path": "docs", "recursive": True})
+    assert not (root / "docs").exists()
+
+
+async def test_restore_gives_back_what_revoke_took_without_a_callback(root: Path) -> None:
+    broker = FileBroker(RootSet.from_paths([root]))
+    broker.revoke()
+    assert (await refused(broker, "files/stat", {"path": "docs"})).data["consent"] == "revoked"
+    broker.restore()
+    assert (await broker.handle("files/stat", {"path": "docs"}))["type"] == "directory"
