@@ -2,6 +2,7 @@
 reading it locally, one run, with the CPU time each process spent and where the brokered time goes.
 
 Usage: python benchmarks/bench_broker.py [--size-mib 100] [--chunk-mib 1 ...]
+       python benchmarks/bench_broker.py --watch-cost [--watches 60] [--entries 1000] [--seconds 3]
 The server is examples/brokered_server.py (a subprocess); its tool streams the file with fs.open_read() and
 hashes it (and, in a second row, reads it whole with fs.read(), two requests in flight). The local figure
 reads the same file in the same chunk size and hashes it too, so both sides do the same consumer work.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import logging
 import os
 import subprocess
 import sys
@@ -30,9 +32,10 @@ import mcp_types
 import pydantic_core
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.server import MCPServer
 
-from mcp_roots import RootsProvider
-from mcp_roots.broker import FileBroker, decode_content, encode_content
+from mcp_roots import BrokerError, RootSet, RootsProvider
+from mcp_roots.broker import FileBroker, decode_content, enable_brokering, encode_content
 
 SERVER = Path(__file__).resolve().parent.parent / "examples" / "brokered_server.py"
 MIB = 1024 * 1024
@@ -166,12 +169,61 @@ async def read_brokered(
     return elapsed, host_cpu, server_cpu, result.structured_content
 
 
+async def watch_cost(root: Path, backend: str, watches: int, seconds: float) -> tuple[int, float, int]:
+    """(watches accepted, CPU seconds of this process while they idle, descriptors open meanwhile) for
+    ``watches`` recursive watch requests on ``root/tree`` (broker and server in this process)."""
+    server = MCPServer("bench-watch")
+    enable_brokering(server)
+    broker = FileBroker(RootSet.from_paths([root]), rate=None, watch_backend=backend)  # type: ignore[arg-type]
+    client = Client(server, mode="legacy", list_roots_callback=RootsProvider([root]))
+    broker.install(client)
+    accepted = 0
+    async with client, broker:
+        for _ in range(watches):
+            try:
+                await broker.handle("files/watch", {"path": "tree", "recursive": True})
+                accepted += 1
+            except BrokerError:
+                pass
+        await anyio.sleep(1.0)  # let every watch settle into its idle loop
+        started = time.process_time()
+        await anyio.sleep(seconds)
+        cpu = time.process_time() - started
+        descriptors = len(os.listdir("/proc/self/fd"))
+    return accepted, cpu, descriptors
+
+
+def main_watch_cost(watches: int, entries: int, seconds: float) -> None:
+    logging.getLogger("mcp_roots.audit").setLevel(logging.WARNING)  # one line per refused watch otherwise
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(os.path.realpath(tmp))
+        tree = root / "tree"
+        tree.mkdir()
+        for i in range(entries):
+            (tree / f"f{i:05}").write_text("x")
+        idle = len(os.listdir("/proc/self/fd"))
+        print(f"{watches} recursive watches asked for on a folder of {entries} files; {seconds:g} s idle")
+        print(f"(descriptors open before: {idle})\n")
+        print("| backend | watches accepted | CPU % of one core while idle | descriptors open |")
+        print("|---|---:|---:|---:|")
+        for backend in ("poll", "events"):
+            accepted, cpu, descriptors = anyio.run(watch_cost, root, backend, watches, seconds)
+            print(f"| {backend} | {accepted} | {cpu / seconds * 100:.1f}% | {descriptors} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=100)
     parser.add_argument("--chunk-mib", type=float, nargs="+", default=[1.0])
     parser.add_argument("--bare-host", help=argparse.SUPPRESS)
+    parser.add_argument("--watch-cost", action="store_true", help="measure idle watches instead of reads")
+    parser.add_argument("--watches", type=int, default=60)
+    parser.add_argument("--entries", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=3.0)
     args = parser.parse_args()
+    if args.watch_cost:
+        main_watch_cost(args.watches, args.entries, args.seconds)
+        return
     if args.bare_host:
         bare_host(args.bare_host)
         return

@@ -25,7 +25,7 @@ from mcp.server.mcpserver import Context
 
 from mcp_roots import BrokerError, RootSet, RootsProvider
 from mcp_roots.broker import FileBroker, FileConsentRequest, _sdk, enable_brokering, files
-from mcp_roots.broker._watch import snapshot
+from mcp_roots.broker._watch import MAX_DEPTH, snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -475,3 +475,72 @@ async def test_a_revoked_folder_swapped_in_by_name_is_never_read(root: Path) -> 
     assert leaked == 0
     assert "PERMISSION_DENIED" in reasons
     assert set(reasons) <= {"PERMISSION_DENIED", "FILE_NOT_FOUND"}
+
+
+async def test_a_tree_too_deep_to_watch_whole_is_refused_not_partly_watched(root: Path) -> None:
+    _deep(root / "docs", MAX_DEPTH + 5)
+    provider = RootsProvider([root])
+    broker = FileBroker(provider)
+    server = MCPServer("watcher")
+    enable_brokering(server)
+    client = Client(server, mode="legacy", list_roots_callback=provider)
+    broker.install(client)
+    async with client, broker:
+        error = await refused(broker, "files/watch", {"path": "docs", "recursive": True})
+        shallow = await broker.handle("files/watch", {"path": "docs", "recursive": False})
+    assert (error.reason, error.message) == ("IO_ERROR", "'docs' is nested too deeply")
+    assert shallow["watchId"]
+
+
+async def test_a_watch_that_outgrows_its_entry_limit_ends_visibly(root: Path) -> None:
+    provider = RootsProvider([root])
+    broker = FileBroker(provider, watch_interval=0.05, max_watch_entries=5, watch_backend="poll")
+    client = Client(watching_server(), mode="legacy", list_roots_callback=provider)
+    broker.install(client)
+    results: list[Any] = []
+    async with client, broker:
+
+        async def watch() -> None:
+            results.append(await client.call_tool("first_change", {"path": "docs"}))
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(watch)
+                while not broker.watching:  # noqa: ASYNC110 - host state has no event to wait on
+                    await anyio.sleep(0.01)
+                bulk = root / "staging"
+                bulk.mkdir()
+                for i in range(10):
+                    (bulk / f"n{i}").write_text("n")
+                os.rename(bulk, root / "docs" / "bulk")  # 11 entries at once: no snapshot sees a part
+        assert not broker.watching
+    assert results[0].structured_content == {"result": "ended"}
+
+
+async def test_the_user_re_approving_a_revoked_folder_gives_it_back(root: Path) -> None:
+    approve = [False]
+    broker = FileBroker(RootSet.from_paths([root]), consent=lambda request: approve[0], rate=None)
+    await broker.handle("files/consent", {"message": "m", "paths": [{"path": ""}], "access": "write"})
+    broker.revoke([root / "docs" / "private"])
+    approve[0] = True
+    # A wider approval by the user does not lift the narrower revocation...
+    await broker.handle("files/consent", {"message": "all", "paths": [{"path": ""}], "access": "write"})
+    assert (await refused(broker, "files/read", {"path": "docs/private/s.txt"})).data["consent"] == "revoked"
+    assert (await refused(broker, "files/delete", {"path": "docs", "recursive": True})).reason == (
+        "PERMISSION_DENIED"
+    )
+    # ...approving the revoked folder itself does, for reads and for deleting what holds it.
+    await broker.handle(
+        "files/consent", {"message": "private", "paths": [{"path": "docs/private"}], "access": "write"}
+    )
+    assert (await broker.handle("files/read", {"path": "docs/private/s.txt"}))["bytesRead"] == 6
+    await broker.handle("files/delete", {"path": "docs", "recursive": True})
+    assert not (root / "docs").exists()
+
+
+async def test_restore_gives_back_what_revoke_took_without_a_callback(root: Path) -> None:
+    broker = FileBroker(RootSet.from_paths([root]))
+    broker.revoke()
+    assert (await refused(broker, "files/stat", {"path": "docs"})).data["consent"] == "revoked"
+    broker.restore()
+    assert (await broker.handle("files/stat", {"path": "docs"}))["type"] == "directory"

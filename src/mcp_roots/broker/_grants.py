@@ -303,8 +303,10 @@ class Grants:
     def reaches_revoked(self, where: Path) -> bool:
         """A revoked location lies at or beneath ``where`` (a recursive delete or a rename of ``where``
         would reach into it)."""
-        return self._everything_revoked or any(
-            under(place, where) for r in self._revocations for place in r.places()
+        if self._everything_revoked and not any(g.by_user and under(where, g.where) for g in self._grants):
+            return True
+        return any(
+            under(place, where) and self.revoked(place) for r in self._revocations for place in r.places()
         )
 
     def covered(self, where: Path, access: Access) -> bool:
