@@ -13,7 +13,7 @@ import os
 import stat
 import sys
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -409,10 +409,6 @@ class RootSet:
         not followed). With ``replace=False`` an existing ``dst`` raises FileExistsError, atomically
         where the system has renameat2(RENAME_NOREPLACE)."""
         _ops.rename(self._router, src, dst, replace)
-
-    def _in_parent(self, path: object, op: Callable[[int, str], _T], verb: str) -> _T:
-        # Kept only for broker/_host.py, which calls it today; it moves to rename(replace=False).
-        return self._router.in_parent(path, op, verb)
 
     def close(self) -> None:
         """Close the root descriptors the operations opened (an operation still running keeps its own

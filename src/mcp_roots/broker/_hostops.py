@@ -6,7 +6,6 @@ opened beneath the root). They raise plain exceptions; ``_reasons`` maps them to
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import posixpath
@@ -16,6 +15,7 @@ from typing import Any, Literal
 
 from .._errors import FileTooLarge
 from .._rootset import Root, RootSet
+from .._sys import linux
 from . import _protocol as p
 from ._reasons import NotRegularFile
 
@@ -172,27 +172,9 @@ def rename(rootset: RootSet, src: str, dst: str, overwrite: bool) -> None:
         os.close(src_dir)
 
 
-def _load_renameat2() -> Any:
-    try:
-        func = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):  # pragma: no cover - not glibc >= 2.28
-        return None
-    func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    func.restype = ctypes.c_int
-    return func
-
-
-_RENAMEAT2 = _load_renameat2()
-
-
 def rename_noreplace(src_dir: int, src: str, dst_dir: int, dst: str) -> None:
     """renameat2(RENAME_NOREPLACE): EEXIST instead of replacing, with no check-then-act window."""
-    # merge: use _sys.linux.renameat2 (this whole function becomes that one call)
-    if _RENAMEAT2 is None:  # pragma: no cover - not glibc >= 2.28
-        raise OSError(errno.ENOSYS, "renameat2 is not available: cannot rename without replacing")
-    if _RENAMEAT2(src_dir, os.fsencode(src), dst_dir, os.fsencode(dst), 1) != 0:  # 1: RENAME_NOREPLACE
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code))
+    linux.renameat2(src_dir, src, dst_dir, dst, linux.RENAME_NOREPLACE)
 
 
 def list_page(rootset: RootSet, full: str, start: int, fence: Fence = _no_fence) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final, Literal
 
 from .._errors import BrokerError
+from .._pathtext import PATH_MAX, control_character
 
 __all__ = [
     "CAPABILITY",
@@ -67,7 +68,7 @@ DEFAULT_CHUNK_SIZE: Final = 1024 * 1024
 MAX_CHUNK_SIZE: Final = 8 * 1024 * 1024
 """The largest chunk a host must accept in one request; larger requests get ``QUOTA_EXCEEDED``."""
 
-MAX_PATH_BYTES: Final = 4096  # merge: use _pathtext.PATH_MAX
+MAX_PATH_BYTES: Final = PATH_MAX
 """A protocol path must be shorter than this many UTF-8 bytes (Linux's PATH_MAX)."""
 
 DEFAULT_TIMEOUT: Final = 60.0
@@ -168,11 +169,9 @@ def check_relative_path(path: object) -> str:
         raise broker_error(
             "INVALID_PATH", f"path {path[:80]!r}... is longer than {MAX_PATH_BYTES - 1} bytes", path=path[:80]
         )
-    for ch in path:
-        if ord(ch) < 0x20 or ord(ch) == 0x7F:
-            raise broker_error(
-                "INVALID_PATH", f"path {path!r} contains the control character {ch!r}", path=path
-            )
+    ch = control_character(path)
+    if ch is not None:
+        raise broker_error("INVALID_PATH", f"path {path!r} contains the control character {ch!r}", path=path)
     if "\\" in path:
         raise broker_error("INVALID_PATH", f"path {path!r} contains '\\'; separators are '/'", path=path)
     if path.startswith("/") or (len(path) >= 2 and path[1] == ":" and path[0].isalpha()):
