@@ -28,7 +28,8 @@ from mcp_types import (
 )
 
 from mcp_roots import RootsCache, RootsError, RootsGuard
-from mcp_roots._server import _connection_of, _request_channel
+from mcp_roots.adapters.mcp2 import connection_of as _connection_of
+from mcp_roots.adapters.mcp2 import request_channel as _request_channel
 
 from .serverkit import RootsCallback, Tree, text_of
 
@@ -89,7 +90,7 @@ async def test_lowlevel_server_without_client_roots_uses_the_fallback(tree: Tree
 
 
 def test_install_refuses_what_is_not_an_mcp_server(tree: Tree) -> None:
-    with pytest.raises(TypeError, match="MCPServer or Server"):
+    with pytest.raises(TypeError, match=r"supports: mcp 2\.x MCPServer, mcp 2\.x low-level Server"):
         RootsGuard([tree.fallback]).install(object())
 
 
@@ -104,7 +105,7 @@ def test_install_twice_installs_once(tree: Tree) -> None:
     server = MCPServer("t")
     guard.install(server)
     guard.install(server)
-    assert sum(1 for m in server.middleware if m == guard._middleware) == 1
+    assert sum(1 for m in server.middleware if type(m).__module__ == "mcp_roots.adapters.mcp2") == 1
 
 
 async def test_guard_files_says_clearly_when_the_client_offers_no_brokering(tree: Tree) -> None:
@@ -201,8 +202,10 @@ async def test_connection_state_is_released_when_connections_end(tree: Tree) -> 
             result = await client.call_tool("touch", {"path": "x"})
             assert not result.is_error
     assert live_caches() == before  # every connection's cache went with its connection
-    assert guard.__dict__.keys() >= {"_fallback"}
-    assert not any(isinstance(v, (dict, list, set)) and len(v) > 10 for v in guard.__dict__.values())
+    policy = guard._policy
+    assert policy.__dict__.keys() >= {"fallback"}
+    assert not any(isinstance(v, (dict, list, set)) and len(v) > 10 for v in policy.__dict__.values())
+    assert len(policy._connections) == 0
 
 
 # --- noise ------------------------------------------------------------------------------------------

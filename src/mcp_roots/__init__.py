@@ -1,8 +1,8 @@
 """mcp-roots: a trustworthy filesystem boundary for MCP servers.
 
 The public API is what ``__all__`` lists; every module behind it is private. The names that need the `mcp`
-SDK (``RootsGuard``, ``RootsProvider``, ``ConsentRequest``) are imported on first use, so that the path guard
-and the ``mcp-roots`` command start without loading the SDK.
+SDK (``RootsProvider``, ``ConsentRequest``) are imported on first use, so that the path guard, ``RootsGuard``
+and the ``mcp-roots`` command work without loading (or having) an SDK.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -20,17 +20,17 @@ from ._errors import (
     RootsError,
     RootsUnavailable,
 )
+from ._guard import RootsGuard
 from ._rootset import Root, RootSet
 from ._sources import clip_to_ceiling, fallback_roots
 from ._uri import path_to_uri, uri_to_path
 
 if TYPE_CHECKING:
     from ._provider import ConsentRequest, RootsProvider
-    from ._server import RootsGuard
 
 __version__ = "0.1.0.dev0"
 
-_LAZY = {"ConsentRequest": "._provider", "RootsProvider": "._provider", "RootsGuard": "._server"}
+_LAZY = {"ConsentRequest": "._provider", "RootsProvider": "._provider"}
 
 
 def __getattr__(name: str) -> Any:

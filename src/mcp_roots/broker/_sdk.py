@@ -15,7 +15,6 @@ from typing import Any, cast
 import mcp_types
 from mcp import Client
 from mcp.client.session import ClientSession
-from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError, NoBackChannelError
@@ -23,6 +22,7 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, ConfigDict
 
 from .._errors import BrokerError, BrokeringUnavailable, SDKChanged
+from ..adapters.mcp2 import connection_of  # the one ServerSession._connection seam
 from ._protocol import CAPABILITY, error_from_response
 
 __all__ = [
@@ -204,22 +204,3 @@ async def send_files_notification(session: ClientSession, method: str, params: M
     """
     notification = _FilesNotification(method=method, params=dict(params))
     await session.send_notification(cast(mcp_types.ClientNotification, notification))
-
-
-# --- Server side: the per-connection object ------------------------------------------------------------
-
-
-def connection_of(ctx: Context | ServerRequestContext[Any, Any]) -> Connection:
-    """The per-connection ``Connection`` behind a tool's ``Context`` or a middleware's request context.
-
-    mcp 2.3 keeps it on the per-request ``ServerSession`` as the private ``_connection`` (the low-level
-    ``Context`` exposes it publicly, the ``MCPServer`` tool context and middleware do not).
-    """
-    request_ctx = ctx.request_context if isinstance(ctx, Context) else ctx
-    connection = getattr(request_ctx.session, "_connection", None)
-    if not isinstance(connection, Connection):
-        raise SDKChanged(
-            "mcp-roots cannot find the per-connection object behind ServerSession (the mcp SDK changed: "
-            "ServerSession._connection is gone); please report this with your mcp version"
-        )
-    return connection

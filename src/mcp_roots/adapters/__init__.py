@@ -1,0 +1,93 @@
+"""Which adapter serves a server or a request context: decided by the object's class (module and name,
+walked along its MRO), so that no SDK is imported to ask; only the chosen adapter module imports its SDK.
+
+The adapter modules are the only code that imports an MCP SDK or touches its privates. The interface they
+implement is described in ``mcp_roots._guard``'s docstring.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["KINDS", "Kind", "adapter_for_context", "adapter_for_server", "supported_kinds"]
+
+
+def _mcp_major() -> int | None:
+    """The major version of the ``mcp`` package that is loaded (the object's class came from it)."""
+    module = sys.modules.get("mcp.server.mcpserver")
+    if module is not None:
+        return 2
+    return 1 if "mcp.server.fastmcp" in sys.modules or "mcp" in sys.modules else None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of object an adapter serves: a class named ``qualname`` defined in ``module``."""
+
+    description: str
+    module: str
+    qualname: str
+    adapter: str  # "module:Class", relative to this package
+    server: bool  # a server (install) or a request context (roots)
+    applies: Callable[[], bool] = lambda: True  # tells apart same-named classes of two SDK majors
+
+    def matches(self, cls: type) -> bool:
+        return cls.__module__ == self.module and cls.__qualname__ == self.qualname and self.applies()
+
+
+def _is_mcp2() -> bool:
+    return _mcp_major() == 2
+
+
+KINDS: list[Kind] = [
+    Kind("mcp 2.x MCPServer", "mcp.server.mcpserver.server", "MCPServer", "mcp2:Mcp2Adapter", True),
+    Kind(
+        "mcp 2.x low-level Server", "mcp.server.lowlevel.server", "Server", "mcp2:Mcp2Adapter", True, _is_mcp2
+    ),
+    Kind("mcp 2.x tool Context", "mcp.server.mcpserver.context", "Context", "mcp2:Mcp2Adapter", False),
+    Kind(
+        "mcp 2.x ServerRequestContext",
+        "mcp.server.context",
+        "ServerRequestContext",
+        "mcp2:Mcp2Adapter",
+        False,
+        _is_mcp2,
+    ),
+]
+"""Every kind the adapters serve; an adapter module adds its rows here."""
+
+
+def supported_kinds(server: bool = True) -> str:
+    return ", ".join(kind.description for kind in KINDS if kind.server is server)
+
+
+def _lookup(obj: object, server: bool) -> type:
+    for cls in type(obj).__mro__:
+        for kind in KINDS:
+            if kind.server is server and kind.matches(cls):
+                module_name, _, class_name = kind.adapter.partition(":")
+                module = importlib.import_module(f".{module_name}", __name__)
+                adapter: type = getattr(module, class_name)
+                return adapter
+    raise TypeError(
+        f"mcp-roots has no adapter for {type(obj).__module__}.{type(obj).__qualname__}; "
+        + (
+            f"guard.install() supports: {supported_kinds(True)}"
+            if server
+            else f"guard.roots(ctx) accepts: {supported_kinds(False)} (declare a parameter typed "
+            "`Context` on your tool and pass it to guard.roots(ctx))"
+        )
+    )
+
+
+def adapter_for_server(server: object) -> type:
+    """The adapter class that serves ``server`` (``TypeError`` naming the supported kinds otherwise)."""
+    return _lookup(server, True)
+
+
+def adapter_for_context(ctx: object) -> type:
+    """The adapter class that understands the request context ``ctx``."""
+    return _lookup(ctx, False)
