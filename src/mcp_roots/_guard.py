@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import errno
 import functools
 import inspect
 import logging
@@ -66,6 +67,7 @@ __all__ = [
     "GuardedFunction",
     "RootsGuard",
     "call_roots",
+    "client_error_text",
     "guarded_call",
     "guarded_function_of",
     "note_deprecation",
@@ -99,6 +101,47 @@ def note_deprecation() -> None:
 
 class GuardNotInstalled(RootsError):
     """A guarded function ran on a server where ``guard.install(server)`` never ran."""
+
+
+# --- What a client reads when a guarded body fails -----------------------------------------------------
+
+# An OS error in a guarded tool is one line for the client, by errno (never by message text); the precise
+# error and the traceback stay in the server log.
+_OS_ERROR_TEXT = {
+    errno.ENOENT: "No such file",
+    errno.ENOTDIR: "Not a directory",
+    errno.EISDIR: "Is a directory",
+    errno.EACCES: "Permission denied",
+    errno.EPERM: "Operation not permitted",
+    errno.EEXIST: "Already exists",
+    errno.ENOTEMPTY: "Directory not empty",
+    errno.ENOSPC: "No space left on the device",
+    errno.EROFS: "Read-only file system",
+    errno.ELOOP: "Too many levels of symbolic links",
+    errno.ENAMETOOLONG: "File name too long",
+}
+
+
+def client_error_text(exc: BaseException) -> str | None:
+    """The one line a client reads for what a guarded tool body raised, or None when it is neither a
+    ``RootsError`` (its message is written for the client) nor an ``OSError`` (``No such file: 'x'``).
+
+    Frameworks wrap a body's exception in their own (``raise ToolError(...) from exc``), so the chain of
+    ``__cause__`` is followed.
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, RootsError):
+            return " ".join(str(cause).split("\n"))
+        if isinstance(cause, OSError):
+            what = _OS_ERROR_TEXT.get(cause.errno or 0) or cause.strerror or type(cause).__name__
+            name = cause.filename
+            text = f"{what}: {os.fsdecode(name)!r}" if isinstance(name, (str, bytes)) else what
+            return " ".join(text.split("\n"))
+        seen.add(id(cause))
+        cause = cause.__cause__
+    return None
 
 
 # --- Per-connection state ----------------------------------------------------------------------------
@@ -532,7 +575,7 @@ class RootsGuard:
     @staticmethod
     def refusal(exc: RootsError | str) -> Any:
         """A tool result with ``isError: true`` carrying ``exc``'s message, for hand-written handlers
-        (an ``mcp`` 2.x ``CallToolResult``)."""
-        from .adapters.mcp2 import refusal
+        (a ``CallToolResult`` of the ``mcp`` SDK that is installed, 2.x or 1.x)."""
+        from .adapters import refusal
 
         return refusal(str(exc))

@@ -11,8 +11,9 @@ import importlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["KINDS", "Kind", "adapter_for_context", "adapter_for_server", "supported_kinds"]
+__all__ = ["KINDS", "Kind", "adapter_for_context", "adapter_for_server", "refusal", "supported_kinds"]
 
 
 def _mcp_major() -> int | None:
@@ -81,6 +82,12 @@ def _lookup(obj: object, server: bool) -> type:
             "`Context` on your tool and pass it to guard.roots(ctx))"
         )
     )
+
+
+def refusal(message: str) -> Any:
+    """A ``CallToolResult`` with ``isError: true`` of the ``mcp`` SDK that is installed (2.x or 1.x)."""
+    module = importlib.import_module(".mcp1" if _mcp_major() == 1 else ".mcp2", __name__)
+    return module.refusal(message)
 
 
 def adapter_for_server(server: object) -> type:
