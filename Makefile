@@ -28,8 +28,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests examples benchmarks
 	$(VENV)/bin/ruff format --check src tests examples benchmarks
 
-typecheck: $(STAMP)
+typecheck: $(STAMP) $(MCP1_STAMP)
 	$(VENV)/bin/mypy --strict src
+	$(MCP1_VENV)/bin/mypy --strict --follow-imports=silent src/mcp_roots/adapters/mcp1.py
 
 pytest: $(STAMP) $(NODE_STAMP)
 	$(VENV)/bin/pytest

@@ -43,6 +43,16 @@ def _is_mcp2() -> bool:
     return _mcp_major() == 2
 
 
+def _is_mcp1() -> bool:
+    return _mcp_major() == 1
+
+
+def _is_fastmcp4() -> bool:
+    """fastmcp 3.x has classes of the same names and modules (on mcp 1.x); only 4.x is served."""
+    version = getattr(sys.modules.get("fastmcp"), "__version__", "")
+    return isinstance(version, str) and version.startswith("4.")
+
+
 KINDS: list[Kind] = [
     Kind("mcp 2.x MCPServer", "mcp.server.mcpserver.server", "MCPServer", "mcp2:Mcp2Adapter", True),
     Kind(
@@ -56,6 +66,30 @@ KINDS: list[Kind] = [
         "mcp2:Mcp2Adapter",
         False,
         _is_mcp2,
+    ),
+    Kind(
+        "fastmcp 4.x FastMCP",
+        "fastmcp.server.server",
+        "FastMCP",
+        "fastmcp4:FastMCP4Adapter",
+        True,
+        _is_fastmcp4,
+    ),
+    Kind(
+        "fastmcp 4.x Context",
+        "fastmcp.server.context",
+        "Context",
+        "fastmcp4:FastMCP4Adapter",
+        False,
+        _is_fastmcp4,
+    ),
+    Kind("mcp 1.x FastMCP", "mcp.server.fastmcp.server", "FastMCP", "mcp1:Mcp1Adapter", True, _is_mcp1),
+    Kind(
+        "mcp 1.x low-level Server", "mcp.server.lowlevel.server", "Server", "mcp1:Mcp1Adapter", True, _is_mcp1
+    ),
+    Kind("mcp 1.x tool Context", "mcp.server.fastmcp.server", "Context", "mcp1:Mcp1Adapter", False, _is_mcp1),
+    Kind(
+        "mcp 1.x RequestContext", "mcp.shared.context", "RequestContext", "mcp1:Mcp1Adapter", False, _is_mcp1
     ),
 ]
 """Every kind the adapters serve; an adapter module adds its rows here."""

@@ -1,0 +1,243 @@
+"""The ``fastmcp`` 4.x adapter (PrefectHQ's ``fastmcp.FastMCP``, which runs on ``mcp`` 2.x), both eras.
+
+A fastmcp ``Middleware``, first in the server's chain, sees ``initialize``, the notifications and every
+``tools/call``. Legacy connections keep a RootsCache each, run by the same ``mcp`` 2.x connection code as
+``adapters/mcp2.py``; on 2026-07-28 a guarded call is first answered with a ``roots/list`` input request. A
+guarded tool is found by name in fastmcp's registry and its arguments are checked in the middleware, so the
+tool's signature (and its input schema) stays its own and the decorator order does not matter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types
+from fastmcp import Context, FastMCP
+from fastmcp.exceptions import ToolError
+from fastmcp.server.dependencies import FastMCPRequestContext
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+from fastmcp.tools.base import InputRequiredToolResult, ToolResult
+from mcp.server.context import ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from .._errors import InvalidPath, PathOutsideRoots, RootsError, RootsUnavailable, SDKChanged
+from .._guard import GuardedFunction, GuardPolicy, client_error_text, guarded_call, guarded_function_of
+from .._rootset import RootSet
+from .mcp2 import ROOTS_INPUT_KEY, Mcp2Adapter, connection_of
+
+__all__ = ["FastMCP4Adapter", "refusal"]
+
+logger = logging.getLogger("mcp_roots")
+
+# The private corner this adapter touches: fastmcp's per-request wrapper keeps the SDK's request context
+# (its "escape hatch") as `_srctx`; the mcp 2.x connection code needs it. Checked at install time.
+_SDK_CONTEXT_FIELD = "_srctx"
+
+
+def refusal(message: str) -> ToolResult:
+    """A fastmcp tool result with ``isError: true`` carrying ``message``."""
+    return ToolResult(content=[mcp_types.TextContent(type="text", text=message)], is_error=True)
+
+
+class _Refused(RootsError):
+    """A guarded body's refusal, raised through fastmcp's tool runner (a returned result would have to
+    match the tool's output schema) and answered by the middleware as one line."""
+
+
+def _raise_refusal(message: str) -> Any:
+    raise _Refused(message)
+
+
+def _check_private_corners(server: FastMCP) -> None:
+    if not isinstance(getattr(server, "middleware", None), list):
+        raise SDKChanged(
+            "mcp-roots cannot find fastmcp's middleware list (fastmcp changed: FastMCP.middleware is not a "
+            "list); please report this with your fastmcp version"
+        )
+    fields = {f.name for f in dataclasses.fields(FastMCPRequestContext)}
+    if _SDK_CONTEXT_FIELD not in fields:
+        raise SDKChanged(
+            "mcp-roots cannot find the SDK request context inside fastmcp's request context (fastmcp "
+            f"changed: FastMCPRequestContext.{_SDK_CONTEXT_FIELD} is gone); please report this with your "
+            "fastmcp version"
+        )
+
+
+def _sdk_context(ctx: Context | None) -> ServerRequestContext[Any, Any]:
+    """The ``mcp`` 2.x request context behind a fastmcp ``Context`` (see ``_SDK_CONTEXT_FIELD``)."""
+    request_context = ctx.request_context if ctx is not None else None
+    if request_context is None:
+        raise RootsUnavailable(
+            "mcp-roots can tell the roots only during an MCP request (no request context is active)"
+        )
+    sdk_ctx = getattr(request_context, _SDK_CONTEXT_FIELD, None)
+    if not isinstance(sdk_ctx, ServerRequestContext):
+        raise SDKChanged(
+            "mcp-roots cannot find the SDK request context inside fastmcp's request context (fastmcp "
+            f"changed: FastMCPRequestContext.{_SDK_CONTEXT_FIELD}); please report this with your fastmcp "
+            "version"
+        )
+    return sdk_ctx
+
+
+def _is_modern(sdk_ctx: ServerRequestContext[Any, Any]) -> bool:
+    return sdk_ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _declares_roots(sdk_ctx: ServerRequestContext[Any, Any]) -> bool:
+    caps = connection_of(sdk_ctx).client_capabilities
+    return caps is not None and caps.roots is not None
+
+
+def absolute_paths_only(spec: GuardedFunction, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The guarded arguments of a call that are absolute paths (lists keep their absolute items).
+
+    Only these can be judged against the ceiling before the client's roots are known: a relative path is
+    relative to the client's first root, which may lie deeper than the ceiling's.
+    """
+    kept: dict[str, Any] = {}
+    for name in spec.names:
+        value = arguments.get(name)
+        if isinstance(value, str) and os.path.isabs(value):
+            kept[name] = value
+        elif isinstance(value, list):
+            kept[name] = [v for v in value if isinstance(v, str) and os.path.isabs(v)]
+    return kept
+
+
+class FastMCP4Adapter:
+    """One guard's wiring into ``fastmcp`` 4.x servers (see ``mcp_roots._guard`` for the interface)."""
+
+    def __init__(self, policy: GuardPolicy) -> None:
+        self.policy = policy
+        # The mcp 2.x connection code (initialize, initialized, list_changed, roots/list), shared.
+        self.sdk = Mcp2Adapter(policy)
+
+    def install(self, server: Any) -> None:
+        """Put the guard's middleware first in the server's fastmcp middleware chain."""
+        _check_private_corners(server)
+        if any(isinstance(m, RootsMiddleware) and m.adapter is self for m in server.middleware):
+            return
+        server.middleware.insert(0, RootsMiddleware(self, server))
+
+    async def roots(self, ctx: Any) -> RootSet:
+        """The roots in force for the request of the fastmcp ``Context`` ``ctx``, outside a guarded call."""
+        if not isinstance(ctx, Context):
+            raise TypeError(
+                f"expected a fastmcp Context, got {type(ctx).__name__}; declare a parameter typed "
+                "`Context` on your tool and pass it to guard.roots(ctx)"
+            )
+        sdk_ctx = _sdk_context(ctx)
+        if _is_modern(sdk_ctx):
+            if not _declares_roots(sdk_ctx):
+                return self.policy.no_capability_fallback()
+            raise RootsUnavailable(
+                "on a 2026-07-28 connection the client's roots arrive with the tool call; decorate the tool "
+                "with @guard.paths(...) (no names is fine) so mcp-roots can ask for them"
+            )
+        return await self.sdk.roots_for(sdk_ctx)
+
+    async def _roots_for_call(
+        self, spec: GuardedFunction, context: MiddlewareContext[mcp_types.CallToolRequestParams]
+    ) -> RootSet | ToolResult:
+        """The roots a guarded call runs with, or the result that answers the call instead (an input
+        request for the roots, on 2026-07-28)."""
+        ctx = context.fastmcp_context
+        sdk_ctx = _sdk_context(ctx)
+        if not _is_modern(sdk_ctx):
+            return await self.sdk.roots_for(sdk_ctx)
+        if not _declares_roots(sdk_ctx):
+            return self.policy.no_capability_fallback()
+        responses = ctx.input_responses if ctx is not None else None
+        answer = responses.get(ROOTS_INPUT_KEY) if responses else None
+        if isinstance(answer, mcp_types.ListRootsResult):
+            entries = [root.model_dump(mode="json", by_alias=True) for root in answer.roots]
+            return self.policy.roots_from_client_answer(entries)
+        # Before asking the client: a path outside the operator's ceiling is refused whatever the client
+        # would answer, so it costs no round trip.
+        if self.policy.ceiling is not None:
+            spec.check(self.policy.ceiling, absolute_paths_only(spec, context.message.arguments or {}))
+        return InputRequiredToolResult(
+            mcp_types.InputRequiredResult(input_requests={ROOTS_INPUT_KEY: mcp_types.ListRootsRequest()})
+        )
+
+    async def call_tool(
+        self,
+        server: FastMCP,
+        context: MiddlewareContext[mcp_types.CallToolRequestParams],
+        call_next: CallNext[mcp_types.CallToolRequestParams, ToolResult],
+    ) -> ToolResult:
+        tool = await server.get_tool(context.message.name)
+        spec = guarded_function_of(getattr(tool, "fn", None))
+        if spec is None or spec.policy is not self.policy:
+            # Unguarded, or guarded by another RootsGuard (whose wrapper refuses if it was not installed).
+            return await call_next(context)
+        arguments: Mapping[str, Any] = context.message.arguments or {}
+        try:
+            roots = await self._roots_for_call(spec, context)
+            if isinstance(roots, ToolResult):
+                return roots
+            checked = spec.check(roots, arguments)
+        except (PathOutsideRoots, InvalidPath, RootsUnavailable) as exc:
+            logger.info("refused %s(): %s", spec.name, exc)
+            return refusal(str(exc))
+        message = context.message.model_copy(update={"arguments": checked})
+        try:
+            with guarded_call(spec, roots, _raise_refusal):
+                return await call_next(context.copy(message=message))
+        except ToolError as exc:
+            # fastmcp wraps what the body raised; a refusal or an OS error is one readable line for the
+            # client (whichever side of @mcp.tool @guard.paths stands on), not "Error calling tool".
+            text = client_error_text(exc)
+            if text is None:
+                raise
+            logger.info("refused %s(): %s", spec.name, text)
+            return refusal(text)
+
+
+class RootsMiddleware(Middleware):
+    """The fastmcp middleware of one guard on one server."""
+
+    def __init__(self, adapter: FastMCP4Adapter, server: FastMCP) -> None:
+        self.adapter = adapter
+        self.server = server
+
+    async def on_initialize(
+        self,
+        context: MiddlewareContext[mcp_types.InitializeRequest],
+        call_next: CallNext[mcp_types.InitializeRequest, mcp_types.InitializeResult | None],
+    ) -> mcp_types.InitializeResult | None:
+        result = await call_next(context)
+        # Record only; never await the client here (initialize runs inline: that would deadlock).
+        self.adapter.sdk.open_connection(_sdk_context(context.fastmcp_context))
+        return result
+
+    async def on_notification(
+        self,
+        context: MiddlewareContext[mcp_types.Notification[Any, Any]],
+        call_next: CallNext[mcp_types.Notification[Any, Any], Any],
+    ) -> Any:
+        if context.method == "notifications/roots/list_changed":
+            sdk_ctx = _sdk_context(context.fastmcp_context)
+            state = self.adapter.policy.connection(connection_of(sdk_ctx))
+            if state is not None:
+                state.cache.notify_changed()
+            return await call_next(context)
+        if context.method == "notifications/initialized":
+            result = await call_next(context)
+            # Lives as long as the connection: the SDK runs each notification as its own task and cancels
+            # them when the connection ends.
+            await self.adapter.sdk.serve_connection(_sdk_context(context.fastmcp_context))
+            return result
+        return await call_next(context)
+
+    async def on_call_tool(
+        self,
+        context: MiddlewareContext[mcp_types.CallToolRequestParams],
+        call_next: CallNext[mcp_types.CallToolRequestParams, ToolResult],
+    ) -> ToolResult:
+        return await self.adapter.call_tool(self.server, context, call_next)
