@@ -2,7 +2,7 @@
 subprocesses by tests/mcp1/test_adapter_mcp1.py over stdio or streamable HTTP (127.0.0.1 only).
 
     python tests/mcp1/server.py fastmcp|lowlevel [--http PORT] [--roots DIR] [--ceiling DIR]
-        [--first-answer-timeout S] [--order below|above] [--no-install]
+        [--first-answer-timeout S] [--order below|above] [--no-install] [--backend asyncio|trio]
 """
 
 from __future__ import annotations
@@ -95,28 +95,30 @@ def main() -> None:
     parser.add_argument("--first-answer-timeout", type=float, default=0.5)
     parser.add_argument("--order", choices=["below", "above"], default="below")
     parser.add_argument("--no-install", dest="install", action="store_false")
+    # The event loop of a stdio server (the tests run it on the test's backend); uvicorn is asyncio-only.
+    parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)  # stderr: stdout is the stdio transport
     guard = make_guard(args)
     if args.kind == "fastmcp":
         server = fastmcp_server(guard, args)
-        server.run("streamable-http" if args.http else "stdio")
+        if args.http:
+            server.run("streamable-http")
+        else:
+            anyio.run(server.run_stdio_async, backend=args.backend)
         return
     low = lowlevel_server(guard, args)
     if args.http:
         run_lowlevel_http(low, args.http)
     else:
-        run_lowlevel_stdio(low)
+        anyio.run(run_lowlevel_stdio, low, backend=args.backend)
 
 
-def run_lowlevel_stdio(server: Server[Any, Any]) -> None:
+async def run_lowlevel_stdio(server: Server[Any, Any]) -> None:
     from mcp.server.stdio import stdio_server
 
-    async def serve() -> None:
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
-
-    anyio.run(serve)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
 
 
 def run_lowlevel_http(server: Server[Any, Any], port: int) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -27,7 +28,15 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, ConfigDict
 
 from .._errors import InvalidPath, PathOutsideRoots, RootsError, RootsUnavailable, SDKChanged
-from .._guard import ConnectionRoots, GuardPolicy, client_error_text, guarded_call, guarded_function_of
+from .._guard import (
+    NOT_INSTALLED,
+    ConnectionRoots,
+    GuardNotInstalled,
+    GuardPolicy,
+    client_error_text,
+    guarded_call,
+    guarded_function_of,
+)
 from .._rootset import RootSet
 
 __all__ = ["Mcp1Adapter", "refusal"]
@@ -110,6 +119,9 @@ class Mcp1Adapter:
     def __init__(self, policy: GuardPolicy) -> None:
         self.policy = policy
         self._installed: set[int] = set()
+        # Sessions whose messages went through an installed server's dispatch: a request on any other
+        # session comes from a server where guard.install(server) was never called.
+        self._sessions: weakref.WeakSet[ServerSession] = weakref.WeakSet()
 
     def install(self, server: Any) -> None:
         """Wrap the low-level server's message dispatch (and a FastMCP's tool manager) once."""
@@ -123,6 +135,7 @@ class Mcp1Adapter:
         async def handle_message(
             message: Any, session: ServerSession, lifespan_context: Any, raise_exceptions: bool = False
         ) -> None:
+            self._sessions.add(session)
             if isinstance(message, types.ClientNotification):
                 if isinstance(message.root, types.RootsListChangedNotification):
                     # Recorded before the notification's handlers run and before any request that
@@ -199,6 +212,9 @@ class Mcp1Adapter:
         session = request_ctx.session
         if not isinstance(session, ServerSession):
             raise _sdk_changed("the ServerSession of a request (RequestContext.session)")
+        if session not in self._sessions:
+            logger.error("refused a request for roots: %s", NOT_INSTALLED)
+            raise GuardNotInstalled(NOT_INSTALLED)
         state = self.policy.connection(session)
         if state is None:
             if session.client_params is None:
