@@ -268,3 +268,36 @@ async def test_over_stdio(tree: Tree) -> None:
         is_error, text = await read(c, tree.project / "escape" / "secret.txt")
         assert is_error
         assert "TOP SECRET" not in text
+
+
+async def test_guard_roots_outside_a_guarded_call(tree: Tree, era: str) -> None:
+    guard = make_guard(tree)
+    server = make_server(guard)
+
+    @server.tool
+    async def where(ctx: Context) -> str:
+        return ",".join(str(root.path) for root in await guard.roots(ctx))
+
+    async with client(server, era, Roots(tree.project)) as c:
+        result = await c.call_tool("where", {}, raise_on_error=False)
+    text = "".join(getattr(block, "text", "") for block in result.content)
+    if era == "legacy":
+        assert (result.is_error, text) == (False, str(tree.project))
+    else:
+        # On 2026-07-28 only a guarded call can ask for the roots: the error says how to get them.
+        assert result.is_error
+        assert "@guard.paths" in text
+
+
+def test_install_checks_the_private_corner_it_relies_on(tree: Tree) -> None:
+    from mcp_roots._errors import SDKChanged  # not yet in mcp_roots.__all__ (DESIGN.md lists it)
+
+    server: FastMCP = FastMCP("moved")
+    server.middleware = tuple(server.middleware)  # type: ignore[assignment]  # as if fastmcp changed it
+    with pytest.raises(SDKChanged, match=r"FastMCP\.middleware"):
+        make_guard(tree).install(server)
+
+
+def test_install_names_the_supported_frameworks(tree: Tree) -> None:
+    with pytest.raises(TypeError, match=r"fastmcp 4\.x FastMCP.*mcp 1\.x FastMCP"):
+        make_guard(tree).install(object())

@@ -290,3 +290,33 @@ async def test_os_error_is_one_readable_line(tree: Tree, flavor: tuple[str, str]
         assert "\n" not in text
         assert "Traceback" not in text
         assert "Error executing tool" not in text
+
+
+def _guard(tree: Tree) -> Any:
+    from mcp_roots import RootsGuard
+
+    return RootsGuard(environ={}, user_config_dir=tree.base / "no-config")
+
+
+def test_install_checks_the_private_corners_it_relies_on(tree: Tree) -> None:
+    from mcp.server.fastmcp import FastMCP
+    from mcp.server.lowlevel import Server
+
+    from mcp_roots._errors import SDKChanged  # not yet in mcp_roots.__all__ (DESIGN.md lists it)
+
+    class MovedDispatch(Server):  # type: ignore[type-arg]  # as if mcp changed the dispatch's signature
+        async def _handle_message(self, message: Any, session: Any) -> None:  # type: ignore[override]
+            return None
+
+    with pytest.raises(SDKChanged, match=r"Server\._handle_message"):
+        _guard(tree).install(MovedDispatch("moved"))
+
+    server = FastMCP("moved")
+    del server._tool_manager  # as if FastMCP renamed its tool registry
+    with pytest.raises(SDKChanged, match=r"FastMCP\._tool_manager"):
+        _guard(tree).install(server)
+
+
+def test_install_names_the_supported_frameworks(tree: Tree) -> None:
+    with pytest.raises(TypeError, match=r"mcp 1\.x FastMCP"):
+        _guard(tree).install(object())
