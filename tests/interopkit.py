@@ -45,8 +45,8 @@ class Dirs:
         return dirs
 
 
-def server_command(*args: str) -> list[str]:
-    return [sys.executable, str(FILE_SERVER), *args]
+def server_command(*args: str, script: Path = FILE_SERVER) -> list[str]:
+    return [sys.executable, str(script), *args]
 
 
 def free_port() -> int:
@@ -70,8 +70,9 @@ class HttpServer:
 
 
 @contextlib.contextmanager
-def http_server(*args: str, start_timeout: float = 20.0) -> Iterator[HttpServer]:
-    """Run ``examples/file_server.py --http PORT *args``; stop it on exit (terminate, then kill).
+def http_server(*args: str, start_timeout: float = 20.0, script: Path = FILE_SERVER) -> Iterator[HttpServer]:
+    """Run ``examples/file_server.py --http PORT *args`` (or another ``script`` with the same flag); stop it
+    on exit (terminate, then kill).
 
     stdout (uvicorn's access log) is discarded; stderr goes to a file the caller can show on failure.
     """
@@ -80,20 +81,22 @@ def http_server(*args: str, start_timeout: float = 20.0) -> Iterator[HttpServer]
         port = free_port()
         with log.open("wb") as err:
             proc = subprocess.Popen(
-                server_command("--http", str(port), *args), stdout=subprocess.DEVNULL, stderr=err
+                server_command("--http", str(port), *args, script=script),
+                stdout=subprocess.DEVNULL,
+                stderr=err,
             )
         server = HttpServer(proc, port, log)
         try:
             deadline = time.monotonic() + start_timeout
             while True:
                 if proc.poll() is not None:
-                    raise RuntimeError(f"file_server.py exited early ({proc.returncode}):\n{server.stderr()}")
+                    raise RuntimeError(f"{script.name} exited early ({proc.returncode}):\n{server.stderr()}")
                 with socket.socket() as s:
                     if s.connect_ex(("127.0.0.1", port)) == 0:
                         break
                 if time.monotonic() > deadline:
                     raise RuntimeError(
-                        f"file_server.py not listening after {start_timeout} s:\n{server.stderr()}"
+                        f"{script.name} not listening after {start_timeout} s:\n{server.stderr()}"
                     )
                 time.sleep(0.05)
             yield server

@@ -19,6 +19,7 @@ from ._errors import (
     PathOutsideRoots,
     RootsError,
     RootsUnavailable,
+    SDKChanged,
 )
 from ._guard import RootsGuard
 from ._rootset import Root, RootSet
@@ -61,6 +62,7 @@ __all__ = [
     "RootsGuard",
     "RootsProvider",
     "RootsUnavailable",
+    "SDKChanged",
     "__version__",
     "clip_to_ceiling",
     "fallback_roots",

@@ -6,6 +6,9 @@ roots, or roots that cannot be had at all.
 
 from __future__ import annotations
 
+import errno
+import os
+
 __all__ = [
     "BrokerError",
     "BrokeringUnavailable",
@@ -17,6 +20,7 @@ __all__ = [
     "RootsError",
     "RootsUnavailable",
     "SDKChanged",
+    "os_error_line",
 ]
 
 
@@ -88,3 +92,29 @@ class BrokeringUnavailable(RootsError):
 class SDKChanged(RootsError, RuntimeError):
     """The installed mcp SDK no longer has a shape mcp-roots relies on (a private seam moved); upgrade
     mcp-roots or pin mcp to a tested version."""
+
+
+# --- OS errors as one line for a client ----------------------------------------------------------------
+
+_OS_ERROR_WORDS = {
+    errno.ENOENT: "No such file",
+    errno.ENOTDIR: "Not a directory",
+    errno.EISDIR: "Is a directory",
+    errno.EEXIST: "Already exists",
+    errno.ENOTEMPTY: "Directory not empty",
+    errno.EACCES: "Permission denied",
+    errno.EPERM: "Operation not permitted",
+    errno.ENOSPC: "No space left on device",
+    errno.EROFS: "Read-only file system",
+    errno.ENAMETOOLONG: "File name too long",
+    errno.ELOOP: "Too many levels of symbolic links",
+    errno.EXDEV: "Cannot move across file systems",
+}
+"""The one table from an OS error to the words a client reads (the rest use the OS's own text)."""
+
+
+def os_error_line(exc: OSError) -> str:
+    """``exc`` as one readable line naming the file: ``No such file: '/p/notes.txt'``."""
+    words = _OS_ERROR_WORDS.get(exc.errno or 0) or exc.strerror or type(exc).__name__
+    names = [n for n in (exc.filename, exc.filename2) if n is not None]
+    return f"{words}: " + " -> ".join(repr(os.fsdecode(n)) for n in names) if names else words

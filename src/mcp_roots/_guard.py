@@ -6,38 +6,49 @@ The adapter interface (internal; ``adapters/mcp2.py`` is the reference implement
 ---------------------------------------------------------------------------------------
 ``guard.install(server)`` asks :func:`mcp_roots.adapters.adapter_for_server` for the adapter that serves
 ``server``'s type and calls ``adapter.install(server)``; ``await guard.roots(ctx)`` outside a guarded call
-asks :func:`mcp_roots.adapters.adapter_for_context`. An adapter is built as ``Adapter(policy)`` with the
-guard's :class:`GuardPolicy` and satisfies :class:`Adapter`. What it gets from this module:
+asks :func:`mcp_roots.adapters.adapter_for_context`. An adapter module adds its rows to
+``adapters.KINDS`` (which classes it serves, by module and name) and to ``adapters.TOOL_ERRORS`` (its
+framework's "tool failed with this message" exception). An adapter is built as ``Adapter(policy)`` with
+the guard's :class:`GuardPolicy` (or ``Adapter(None)`` to read a server only: ``handlers``/``installed``
+for ``mcp-roots audit``) and satisfies :class:`Adapter`. What it gets from this module:
 
 * :class:`GuardPolicy`, the guard's configuration and the services an adapter needs:
-  ``fallback``, ``ceiling``, ``clip(roots)``, ``say_once(key, message, *args)``;
+  ``fallback``, ``ceiling``, ``strict``, ``expand_user``, ``timeout``, ``clip(roots)``,
+  ``say_once(key, message, *args)``;
   ``open_connection(key, fetch, declared=, list_changed=)`` -> :class:`ConnectionRoots` (idempotent per
   key; ``key`` is whatever object the framework offers as the connection: hashable by identity and
   weak-referenceable; ``fetch()`` is an async callable returning the raw ``roots/list`` result dict, or
   raising), ``connection(key)``, ``close_connection(key)`` (call it when the connection ends),
   ``mark_unsupported(state, why)``, ``no_capability_fallback()``, ``no_lifecycle_fallback()``,
   ``roots_from_client_answer(entries)`` (a modern-era answer's raw ``roots`` list -> clipped RootSet).
+  Legacy era: ``await state.cache.fresh(policy.timeout)`` gives a call's roots.
 * :class:`GuardedFunction` and :func:`guarded_function_of`: ``@guard.paths(...)`` marks both the
-  function it decorates and the wrapper it returns; whichever of the two the framework registered,
-  ``guarded_function_of(registered_fn)`` finds the spec. ``spec.check(roots, arguments)`` returns the
-  arguments with every guarded path replaced by its canonical form (JSON-able: ``str``/lists of ``str``),
-  or raises ``PathOutsideRoots`` / ``InvalidPath``. ``spec.guard`` is the RootsGuard that owns it (a tool
-  guarded by another guard than the one installed is not this adapter's business).
+  function it decorates and the wrapper it returns (``spec.wrapper``); whichever of the two the framework
+  registered, ``guarded_function_of(registered_fn)`` finds the spec (where it is the bare function,
+  @guard.paths stood above the tool decorator: swap ``spec.wrapper`` in). Enforce only specs whose
+  ``spec.policy`` is yours. ``spec.check(roots, arguments)`` returns the arguments with every guarded path
+  canonical (JSON-able: ``str``/lists of ``str``) or raises ``PathOutsideRoots`` / ``InvalidPath``;
+  ``spec.precheck(ceiling, arguments)`` refuses absolute paths outside the ceiling before any roots are
+  asked for (2026-07-28: zero round trips for them).
 * :func:`guarded_call`: the adapter runs the tool call (its ``call_next``) inside
-  ``with guarded_call(spec, roots, refuse):`` after checking the arguments. The wrapper of a guarded
-  function runs its body only inside such a call for its own spec (otherwise it raises
-  :class:`GuardNotInstalled`: "guard.install(server) was not called"); inside, ``await guard.roots(ctx)``
-  returns ``roots`` without asking the adapter, and a ``RootsError`` raised by the body becomes
-  ``refuse(message)`` (the framework's ``isError`` tool result).
+  ``with guarded_call(spec, roots, refuse[, checked]):`` after checking the arguments (``checked``: where
+  the adapter cannot rewrite the arguments the framework passes, the wrapper substitutes these). The
+  wrapper of a guarded function runs its body only inside such a call for its own spec (otherwise it raises
+  :class:`GuardNotInstalled`, also an instance of every loaded ``TOOL_ERRORS`` type: "guard.install(server)
+  was not called"); inside, ``await guard.roots(ctx)`` returns ``roots`` without asking the adapter, and a
+  ``RootsError`` or ``OSError`` raised by the body becomes ``refuse(one_line_message)`` (the framework's
+  ``isError`` tool result).
 * :func:`call_roots`: the same context variable for calls that are not guarded functions (a low-level
   handler whose roots the adapter obtained itself, e.g. by a multi-round-trip): ``with call_roots(roots):``.
+* The audit: ``Adapter.handlers(server)`` lists :class:`Handler` rows; :func:`audit_handlers` classifies
+  them; :func:`warn_unguarded` logs them once per server (call it at startup, i.e. on the first message);
+  with ``policy.strict``, refuse a tool call when :func:`strict_refusal` returns a reason.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import errno
 import functools
 import inspect
 import logging
@@ -46,31 +57,41 @@ import sys
 import types
 import typing
 import weakref
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ._cache import RootsCache
-from ._errors import InvalidPath, RootsError
+from ._errors import InvalidPath, InvalidRootURI, RootsError, os_error_line
 from ._rootset import RootSet
 from ._sources import clip_to_ceiling, fallback_roots
+from ._uri import uri_to_path
 
 if TYPE_CHECKING:
     from .broker import BrokeredFiles
 
 __all__ = [
     "Adapter",
+    "AuditRow",
     "ConnectionRoots",
     "GuardNotInstalled",
     "GuardPolicy",
     "GuardedFunction",
+    "Handler",
     "RootsGuard",
+    "audit_handlers",
+    "audit_server",
     "call_roots",
     "client_error_text",
+    "exemption_of",
+    "format_audit",
     "guarded_call",
     "guarded_function_of",
+    "not_installed_error",
     "note_deprecation",
+    "strict_refusal",
+    "warn_unguarded",
 ]
 
 logger = logging.getLogger("mcp_roots")
@@ -103,42 +124,33 @@ class GuardNotInstalled(RootsError):
     """A guarded function ran on a server where ``guard.install(server)`` never ran."""
 
 
-# --- What a client reads when a guarded body fails -----------------------------------------------------
+def not_installed_error() -> GuardNotInstalled:
+    """GuardNotInstalled, also of the tool-error type of every loaded framework, so that the framework
+    running the function shows the client the reason instead of a generic "Error executing tool"."""
+    from .adapters import tool_error_types
 
-# An OS error in a guarded tool is one line for the client, by errno (never by message text); the precise
-# error and the traceback stay in the server log.
-_OS_ERROR_TEXT = {
-    errno.ENOENT: "No such file",
-    errno.ENOTDIR: "Not a directory",
-    errno.EISDIR: "Is a directory",
-    errno.EACCES: "Permission denied",
-    errno.EPERM: "Operation not permitted",
-    errno.EEXIST: "Already exists",
-    errno.ENOTEMPTY: "Directory not empty",
-    errno.ENOSPC: "No space left on the device",
-    errno.EROFS: "Read-only file system",
-    errno.ELOOP: "Too many levels of symbolic links",
-    errno.ENAMETOOLONG: "File name too long",
-}
+    bases = tool_error_types()
+    if not bases:
+        return GuardNotInstalled(NOT_INSTALLED)
+    error_type = type("GuardNotInstalled", (GuardNotInstalled, *bases), {"__module__": __name__})
+    error: GuardNotInstalled = error_type(NOT_INSTALLED)
+    return error
 
 
 def client_error_text(exc: BaseException) -> str | None:
     """The one line a client reads for what a guarded tool body raised, or None when it is neither a
-    ``RootsError`` (its message is written for the client) nor an ``OSError`` (``No such file: 'x'``).
+    ``RootsError`` (its message is written for the client) nor an ``OSError`` (:func:`os_error_line`).
 
     Frameworks wrap a body's exception in their own (``raise ToolError(...) from exc``), so the chain of
-    ``__cause__`` is followed.
+    ``__cause__`` is followed (adapters use it where the framework ran the bare function).
     """
     seen: set[int] = set()
     cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:
         if isinstance(cause, RootsError):
-            return " ".join(str(cause).split("\n"))
+            return " ".join(str(cause).splitlines())
         if isinstance(cause, OSError):
-            what = _OS_ERROR_TEXT.get(cause.errno or 0) or cause.strerror or type(cause).__name__
-            name = cause.filename
-            text = f"{what}: {os.fsdecode(name)!r}" if isinstance(name, (str, bytes)) else what
-            return " ".join(text.split("\n"))
+            return os_error_line(cause)
         seen.add(id(cause))
         cause = cause.__cause__
     return None
@@ -170,8 +182,12 @@ class GuardPolicy:
         max_wait: float,
         timeout: float,
         first_answer_timeout: float,
+        strict: bool = False,
+        expand_user: bool = False,
     ) -> None:
         self.fallback = fallback
+        self.strict = strict
+        self.expand_user = expand_user
         self.ceiling = ceiling
         self.debounce = debounce
         self.max_wait = max_wait
@@ -284,6 +300,23 @@ class Adapter(Protocol):
         guarded call."""
         ...
 
+    def handlers(self, server: Any) -> list[Handler]:
+        """Every tool and resource template ``server`` has registered now, for the audit (an empty list
+        where handlers are not registered functions, as on a low-level server)."""
+        ...
+
+    def installed(self, server: Any) -> list[GuardPolicy]:
+        """The policies of the guards installed on ``server``."""
+        ...
+
+
+def audit_server(server: Any) -> list[AuditRow]:
+    """The audit of any supported server, whichever guards are installed on it (``mcp-roots audit``)."""
+    from .adapters import adapter_for_server
+
+    adapter: Adapter = adapter_for_server(server)(None)
+    return audit_handlers(adapter.handlers(server), adapter.installed(server))
+
 
 # --- Guarded functions -------------------------------------------------------------------------------
 
@@ -311,7 +344,8 @@ class _PathArg:
         if isinstance(target, type) and issubclass(target, Path):
             self.as_path = True
 
-    def check(self, roots: RootSet, value: Any) -> Any:
+    def check(self, roots: RootSet, value: Any, *, expand_user: bool, absolute_only: bool = False) -> Any:
+        """``value`` canonical; with ``absolute_only``, relative paths are passed through unjudged."""
         if value is None:
             return None
         if self.many:
@@ -319,14 +353,47 @@ class _PathArg:
                 raise InvalidPath(
                     f"argument {self.name!r} must be a list of paths, not {type(value).__name__}"
                 )
-            return [self._one(roots, v) for v in value]
-        return self._one(roots, value)
+            return [self._one(roots, v, expand_user, absolute_only) for v in value]
+        return self._one(roots, value, expand_user, absolute_only)
 
-    def _one(self, roots: RootSet, value: Any) -> str:
+    def typed(self, checked: Any) -> Any:
+        """A checked (canonical ``str``) value as the body expects it: ``Path`` where annotated so."""
+        if checked is None or not self.as_path:
+            return checked
+        return [Path(v) for v in checked] if self.many else Path(checked)
+
+    def _one(self, roots: RootSet, value: Any, expand_user: bool, absolute_only: bool) -> Any:
+        if isinstance(value, str):
+            value = self._as_written(value, expand_user)
+            if absolute_only and not os.path.isabs(value):
+                return value
         return str(roots.resolve(value))
 
+    def _as_written(self, value: str, expand_user: bool) -> str:
+        """Paths as models write them: ``~/x`` and ``file:///x`` are never names under the first root."""
+        if value.startswith("~"):
+            if not expand_user:
+                raise InvalidPath(
+                    f"argument {self.name!r}: {value!r} starts with '~', which this server does not expand; "
+                    "pass an absolute path, or './' + the name for a file really named '~...'"
+                )
+            expanded = os.path.expanduser(value)
+            if expanded.startswith("~"):
+                raise InvalidPath(f"argument {self.name!r}: cannot expand {value!r} (no such user)")
+            return expanded
+        if value[:5].lower() == "file:":
+            if not expand_user:
+                raise InvalidPath(
+                    f"argument {self.name!r}: {value!r} is a file: URI; pass a filesystem path instead"
+                )
+            try:
+                return uri_to_path(value)
+            except InvalidRootURI as exc:
+                raise InvalidPath(f"argument {self.name!r}: {exc}") from None
+        return value
 
-@dataclass(frozen=True, eq=False)
+
+@dataclass(eq=False)
 class GuardedFunction:
     """What ``@guard.paths(*names)`` recorded about one function."""
 
@@ -335,6 +402,9 @@ class GuardedFunction:
     fn: Callable[..., Any]
     names: tuple[str, ...]
     args: Mapping[str, _PathArg]
+    wrapper: Callable[..., Any] | None = None
+    """The wrapper @guard.paths returned: what the framework must run (the adapter swaps it in where the
+    framework registered ``fn`` itself, i.e. @guard.paths stood above the tool decorator)."""
 
     @property
     def name(self) -> str:
@@ -345,14 +415,28 @@ class GuardedFunction:
         checked = dict(arguments)
         for name, arg in self.args.items():
             if name in checked:
-                checked[name] = arg.check(roots, checked[name])
+                checked[name] = arg.check(roots, checked[name], expand_user=self.policy.expand_user)
         return checked
+
+    def precheck(self, ceiling: RootSet, arguments: Mapping[str, Any]) -> None:
+        """Refuse (``PathOutsideRoots`` / ``InvalidPath``) an absolute path outside ``ceiling`` before any
+        roots are asked for: no client answer can make it allowed."""
+        for name, arg in self.args.items():
+            if name in arguments:
+                arg.check(ceiling, arguments[name], expand_user=self.policy.expand_user, absolute_only=True)
 
 
 def guarded_function_of(obj: object) -> GuardedFunction | None:
-    """The GuardedFunction recorded on a function or on the wrapper @guard.paths returned, if any."""
-    spec = getattr(obj, GUARDED_ATTRIBUTE, None)
-    return spec if isinstance(spec, GuardedFunction) else None
+    """The GuardedFunction recorded on a function or on the wrapper @guard.paths returned, if any; also
+    through wrappers a framework made of either (``__wrapped__``, as ``functools.wraps`` leaves it)."""
+    for _ in range(8):  # a few layers of framework wrappers at most
+        spec = getattr(obj, GUARDED_ATTRIBUTE, None)
+        if isinstance(spec, GuardedFunction):
+            return spec
+        obj = getattr(obj, "__wrapped__", None)
+        if obj is None:
+            break
+    return None
 
 
 @dataclass(frozen=True)
@@ -360,6 +444,7 @@ class _Call:
     roots: RootSet | None
     spec: GuardedFunction | None = None
     refuse: Callable[[str], Any] | None = None
+    checked: Mapping[str, Any] | None = None
 
 
 # The call in progress: the RootSet a guarded call's arguments were checked against (so that
@@ -369,9 +454,17 @@ _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("mcp_roots_
 
 
 @contextlib.contextmanager
-def guarded_call(spec: GuardedFunction, roots: RootSet, refuse: Callable[[str], Any]) -> Iterator[None]:
-    """Run a call to ``spec``'s function whose arguments the adapter checked against ``roots``."""
-    token = _CALL.set(_Call(roots, spec, refuse))
+def guarded_call(
+    spec: GuardedFunction,
+    roots: RootSet,
+    refuse: Callable[[str], Any],
+    checked: Mapping[str, Any] | None = None,
+) -> Iterator[None]:
+    """Run a call to ``spec``'s function whose arguments the adapter checked against ``roots``.
+
+    ``checked`` (what ``spec.check`` returned) is handed to the body in place of the guarded arguments the
+    framework passes, for frameworks whose arguments the adapter cannot rewrite (resource templates)."""
+    token = _CALL.set(_Call(roots, spec, refuse, checked))
     try:
         yield
     finally:
@@ -388,6 +481,153 @@ def call_roots(roots: RootSet) -> Iterator[None]:
         _CALL.reset(token)
 
 
+# --- The audit ---------------------------------------------------------------------------------------
+
+EXEMPT_ATTRIBUTE = "__mcp_roots_exempt__"
+
+_PATH_NAMES = frozenset(
+    {
+        "path",
+        "paths",
+        "file",
+        "files",
+        "filename",
+        "filepath",
+        "dir",
+        "dirs",
+        "directory",
+        "folder",
+        "src",
+        "source",
+        "dest",
+        "destination",
+        "target",
+        "root",
+        "cwd",
+        "workdir",
+        "uri",
+    }
+)
+_PATH_SUFFIXES = ("_path", "_paths", "_dir", "_dirs", "_file", "_files", "_directory", "_folder", "_root")
+
+
+@dataclass(frozen=True)
+class Handler:
+    """A tool or resource template as an adapter sees it, for the audit."""
+
+    kind: str  # "tool" or "resource template"
+    name: str
+    fn: Callable[..., Any] | None
+    parameters: Mapping[str, Any]  # name -> annotation (or None where only the name is known)
+    checked_by_uri: bool = False  # a file: resource template: its reads are checked by URI
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """One line of the audit: a handler, its path-like parameters and whether each is guarded."""
+
+    kind: str
+    name: str
+    path_parameters: tuple[str, ...]
+    guarded: tuple[str, ...]
+    exempt: str | None
+
+    @property
+    def unguarded(self) -> tuple[str, ...]:
+        """Path-like parameters nothing checks (empty when exempted)."""
+        if self.exempt is not None:
+            return ()
+        return tuple(p for p in self.path_parameters if p not in self.guarded)
+
+    @property
+    def status(self) -> str:
+        if not self.path_parameters:
+            return "no path parameters"
+        if self.exempt is not None:
+            return f"exempt: {self.exempt}"
+        return "UNGUARDED: " + ", ".join(self.unguarded) if self.unguarded else "guarded"
+
+
+def _looks_like_a_path(name: str, annotation: Any) -> bool:
+    lowered = name.lower()
+    if lowered in _PATH_NAMES or lowered.endswith(_PATH_SUFFIXES):
+        return True
+    target = annotation
+    for _ in range(3):  # Optional[...], list[...], Annotated[...]
+        args = [a for a in typing.get_args(target) if a is not type(None)]
+        if not args:
+            break
+        target = args[0]
+    return isinstance(target, type) and issubclass(target, os.PathLike)
+
+
+def exemption_of(fn: object) -> str | None:
+    """The reason given to ``@guard.exempt(reason)`` for ``fn``, if any."""
+    reason = getattr(fn, EXEMPT_ATTRIBUTE, None)
+    return reason if isinstance(reason, str) else None
+
+
+def audit_handlers(handlers: Sequence[Handler], installed: Collection[GuardPolicy]) -> list[AuditRow]:
+    """The audit of ``handlers``: every one with its path-like parameters, guarded or not. A parameter
+    counts as guarded only when the guard of its ``@guard.paths`` is one of those ``installed`` on the
+    server (a guard that was never installed checks nothing where the framework holds the bare function).
+    """
+    rows = []
+    for handler in handlers:
+        path_params = tuple(p for p, a in handler.parameters.items() if _looks_like_a_path(p, a))
+        spec = guarded_function_of(handler.fn)
+        guarded: tuple[str, ...] = spec.names if spec is not None and spec.policy in installed else ()
+        if handler.checked_by_uri:
+            guarded = path_params
+        rows.append(AuditRow(handler.kind, handler.name, path_params, guarded, exemption_of(handler.fn)))
+    return rows
+
+
+def format_audit(rows: Sequence[AuditRow]) -> str:
+    """The audit as a plain-text table."""
+    table = [("KIND", "NAME", "PATH PARAMETERS", "STATUS")]
+    table += [(r.kind, r.name, ", ".join(r.path_parameters) or "-", r.status) for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(3)]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(line[:3], widths, strict=True)) + "  " + line[3]
+        for line in table
+    ]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def warn_unguarded(rows: Sequence[AuditRow], *, strict: bool) -> None:
+    """One warning per handler with unguarded path-like parameters (adapters call it once per server)."""
+    for row in rows:
+        if row.unguarded:
+            logger.warning(
+                "%s %r has path-like parameters that mcp-roots does not check: %s; guard them with "
+                "@guard.paths(...) or mark it @guard.exempt(reason)%s",
+                row.kind,
+                row.name,
+                ", ".join(row.unguarded),
+                " (strict=True: it refuses every call)" if strict else "",
+            )
+
+
+def strict_refusal(fn: object, name: str) -> str | None:
+    """Why a strict guard refuses to run tool ``name`` (registered as ``fn``), or None."""
+    parameters: dict[str, Any] = {}
+    try:
+        parameters = {p.name: p.annotation for p in inspect.signature(fn).parameters.values()}  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    spec = guarded_function_of(fn)
+    installed = [spec.policy] if spec is not None else []
+    (row,) = audit_handlers([Handler("tool", name, fn, parameters)], installed)  # type: ignore[arg-type]
+    if not row.unguarded:
+        return None
+    return (
+        f"tool {name!r} refuses every call: its path-like parameters ({', '.join(row.unguarded)}) are not "
+        "checked by mcp-roots and the server runs with RootsGuard(strict=True); guard them with "
+        "@guard.paths(...) or mark the tool @guard.exempt(reason)"
+    )
+
+
 # --- The guard ---------------------------------------------------------------------------------------
 
 
@@ -397,6 +637,8 @@ class RootsGuard:
     ``roots`` / ``project_root`` / ``environ`` / ``user_config_dir`` select the fallback roots (see
     :func:`mcp_roots.fallback_roots`); ``ceiling`` bounds every client root (client roots narrow
     access, never widen it); ``debounce``, ``max_wait`` and ``timeout`` tune the roots refresh.
+    ``strict=True`` makes a tool with path-like parameters that are neither guarded nor exempted refuse
+    every call; ``expand_user=True`` expands ``~`` and ``file://`` path arguments instead of refusing them.
     """
 
     def __init__(
@@ -411,6 +653,8 @@ class RootsGuard:
         max_wait: float = 0.1,
         timeout: float = 5.0,
         first_answer_timeout: float | None = None,
+        strict: bool = False,
+        expand_user: bool = False,
     ) -> None:
         if isinstance(ceiling, (str, os.PathLike)):
             ceiling = [ceiling]  # one path, not a sequence of one-character paths
@@ -428,6 +672,8 @@ class RootsGuard:
             max_wait=max_wait,
             timeout=timeout,
             first_answer_timeout=timeout if first_answer_timeout is None else first_answer_timeout,
+            strict=strict,
+            expand_user=expand_user,
         )
         # One adapter per framework this guard was installed on (a guard may serve several servers).
         self._adapters: dict[type, Adapter] = {}
@@ -512,16 +758,25 @@ class RootsGuard:
             call = _CALL.get()
             if call is None or call.spec is not spec or call.refuse is None:
                 logger.error("refused %s(): %s", spec.name, NOT_INSTALLED)
-                raise GuardNotInstalled(NOT_INSTALLED)
+                raise not_installed_error()
             return call
 
-        def refused(call: _Call, exc: RootsError) -> Any:
+        def substituted(call: _Call, kwargs: dict[str, Any]) -> dict[str, Any]:
+            if call.checked is None:
+                return kwargs
+            for name, arg in spec.args.items():
+                if name in kwargs and name in call.checked:
+                    kwargs[name] = arg.typed(call.checked[name])
+            return kwargs
+
+        def refused(call: _Call, exc: OSError | RootsError) -> Any:
             # The body's own RootSet operations refused (a symlink swapped in after the check, a file
-            # over max_bytes), or brokered access is unavailable: every RootsError message is written for
-            # the client to read, so it becomes the tool's error text instead of a generic one.
-            logger.info("refused %s(): %s", spec.name, exc)
+            # over max_bytes), brokered access is unavailable, or the OS said no (a missing file): each
+            # becomes one readable line of tool error text, with no traceback in the log.
+            message = str(exc) if isinstance(exc, RootsError) else os_error_line(exc)
+            logger.info("refused %s(): %s", spec.name, message)
             assert call.refuse is not None
-            return call.refuse(str(exc))
+            return call.refuse(message)
 
         wrapper: Callable[..., Any]
         if inspect.iscoroutinefunction(fn):
@@ -529,8 +784,8 @@ class RootsGuard:
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 call = entered()
                 try:
-                    return await fn(*args, **kwargs)
-                except RootsError as exc:
+                    return await fn(*args, **substituted(call, kwargs))
+                except (RootsError, OSError) as exc:
                     return refused(call, exc)
 
             wrapper = async_wrapper
@@ -539,8 +794,8 @@ class RootsGuard:
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
                 call = entered()
                 try:
-                    return fn(*args, **kwargs)
-                except RootsError as exc:
+                    return fn(*args, **substituted(call, kwargs))
+                except (RootsError, OSError) as exc:
                     return refused(call, exc)
 
             wrapper = sync_wrapper
@@ -553,9 +808,33 @@ class RootsGuard:
         wrapper.__annotations__ = {k: v for k, v in hints.items() if k in sig.parameters or k == "return"}
         delattr(wrapper, "__wrapped__")  # nothing may unwrap to the unguarded body
         setattr(wrapper, GUARDED_ATTRIBUTE, spec)
+        spec.wrapper = wrapper
         with contextlib.suppress(AttributeError, TypeError):  # a builtin or a callable object
             setattr(fn, GUARDED_ATTRIBUTE, spec)
         return wrapper
+
+    # -- the audit --
+
+    @staticmethod
+    def exempt(reason: str) -> Callable[[F], F]:
+        """Mark a tool whose path-like parameters are not paths on this machine (or are checked by the
+        tool itself) so that the audit and ``strict=True`` accept it; ``reason`` is shown in the audit."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise TypeError("@guard.exempt(reason): give the reason as a non-empty string")
+
+        def decorate(fn: F) -> F:
+            setattr(fn, EXEMPT_ATTRIBUTE, reason)
+            return fn
+
+        return decorate
+
+    def audit(self, server: Any) -> list[AuditRow]:
+        """Every tool and resource template of ``server`` with the parameters that look like paths, and
+        whether each is guarded (see :func:`format_audit` for the table ``mcp-roots audit`` prints)."""
+        from .adapters import adapter_for_server
+
+        adapter = self._adapter(adapter_for_server(server))
+        return audit_handlers(adapter.handlers(server), adapter.installed(server))
 
     # -- client-brokered file access --
 

@@ -139,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         "MCP_ROOTS_COUNT, the variables a guarded server gives the subprocesses its tools start. As "
         "shell 'export' lines (use: eval \"$(mcp-roots env)\"), or as one JSON object with --json.",
     )
+    _add_audit_command(commands)
     return parser
 
 
@@ -260,6 +261,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_ERROR)
     handler = _setup_logging()
     try:
+        if args.command == "audit":
+            text, code = _audit(args.target)
+            _say(sys.stdout, text)
+            return code
         roots = _roots_from(args)
         if args.command == "show":
             text, code = _show(roots, args.json)
@@ -285,6 +290,52 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     finally:
         logging.getLogger("mcp_roots").removeHandler(handler)
+
+
+# --- mcp-roots audit MODULE:SERVER ---------------------------------------------------------------------
+
+
+def _add_audit_command(commands: Any) -> None:
+    audit = commands.add_parser(
+        "audit",
+        help="list a server's tools with path-like parameters, guarded or not (exit 1 if one is not)",
+        description="Import MODULE, take its SERVER object (an MCP server a RootsGuard is installed on), "
+        "and print every tool and resource template with the parameters that look like paths, and "
+        "whether mcp-roots checks them. Exit code 0 only if nothing is unguarded.",
+        epilog="exit codes: 0 everything guarded or exempt, 1 something is unguarded, 2 usage error.",
+    )
+    audit.add_argument("target", metavar="MODULE:SERVER", help="e.g. my_server:server (dots for attributes)")
+
+
+def _audit(target: str) -> tuple[str, int]:
+    import importlib
+
+    from ._guard import audit_server, format_audit
+
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise ConfigError(f"audit: {target!r} is not MODULE:SERVER (e.g. my_server:server)")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` would: the module is usually the user's own file
+    try:
+        server: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"audit: cannot import {module_name!r}: {exc}") from None
+    for part in attribute.split("."):
+        if not hasattr(server, part):
+            raise ConfigError(f"audit: {module_name!r} has no attribute {attribute!r}")
+        server = getattr(server, part)
+    try:
+        rows = audit_server(server)
+    except TypeError as exc:
+        raise ConfigError(f"audit: {exc}") from None
+    unguarded = [row for row in rows if row.unguarded]
+    summary = (
+        f"{len(unguarded)} of {len(rows)} handlers have unguarded path-like parameters"
+        if unguarded
+        else f"all {len(rows)} handlers are guarded, exempt or take no paths"
+    )
+    return f"{format_audit(rows)}\n\n{summary}", 1 if unguarded else EXIT_OK
 
 
 if __name__ == "__main__":

@@ -7,21 +7,33 @@ implement is described in ``mcp_roots._guard``'s docstring.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.metadata
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KINDS", "Kind", "adapter_for_context", "adapter_for_server", "refusal", "supported_kinds"]
+__all__ = [
+    "KINDS",
+    "TOOL_ERRORS",
+    "Kind",
+    "adapter_for_context",
+    "adapter_for_server",
+    "refusal",
+    "supported_kinds",
+    "tool_error_types",
+]
 
 
+@functools.lru_cache(maxsize=1)
 def _mcp_major() -> int | None:
-    """The major version of the ``mcp`` package that is loaded (the object's class came from it)."""
-    module = sys.modules.get("mcp.server.mcpserver")
-    if module is not None:
-        return 2
-    return 1 if "mcp.server.fastmcp" in sys.modules or "mcp" in sys.modules else None
+    """The major version of the installed ``mcp`` distribution (from its metadata; nothing is imported)."""
+    try:
+        return int(importlib.metadata.version("mcp").split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -132,3 +144,24 @@ def adapter_for_server(server: object) -> type:
 def adapter_for_context(ctx: object) -> type:
     """The adapter class that understands the request context ``ctx``."""
     return _lookup(ctx, False)
+
+
+TOOL_ERRORS: list[tuple[str, str]] = [
+    ("mcp.server.mcpserver.exceptions", "ToolError"),
+    ("fastmcp.exceptions", "ToolError"),
+    ("mcp.server.fastmcp.exceptions", "ToolError"),
+]
+"""(module, class) of each framework's "a tool failed, show the client this message" exception. A
+guarded function that runs without install() raises an exception of every loaded one of these types, so
+that whichever framework runs it shows the client why (and not "Error executing tool")."""
+
+
+def tool_error_types() -> tuple[type[Exception], ...]:
+    """The tool-error types of the frameworks loaded in this process (none is imported here)."""
+    found = []
+    for module_name, class_name in TOOL_ERRORS:
+        module = sys.modules.get(module_name)
+        cls = getattr(module, class_name, None) if module is not None else None
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            found.append(cls)
+    return tuple(found)

@@ -10,22 +10,34 @@ tool's signature (and its input schema) stays its own and the decorator order do
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
-import os
 from collections.abc import Mapping
 from typing import Any
 
 import mcp_types
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
+from fastmcp.resources.template import ResourceTemplate
 from fastmcp.server.dependencies import FastMCPRequestContext
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import InputRequiredToolResult, ToolResult
+from fastmcp.tools.function_tool import FunctionTool
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .._errors import InvalidPath, PathOutsideRoots, RootsError, RootsUnavailable, SDKChanged
-from .._guard import GuardedFunction, GuardPolicy, client_error_text, guarded_call, guarded_function_of
+from .._errors import InvalidPath, PathOutsideRoots, RootsUnavailable, SDKChanged
+from .._guard import (
+    GuardedFunction,
+    GuardPolicy,
+    Handler,
+    audit_handlers,
+    client_error_text,
+    guarded_call,
+    guarded_function_of,
+    strict_refusal,
+    warn_unguarded,
+)
 from .._rootset import RootSet
 from .mcp2 import ROOTS_INPUT_KEY, Mcp2Adapter, connection_of
 
@@ -36,6 +48,8 @@ logger = logging.getLogger("mcp_roots")
 # The private corner this adapter touches: fastmcp's per-request wrapper keeps the SDK's request context
 # (its "escape hatch") as `_srctx`; the mcp 2.x connection code needs it. Checked at install time.
 _SDK_CONTEXT_FIELD = "_srctx"
+# For the audit (`mcp-roots audit`, a synchronous listing): the local provider's registry of components.
+_COMPONENTS = "_components"
 
 
 def refusal(message: str) -> ToolResult:
@@ -43,13 +57,10 @@ def refusal(message: str) -> ToolResult:
     return ToolResult(content=[mcp_types.TextContent(type="text", text=message)], is_error=True)
 
 
-class _Refused(RootsError):
-    """A guarded body's refusal, raised through fastmcp's tool runner (a returned result would have to
-    match the tool's output schema) and answered by the middleware as one line."""
-
-
 def _raise_refusal(message: str) -> Any:
-    raise _Refused(message)
+    """A guarded body's refusal: fastmcp shows a ``ToolError``'s message as the call's one-line error
+    (a returned result would have to match the tool's output schema)."""
+    raise ToolError(message)
 
 
 def _check_private_corners(server: FastMCP) -> None:
@@ -65,6 +76,20 @@ def _check_private_corners(server: FastMCP) -> None:
             f"changed: FastMCPRequestContext.{_SDK_CONTEXT_FIELD} is gone); please report this with your "
             "fastmcp version"
         )
+
+
+def _parameters_of(fn: Any) -> dict[str, Any]:
+    """A handler's parameters (name -> annotation), without the injected ``Context``."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {
+        p.name: p.annotation
+        for p in parameters
+        if not (isinstance(p.annotation, type) and issubclass(p.annotation, Context))
+        and p.annotation != "Context"
+    }
 
 
 def _sdk_context(ctx: Context | None) -> ServerRequestContext[Any, Any]:
@@ -93,27 +118,12 @@ def _declares_roots(sdk_ctx: ServerRequestContext[Any, Any]) -> bool:
     return caps is not None and caps.roots is not None
 
 
-def absolute_paths_only(spec: GuardedFunction, arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """The guarded arguments of a call that are absolute paths (lists keep their absolute items).
-
-    Only these can be judged against the ceiling before the client's roots are known: a relative path is
-    relative to the client's first root, which may lie deeper than the ceiling's.
-    """
-    kept: dict[str, Any] = {}
-    for name in spec.names:
-        value = arguments.get(name)
-        if isinstance(value, str) and os.path.isabs(value):
-            kept[name] = value
-        elif isinstance(value, list):
-            kept[name] = [v for v in value if isinstance(v, str) and os.path.isabs(v)]
-    return kept
-
-
 class FastMCP4Adapter:
     """One guard's wiring into ``fastmcp`` 4.x servers (see ``mcp_roots._guard`` for the interface)."""
 
-    def __init__(self, policy: GuardPolicy) -> None:
-        self.policy = policy
+    def __init__(self, policy: GuardPolicy | None) -> None:
+        # None: an adapter that only reads a server (mcp-roots audit), never installs or serves.
+        self.policy: GuardPolicy = policy  # type: ignore[assignment]
         # The mcp 2.x connection code (initialize, initialized, list_changed, roots/list), shared.
         self.sdk = Mcp2Adapter(policy)
 
@@ -123,6 +133,30 @@ class FastMCP4Adapter:
         if any(isinstance(m, RootsMiddleware) and m.adapter is self for m in server.middleware):
             return
         server.middleware.insert(0, RootsMiddleware(self, server))
+
+    def handlers(self, server: Any) -> list[Handler]:
+        """The tools and resource templates registered on ``server`` itself (for the audit)."""
+        components = getattr(server.local_provider, _COMPONENTS, None)
+        if not isinstance(components, dict):
+            raise SDKChanged(
+                "mcp-roots cannot list fastmcp's registered components (fastmcp changed: "
+                f"LocalProvider.{_COMPONENTS}); please report this with your fastmcp version"
+            )
+        found = []
+        for component in components.values():
+            fn = getattr(component, "fn", None)
+            if isinstance(component, FunctionTool):
+                found.append(Handler("tool", component.name, fn, _parameters_of(fn)))
+            elif isinstance(component, ResourceTemplate) and fn is not None:
+                uri = component.uri_template
+                found.append(
+                    Handler("resource template", uri, fn, _parameters_of(fn), uri[:5].lower() == "file:")
+                )
+        return found
+
+    def installed(self, server: Any) -> list[GuardPolicy]:
+        """The policies of the guards installed on ``server``."""
+        return [m.adapter.policy for m in getattr(server, "middleware", []) if isinstance(m, RootsMiddleware)]
 
     async def roots(self, ctx: Any) -> RootSet:
         """The roots in force for the request of the fastmcp ``Context`` ``ctx``, outside a guarded call."""
@@ -160,7 +194,7 @@ class FastMCP4Adapter:
         # Before asking the client: a path outside the operator's ceiling is refused whatever the client
         # would answer, so it costs no round trip.
         if self.policy.ceiling is not None:
-            spec.check(self.policy.ceiling, absolute_paths_only(spec, context.message.arguments or {}))
+            spec.precheck(self.policy.ceiling, context.message.arguments or {})
         return InputRequiredToolResult(
             mcp_types.InputRequiredResult(input_requests={ROOTS_INPUT_KEY: mcp_types.ListRootsRequest()})
         )
@@ -172,10 +206,20 @@ class FastMCP4Adapter:
         call_next: CallNext[mcp_types.CallToolRequestParams, ToolResult],
     ) -> ToolResult:
         tool = await server.get_tool(context.message.name)
-        spec = guarded_function_of(getattr(tool, "fn", None))
+        fn = getattr(tool, "fn", None)
+        if self.policy.strict and fn is not None:
+            why = strict_refusal(fn, context.message.name)
+            if why is not None:
+                logger.warning("refused %s(): %s", context.message.name, why)
+                return refusal(why)
+        spec = guarded_function_of(fn)
         if spec is None or spec.policy is not self.policy:
             # Unguarded, or guarded by another RootsGuard (whose wrapper refuses if it was not installed).
             return await call_next(context)
+        if isinstance(tool, FunctionTool) and spec.wrapper is not None and tool.fn is not spec.wrapper:
+            # @guard.paths stood above @server.tool: fastmcp registered the bare function. Run the wrapper
+            # instead, so that the body's OS errors and refusals become one readable line too.
+            tool.fn = spec.wrapper
         arguments: Mapping[str, Any] = context.message.arguments or {}
         try:
             roots = await self._roots_for_call(spec, context)
@@ -205,6 +249,17 @@ class RootsMiddleware(Middleware):
     def __init__(self, adapter: FastMCP4Adapter, server: FastMCP) -> None:
         self.adapter = adapter
         self.server = server
+        self.audited = False
+
+    async def on_message(self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]) -> Any:
+        if not self.audited:
+            # Startup, as far as a server can tell: tools are registered by the time the first message
+            # arrives (they are often decorated after install()).
+            self.audited = True
+            policy = self.adapter.policy
+            rows = audit_handlers(self.adapter.handlers(self.server), [policy])
+            warn_unguarded(rows, strict=policy.strict)
+        return await call_next(context)
 
     async def on_initialize(
         self,

@@ -33,9 +33,13 @@ from .._guard import (
     ConnectionRoots,
     GuardNotInstalled,
     GuardPolicy,
+    Handler,
+    audit_handlers,
     client_error_text,
     guarded_call,
     guarded_function_of,
+    strict_refusal,
+    warn_unguarded,
 )
 from .._rootset import RootSet
 
@@ -48,6 +52,9 @@ _DISPATCH = "_handle_message"
 _DISPATCH_PARAMETERS = ["message", "session", "lifespan_context", "raise_exceptions"]
 _TOOL_MANAGER = "_tool_manager"
 _LOWLEVEL_SERVER = "_mcp_server"
+_RESOURCE_MANAGER = "_resource_manager"
+# Where install() records the guards it wired into a low-level server (an attribute of our own).
+_INSTALLED = "_mcp_roots_policies"
 
 
 def refusal(message: str) -> types.CallToolResult:
@@ -101,6 +108,20 @@ def _check_private_corners(server: object) -> None:
             raise _sdk_changed(f"FastMCP's tool registry (FastMCP.{_TOOL_MANAGER}.call_tool / get_tool)")
 
 
+def _parameters_of(fn: Any) -> dict[str, Any]:
+    """A handler's parameters (name -> annotation), without the injected ``Context``."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {
+        p.name: p.annotation
+        for p in parameters
+        if not (isinstance(p.annotation, type) and issubclass(p.annotation, Context))
+        and p.annotation != "Context"
+    }
+
+
 def _request_context_of(ctx: object) -> RequestContext[Any, Any, Any]:
     """Accept FastMCP's tool ``Context`` or the low-level ``RequestContext`` (``server.request_context``)."""
     if isinstance(ctx, Context):
@@ -116,8 +137,10 @@ def _request_context_of(ctx: object) -> RequestContext[Any, Any, Any]:
 class Mcp1Adapter:
     """One guard's wiring into ``mcp`` 1.x servers (see ``mcp_roots._guard`` for the interface)."""
 
-    def __init__(self, policy: GuardPolicy) -> None:
-        self.policy = policy
+    def __init__(self, policy: GuardPolicy | None) -> None:
+        # None: an adapter that only reads a server (mcp-roots audit), never installs or serves.
+        self.policy: GuardPolicy = policy  # type: ignore[assignment]
+        self._policies: weakref.WeakKeyDictionary[Any, list[GuardPolicy]] = weakref.WeakKeyDictionary()
         self._installed: set[int] = set()
         # Sessions whose messages went through an installed server's dispatch: a request on any other
         # session comes from a server where guard.install(server) was never called.
@@ -130,11 +153,20 @@ class Mcp1Adapter:
             return
         self._installed.add(id(server))
         low = _lowlevel_of(server)
+        setattr(low, _INSTALLED, [*getattr(low, _INSTALLED, []), self.policy])
         dispatch: Callable[..., Awaitable[None]] = getattr(low, _DISPATCH)
+        audited = False
 
         async def handle_message(
             message: Any, session: ServerSession, lifespan_context: Any, raise_exceptions: bool = False
         ) -> None:
+            nonlocal audited
+            if not audited:
+                # Startup, as far as a server can tell: tools are registered by the time the first
+                # message arrives (they are often decorated after install()).
+                audited = True
+                rows = audit_handlers(self.handlers(server), [self.policy])
+                warn_unguarded(rows, strict=self.policy.strict)
             self._sessions.add(session)
             if isinstance(message, types.ClientNotification):
                 if isinstance(message.root, types.RootsListChangedNotification):
@@ -153,6 +185,29 @@ class Mcp1Adapter:
         setattr(low, _DISPATCH, handle_message)
         if isinstance(server, FastMCP):
             self._wrap_tool_manager(server)
+
+    def handlers(self, server: Any) -> list[Handler]:
+        """FastMCP's tools and resource templates (for the audit); none for a low-level server, whose
+        handlers are the user's own dispatch functions."""
+        if not isinstance(server, FastMCP):
+            return []
+        _check_private_corners(server)
+        found = []
+        for tool in getattr(server, _TOOL_MANAGER).list_tools():
+            found.append(Handler("tool", tool.name, tool.fn, _parameters_of(tool.fn)))
+        resources = getattr(server, _RESOURCE_MANAGER, None)
+        for template in resources.list_templates() if resources is not None else []:
+            uri = template.uri_template
+            found.append(
+                Handler(
+                    "resource template", uri, template.fn, _parameters_of(template.fn), uri[:5] == "file:"
+                )
+            )
+        return found
+
+    def installed(self, server: Any) -> list[GuardPolicy]:
+        """The policies of the guards installed on ``server``."""
+        return list(getattr(_lowlevel_of(server), _INSTALLED, []))
 
     # -- legacy connections --
 
@@ -245,9 +300,19 @@ class Mcp1Adapter:
             name: str, arguments: dict[str, Any], context: Any = None, convert_result: bool = False
         ) -> Any:
             tool = get_tool(name)
-            spec = guarded_function_of(getattr(tool, "fn", None))
+            fn = getattr(tool, "fn", None)
+            if self.policy.strict and fn is not None:
+                why = strict_refusal(fn, name)
+                if why is not None:
+                    logger.warning("refused %s(): %s", name, why)
+                    return refusal(why)
+            spec = guarded_function_of(fn)
             if spec is None or spec.policy is not self.policy or not isinstance(context, Context):
                 return await call_tool(name, arguments, context=context, convert_result=convert_result)
+            if spec.wrapper is not None and fn is not spec.wrapper:
+                # @guard.paths stood above @server.tool(): FastMCP registered the bare function. Run the
+                # wrapper instead, so that the body's OS errors and refusals become one readable line too.
+                tool.fn = spec.wrapper
             try:
                 roots = await self._roots_for(context.request_context)
                 checked = spec.check(roots, arguments)

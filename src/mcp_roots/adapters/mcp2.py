@@ -9,17 +9,22 @@ whichever side of ``@server.tool()`` ``@guard.paths`` stands on.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import logging
+import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
+from mcp.server import MCPServer
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp_types import (
     CONNECTION_CLOSED,
+    INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     CallToolResult,
@@ -29,16 +34,23 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .._errors import InvalidPath, PathOutsideRoots, RootsUnavailable, SDKChanged
+from .._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsUnavailable, SDKChanged
 from .._guard import (
+    NOT_INSTALLED,
     ConnectionRoots,
     GuardedFunction,
     GuardPolicy,
+    Handler,
+    audit_handlers,
     call_roots,
     guarded_call,
     guarded_function_of,
+    not_installed_error,
+    strict_refusal,
+    warn_unguarded,
 )
 from .._rootset import RootSet
+from .._uri import uri_to_path
 
 __all__ = ["ROOTS_INPUT_KEY", "Mcp2Adapter", "connection_of", "refusal", "request_channel"]
 
@@ -83,24 +95,74 @@ def request_channel(request_ctx: ServerRequestContext[Any, Any]) -> Any:
     return channel
 
 
-def _tool_lookup(server: Any) -> Callable[[str], Any] | None:
-    """``name -> registered tool function`` for an ``MCPServer`` (its private ``_tool_manager``); None
-    for a low-level ``Server``, whose handlers are the user's own."""
-    if type(server).__name__ != "MCPServer":
-        return None
-    manager = getattr(server, "_tool_manager", None)
-    get_tool = getattr(manager, "get_tool", None)
-    if not callable(get_tool):
-        raise SDKChanged(
-            "mcp-roots cannot find MCPServer's tool registry (the mcp SDK changed: "
-            "MCPServer._tool_manager.get_tool is gone); please report this with your mcp version"
-        )
+class _Registry:
+    """An ``MCPServer``'s registered tools and resource templates (its private ``_tool_manager`` and
+    ``_resource_manager``); empty for a low-level ``Server``, whose handlers are the user's own."""
 
-    def registered(name: str) -> Any:
-        tool = get_tool(name)
-        return getattr(tool, "fn", None) if tool is not None else None
+    def __init__(self, server: Any) -> None:
+        self.tools = self.resources = None
+        if not isinstance(server, MCPServer):
+            return
+        self.tools = getattr(server, "_tool_manager", None)
+        self.resources = getattr(server, "_resource_manager", None)
+        for name, manager, methods in (
+            ("_tool_manager", self.tools, ("get_tool", "list_tools")),
+            ("_resource_manager", self.resources, ("list_templates",)),
+        ):
+            for method in methods:
+                if not callable(getattr(manager, method, None)):
+                    raise SDKChanged(
+                        f"mcp-roots cannot find MCPServer's registry (the mcp SDK changed: "
+                        f"MCPServer.{name}.{method} is gone); please report this with your mcp version"
+                    )
 
-    return registered
+    def tool(self, name: str) -> Any:
+        return self.tools.get_tool(name) if self.tools is not None else None
+
+    def template(self, uri: str) -> tuple[Any, Mapping[str, Any]]:
+        """The first resource template matching ``uri`` and the parameters it extracts, or (None, {})."""
+        if self.resources is None:
+            return None, {}
+        for template in self.resources.list_templates():
+            try:
+                params = template.matches(uri)
+            except Exception:  # the template's own security policy refused it: the SDK will say so
+                continue
+            if params is not None:
+                return template, params
+        return None, {}
+
+    def handlers(self) -> list[Handler]:
+        if self.tools is None or self.resources is None:
+            return []
+        found = []
+        for tool in self.tools.list_tools():
+            found.append(Handler("tool", tool.name, tool.fn, _parameters_of(tool.fn)))
+        for template in self.resources.list_templates():
+            found.append(
+                Handler(
+                    "resource template",
+                    template.uri_template,
+                    template.fn,
+                    _parameters_of(template.fn),
+                    checked_by_uri=template.uri_template[:5].lower() == "file:",
+                )
+            )
+        return found
+
+
+def _parameters_of(fn: Callable[..., Any]) -> dict[str, Any]:
+    """A handler's parameters (name -> annotation), without the injected ``Context``."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {
+        p.name: p.annotation
+        for p in parameters
+        if not (isinstance(p.annotation, type) and issubclass(p.annotation, Context))
+        and p.annotation != "Context"
+    }
 
 
 def _request_context_of(ctx: object) -> ServerRequestContext[Any, Any]:
@@ -122,6 +184,12 @@ def _is_modern(connection: Connection) -> bool:
 def refusal(message: str) -> CallToolResult:
     """A tool result with ``isError: true`` carrying ``message``."""
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+def _refuse_read(message: str, uri: str) -> NoReturn:
+    """A refused ``resources/read``: a JSON-RPC error (resource results have no ``isError``)."""
+    logger.info("refused resources/read: %s", message)
+    raise MCPError(INVALID_PARAMS, message, {"uri": uri})
 
 
 class _RootsRequired(MCPError):
@@ -160,8 +228,9 @@ def _take_roots_answer(params: Mapping[str, Any]) -> tuple[Mapping[str, Any], ob
 class Mcp2Adapter:
     """One guard's wiring into ``mcp`` 2.x servers (see ``mcp_roots._guard`` for the interface)."""
 
-    def __init__(self, policy: GuardPolicy) -> None:
-        self.policy = policy
+    def __init__(self, policy: GuardPolicy | None) -> None:
+        # None: an adapter that only reads a server (mcp-roots audit), never installs or serves.
+        self.policy: GuardPolicy = policy  # type: ignore[assignment]
 
     def install(self, server: Any) -> None:
         """Put the guard's middleware first in the server's public context-tier middleware list, so that
@@ -174,11 +243,20 @@ class Mcp2Adapter:
             )
         if any(isinstance(m, _Middleware) and m.adapter is self for m in middleware):
             return
-        middleware.insert(0, _Middleware(self, _tool_lookup(server)))
+        middleware.insert(0, _Middleware(self, _Registry(server)))
         # So that tools can also use the client-brokered files/* methods through guard.files(ctx).
         from ..broker import enable_brokering
 
         enable_brokering(server)
+
+    def handlers(self, server: Any) -> list[Handler]:
+        """The tools and resource templates ``server`` has registered (for the audit)."""
+        return _Registry(server).handlers()
+
+    def installed(self, server: Any) -> list[GuardPolicy]:
+        """The policies of the guards installed on ``server``."""
+        middleware = getattr(server, "middleware", None) or []
+        return [m.adapter.policy for m in middleware if isinstance(m, _Middleware)]
 
     # -- legacy connections --
 
@@ -198,9 +276,16 @@ class Mcp2Adapter:
         return state
 
     def _fetcher(self, connection: Connection) -> Callable[[], Any]:
+        # A weak reference: the policy's map holds this connection's state weakly by the connection, and a
+        # strong one from inside the state would keep both alive if the exit stack never ran.
+        connection_ref = weakref.ref(connection)
+
         async def fetch() -> object:
             # The raw result, not ListRootsResult: the typed path rejects the whole answer when one entry is
             # not a file: URI. The cache judges each entry itself.
+            connection = connection_ref()
+            if connection is None:
+                raise RootsUnavailable("the connection has ended")
             state = self.policy.connection(connection)
             waiting = [c for c in state.waiting if c.session.can_send_request] if state is not None else []
             try:
@@ -273,7 +358,13 @@ class Mcp2Adapter:
             raise _RootsRequired()
         state = self.policy.connection(connection)
         if state is None:
-            # No initialize seen on this connection: stateless HTTP, or the guard was installed late.
+            caps = connection.client_capabilities
+            if caps is not None and caps.roots is not None:
+                # The client declared roots in an initialize the guard never saw: the guard is not wired
+                # into this server. Its roots are the only authority; the fallback would be a wider one.
+                logger.error("guard.roots(): %s", NOT_INSTALLED)
+                raise not_installed_error()
+            # No handshake seen on this connection: stateless HTTP.
             return self.policy.no_lifecycle_fallback()
         if not state.cache_started:
             # Streamable HTTP: the first roots/list waits for the first guarded call (see serve_connection).
@@ -288,52 +379,105 @@ class Mcp2Adapter:
     # -- tool calls --
 
     async def call_tool(
-        self,
-        ctx: ServerRequestContext[Any, Any],
-        call_next: CallNext,
-        registered: Callable[[str], Any] | None,
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext, registry: _Registry
     ) -> HandlerResult:
-        params, answer = _take_roots_answer(ctx.params or {})
+        params, answer = self._roots_answer(ctx)
         if params is not ctx.params:
             ctx = dataclasses.replace(ctx, params=params)
-            connection = connection_of(ctx)
-            caps = connection.client_capabilities
-            if not _is_modern(connection) or caps is None or caps.roots is None:
-                # Only an answer to our own input request counts: a legacy connection's roots come from
-                # its cache, and a client without the roots capability cannot widen the fallback.
-                logger.warning("ignored roots sent with a tool call on a connection that cannot send them")
-                answer = None
-        spec = self._guarded(registered, params.get("name"))
+        name = params.get("name")
+        tool = registry.tool(name) if isinstance(name, str) else None
+        fn = getattr(tool, "fn", None)
+        if self.policy.strict and fn is not None:
+            why = strict_refusal(fn, str(name))
+            if why is not None:
+                logger.warning("refused %s(): %s", name, why)
+                return refusal(why)
+        spec = self._guarded(tool)
+        arguments = params.get("arguments")
+        arguments = arguments if isinstance(arguments, Mapping) else {}
         try:
-            roots = None
-            if answer is not None:
-                roots = self._roots_from_answer(answer)
-            if spec is not None:
-                try:
-                    if roots is None:
-                        roots = await self.roots_for(ctx)
-                    arguments = params.get("arguments")
-                    checked = spec.check(roots, arguments if isinstance(arguments, Mapping) else {})
-                except (PathOutsideRoots, InvalidPath, RootsUnavailable) as exc:
-                    logger.info("refused %s(): %s", spec.name, exc)
-                    return refusal(str(exc))
-                ctx = dataclasses.replace(ctx, params={**params, "arguments": checked})
-                with guarded_call(spec, roots, refusal):
-                    return await call_next(ctx)
-            if roots is not None:
-                with call_roots(roots):
-                    return await call_next(ctx)
-            return await call_next(ctx)
+            try:
+                roots = self._roots_from_answer(answer) if answer is not None else None
+            except RootsUnavailable as exc:
+                logger.info("refused %s(): %s", name, exc)
+                return refusal(str(exc))
+            if spec is None:
+                if roots is not None:
+                    with call_roots(roots):
+                        return await call_next(ctx)
+                return await call_next(ctx)
+            try:
+                if roots is None:
+                    if self.policy.ceiling is not None:
+                        # A path outside the ceiling is refused before the client is asked for anything.
+                        spec.precheck(self.policy.ceiling, arguments)
+                    roots = await self.roots_for(ctx)
+                checked = spec.check(roots, arguments)
+            except (PathOutsideRoots, InvalidPath, RootsUnavailable) as exc:
+                logger.info("refused %s(): %s", spec.name, exc)
+                return refusal(str(exc))
+            ctx = dataclasses.replace(ctx, params={**params, "arguments": checked})
+            with guarded_call(spec, roots, refusal):
+                return await call_next(ctx)
         except _RootsRequired:
             return InputRequiredResult(input_requests={ROOTS_INPUT_KEY: ListRootsRequest()})
 
-    def _guarded(self, registered: Callable[[str], Any] | None, name: object) -> GuardedFunction | None:
-        if registered is None or not isinstance(name, str):
-            return None
-        spec = guarded_function_of(registered(name))
+    async def read_resource(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext, registry: _Registry
+    ) -> HandlerResult:
+        """``resources/read``: a ``file:`` URI is checked against the same roots as tools, and a resource
+        template under ``@guard.paths`` gets its path parameters checked, before the handler runs."""
+        params, answer = self._roots_answer(ctx)
+        if params is not ctx.params:
+            ctx = dataclasses.replace(ctx, params=params)
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            return await call_next(ctx)
+        template, template_params = registry.template(uri)
+        spec = self._guarded(template)
+        is_file = uri[:5].lower() == "file:"
+        if not is_file and spec is None:
+            return await call_next(ctx)
+        try:
+            roots = self._roots_from_answer(answer) if answer is not None else await self.roots_for(ctx)
+            if is_file:
+                roots.resolve(uri_to_path(uri))
+            checked = spec.check(roots, template_params) if spec is not None else None
+        except _RootsRequired:
+            return InputRequiredResult(input_requests={ROOTS_INPUT_KEY: ListRootsRequest()})
+        except (PathOutsideRoots, InvalidPath, InvalidRootURI, RootsUnavailable) as exc:
+            _refuse_read(str(exc), uri)
+        if spec is not None:
+            with guarded_call(spec, roots, functools.partial(_refuse_read, uri=uri), checked):
+                return await call_next(ctx)
+        with call_roots(roots):
+            return await call_next(ctx)
+
+    def _roots_answer(self, ctx: ServerRequestContext[Any, Any]) -> tuple[Mapping[str, Any], object]:
+        """The request's params without this adapter's input response, and that response: only a
+        2026-07-28 request from a client that declared roots can carry one (a legacy connection's roots
+        come from its cache, and a client without the capability cannot widen the fallback)."""
+        params, answer = _take_roots_answer(ctx.params or {})
+        if answer is not None:
+            connection = connection_of(ctx)
+            caps = connection.client_capabilities
+            if not _is_modern(connection) or caps is None or caps.roots is None:
+                logger.warning("ignored roots sent with a request on a connection that cannot send them")
+                answer = None
+        return params, answer
+
+    def _guarded(self, tool: Any) -> GuardedFunction | None:
+        spec = guarded_function_of(getattr(tool, "fn", None))
         # A tool guarded by another RootsGuard is that guard's business (its wrapper refuses every call
         # if that guard was never installed).
-        return spec if spec is not None and spec.policy is self.policy else None
+        if spec is None or spec.policy is not self.policy:
+            return None
+        if tool.fn is not spec.wrapper and spec.wrapper is not None:
+            # @guard.paths stood above @server.tool() (or .resource()): the SDK registered the bare
+            # function. Run the wrapper instead, so that the body gets canonical paths and its OS errors
+            # and refusals become readable errors too.
+            tool.fn = spec.wrapper
+        return spec
 
     def _roots_from_answer(self, answer: object) -> RootSet:
         entries = answer.get("roots") if isinstance(answer, Mapping) else None
@@ -345,11 +489,18 @@ class Mcp2Adapter:
 class _Middleware:
     """The context-tier middleware of one guard on one server."""
 
-    def __init__(self, adapter: Mcp2Adapter, registered: Callable[[str], Any] | None) -> None:
+    def __init__(self, adapter: Mcp2Adapter, registry: _Registry) -> None:
         self.adapter = adapter
-        self.registered = registered
+        self.registry = registry
+        self.audited = False
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if not self.audited:
+            # Startup, as far as a server can tell: tools are registered by the time the first message
+            # arrives (they are often decorated after install()).
+            self.audited = True
+            policy = self.adapter.policy
+            warn_unguarded(audit_handlers(self.registry.handlers(), [policy]), strict=policy.strict)
         method = ctx.method
         if method == "initialize":
             result = await call_next(ctx)
@@ -366,5 +517,7 @@ class _Middleware:
                 state.cache.notify_changed()
             return await call_next(ctx)
         if method == "tools/call":
-            return await self.adapter.call_tool(ctx, call_next, self.registered)
+            return await self.adapter.call_tool(ctx, call_next, self.registry)
+        if method == "resources/read":
+            return await self.adapter.read_resource(ctx, call_next, self.registry)
         return await call_next(ctx)
