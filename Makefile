@@ -69,9 +69,9 @@ bench: $(STAMP)
 LOCK_FASTMCP := fastmcp==4.1.2
 lock:
 	rm -rf .lockvenv && $(PYTHON) -m venv .lockvenv
-	.lockvenv/bin/pip install --quiet -c requirements/dev.txt -e '.[test]' '$(LOCK_FASTMCP)'
+	.lockvenv/bin/pip install --quiet -c requirements/dev.txt -e '.[test,mcp,fastmcp]' '$(LOCK_FASTMCP)'
 	{ echo "# Exact versions of everything make test installs (pip freeze of a fresh venv with"; \
-	  echo "# pip install -e '.[test]' $(LOCK_FASTMCP), constrained by the previous pins). Regenerate with: make lock"; \
+	  echo "# pip install -e '.[test,mcp,fastmcp]' $(LOCK_FASTMCP), constrained by the previous pins). Regenerate with: make lock"; \
 	  .lockvenv/bin/pip freeze --exclude-editable | grep -v '^mcp-roots'; } > requirements/dev.txt
 	rm -rf .lockvenv
 

@@ -301,3 +301,36 @@ def test_install_checks_the_private_corner_it_relies_on(tree: Tree) -> None:
 def test_install_names_the_supported_frameworks(tree: Tree) -> None:
     with pytest.raises(TypeError, match=r"fastmcp 4\.x FastMCP.*mcp 1\.x FastMCP"):
         make_guard(tree).install(object())
+
+
+async def test_audit_warns_of_an_unguarded_path_parameter_and_strict_refuses_it(
+    tree: Tree, era: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = make_guard(tree)
+    server = make_server(guard)
+    rows = {row.name: row.status for row in guard.audit(server)}
+    assert rows == {"read_text": "guarded", "plain_read": "UNGUARDED: path"}
+    with caplog.at_level("WARNING", logger="mcp_roots"):
+        async with client(server, era, Roots(tree.project)) as c:
+            await c.list_tools()
+    warnings = [r.getMessage() for r in caplog.records if "plain_read" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "path-like parameters that mcp-roots does not check: path" in warnings[0]
+
+    strict = make_server(make_guard(tree, strict=True))
+    async with client(strict, era, Roots(tree.project)) as c:
+        plain = await c.call_tool(
+            "plain_read", {"path": str(tree.project / "hello.txt")}, raise_on_error=False
+        )
+        assert plain.is_error
+        assert "strict=True" in "".join(getattr(b, "text", "") for b in plain.content)
+        assert await read(c, tree.project / "hello.txt") == (False, "hello from project")
+
+
+async def test_tilde_and_file_uri_arguments_are_refused_with_a_hint(tree: Tree, era: str) -> None:
+    server = make_server(make_guard(tree))
+    async with client(server, era, Roots(tree.project)) as c:
+        for written in ("~/hello.txt", path_to_uri(tree.project / "hello.txt")):
+            is_error, text = await read(c, written)
+            assert is_error, written
+            assert "hello from project" not in text

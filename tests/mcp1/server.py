@@ -2,7 +2,7 @@
 subprocesses by tests/mcp1/test_adapter_mcp1.py over stdio or streamable HTTP (127.0.0.1 only).
 
     python tests/mcp1/server.py fastmcp|lowlevel [--http PORT] [--roots DIR] [--ceiling DIR]
-        [--first-answer-timeout S] [--order below|above] [--no-install] [--backend asyncio|trio]
+        [--first-answer-timeout S] [--order below|above] [--no-install] [--strict] [--backend asyncio|trio]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ def make_guard(args: argparse.Namespace) -> RootsGuard:
         environ={},
         user_config_dir=Path(__file__).parent / "no-such-config",
         first_answer_timeout=args.first_answer_timeout,
+        strict=args.strict,
     )
 
 
@@ -95,6 +96,7 @@ def main() -> None:
     parser.add_argument("--first-answer-timeout", type=float, default=0.5)
     parser.add_argument("--order", choices=["below", "above"], default="below")
     parser.add_argument("--no-install", dest="install", action="store_false")
+    parser.add_argument("--strict", action="store_true")
     # The event loop of a stdio server (the tests run it on the test's backend); uvicorn is asyncio-only.
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
     args = parser.parse_args()

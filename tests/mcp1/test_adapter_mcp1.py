@@ -320,3 +320,22 @@ def test_install_checks_the_private_corners_it_relies_on(tree: Tree) -> None:
 def test_install_names_the_supported_frameworks(tree: Tree) -> None:
     with pytest.raises(TypeError, match=r"mcp 1\.x FastMCP"):
         _guard(tree).install(object())
+
+
+@pytest.mark.parametrize("fastmcp_flavor", FASTMCP_FLAVORS, ids=["-".join(f) for f in FASTMCP_FLAVORS])
+async def test_audit_warns_of_an_unguarded_path_parameter_and_strict_refuses_it(
+    tree: Tree, fastmcp_flavor: tuple[str, str]
+) -> None:
+    kind, transport = fastmcp_flavor
+    async with connect(fastmcp_flavor, tree, Roots(tree.project)) as session:
+        await session.list_tools()
+    log = await anyio.Path(tree.base / f"server-{kind}-{transport}.log").read_text()
+    warnings = [line for line in log.splitlines() if "plain_read" in line]
+    assert len(warnings) == 1, log
+    assert "path-like parameters that mcp-roots does not check: path" in warnings[0]
+
+    async with connect(fastmcp_flavor, tree, Roots(tree.project), "--strict") as session:
+        is_error, text = await read(session, tree.project / "hello.txt", "plain_read")
+        assert is_error
+        assert "strict=True" in text
+        assert await read(session, tree.project / "hello.txt") == (False, "hello from project")
