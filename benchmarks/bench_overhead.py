@@ -213,7 +213,7 @@ async def outside_ceiling(client: Any, outside: Path, counter: Counter, fastmcp:
 
 def main() -> None:
     # fastmcp's logging handler would print every refusal the script provokes on purpose.
-    logging.getLogger("mcp_roots").setLevel(logging.WARNING)
+    logging.getLogger("mcp_roots").setLevel(logging.ERROR)
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

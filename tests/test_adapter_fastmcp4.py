@@ -1,8 +1,9 @@
 """The fastmcp 4.x adapter against the real fastmcp 4.1 server and client, on both protocol eras.
 
 One table of cases runs through both eras (``legacy``: 2025-11-25 with a handshake and a roots cache per
-connection; ``modern``: 2026-07-28, roots by multi-round-trip on each call), on asyncio and trio, over
-fastmcp's in-memory transport (the real SDK session on both sides) and, for the core cases, over stdio.
+connection; ``modern``: 2026-07-28, roots by multi-round-trip on each call) over fastmcp's in-memory
+transport (the real SDK session on both sides), and the core cases over stdio and streamable HTTP. On asyncio
+only: fastmcp 4 itself is (its client and server call ``asyncio.create_task``, ``asyncio.Lock``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from fastmcp.client.transports import StdioTransport
 
 from mcp_roots import RootsGuard, path_to_uri
 
+from .subprocs import http_server
 from .tree import Tree
 
 pytestmark = pytest.mark.anyio
@@ -264,6 +266,20 @@ async def test_over_stdio(tree: Tree) -> None:
     """The same server as a subprocess over stdio (legacy era, the client's roots, a refusal)."""
     transport = StdioTransport(sys.executable, [str(HERE / "fastmcp4_server.py")])
     async with Client(transport, roots=Roots(tree.project), mode="legacy") as c:  # type: ignore[arg-type]
+        assert await read(c, tree.project / "hello.txt") == (False, "hello from project")
+        is_error, text = await read(c, tree.project / "escape" / "secret.txt")
+        assert is_error
+        assert "TOP SECRET" not in text
+
+
+async def test_over_streamable_http(tree: Tree, era: str) -> None:
+    """The same server as a subprocess on streamable HTTP: the roots/list of a legacy connection rides the
+    waiting call's response stream; on 2026-07-28 the roots come with the retried call."""
+    command = [sys.executable, str(HERE / "fastmcp4_server.py")]
+    async with (
+        http_server(command, tree.base / "server.log") as url,
+        Client(url, roots=Roots(tree.project), mode=ERAS[era]) as c,  # type: ignore[arg-type]
+    ):
         assert await read(c, tree.project / "hello.txt") == (False, "hello from project")
         is_error, text = await read(c, tree.project / "escape" / "secret.txt")
         assert is_error

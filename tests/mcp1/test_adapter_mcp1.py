@@ -7,8 +7,6 @@ has no other).
 from __future__ import annotations
 
 import contextlib
-import socket
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -25,12 +23,12 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mcp_roots import path_to_uri
 
+from ..subprocs import http_server
 from ..tree import Tree
 
 pytestmark = pytest.mark.anyio
 
 SERVER = Path(__file__).resolve().parent / "server.py"
-START_TIMEOUT = 30.0  # a loaded CI machine starts uvicorn slowly; the bound only stops a hung test
 
 FILE_OF = {"project": "hello.txt", "other": "other.txt"}
 
@@ -64,41 +62,6 @@ class Roots:
         )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.asynccontextmanager
-async def _http_server(command: list[str], log: Path) -> AsyncIterator[str]:
-    port = _free_port()
-
-    def start() -> subprocess.Popen[bytes]:
-        with log.open("wb") as err:
-            return subprocess.Popen([*command, "--http", str(port)], stdout=subprocess.DEVNULL, stderr=err)
-
-    proc = await anyio.to_thread.run_sync(start)
-    try:
-        with anyio.fail_after(START_TIMEOUT):
-            while True:
-                if proc.poll() is not None:
-                    output = await anyio.Path(log).read_text()
-                    raise RuntimeError(f"server exited early ({proc.returncode}):\n{output}")
-                with socket.socket() as s:
-                    if s.connect_ex(("127.0.0.1", port)) == 0:
-                        break
-                await anyio.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            await anyio.to_thread.run_sync(lambda: proc.wait(timeout=10))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            await anyio.to_thread.run_sync(proc.wait)
-
-
 @contextlib.asynccontextmanager
 async def connect(
     flavor: tuple[str, str], tree: Tree, roots: Roots | None, *server_args: str
@@ -116,7 +79,7 @@ async def connect(
             params = StdioServerParameters(command=command[0], args=command[1:])
             read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
         else:
-            url = await stack.enter_async_context(_http_server(command, log))
+            url = await stack.enter_async_context(http_server(command, log))
             read, write, _ = await stack.enter_async_context(streamable_http_client(url))
         session = await stack.enter_async_context(ClientSession(read, write, list_roots_callback=roots))
         await session.initialize()
@@ -224,7 +187,7 @@ async def test_two_concurrent_connections_are_isolated(tree: Tree, flavor: tuple
         # One server, two sessions: the case where one connection's roots could leak to another.
         command = [sys.executable, str(SERVER), kind]
         async with (
-            _http_server(command, tree.base / "server.log") as url,
+            http_server(command, tree.base / "server.log") as url,
             streamable_http_client(url) as (r1, w1, _),
             streamable_http_client(url) as (r2, w2, _),
             ClientSession(r1, w1, list_roots_callback=Roots(tree.project)) as s1,
