@@ -3,9 +3,10 @@
 Each server has two tools with the same body (read a small file): ``guarded`` (``@guard.paths("path")``,
 ``guard.install(server)``) and ``plain``. A client on the framework's in-memory transport calls them in
 interleaved rounds (guarded, plain, plain, guarded, ...); the figure per tool is the median of the rounds'
-per-call times. On 2026-07-28 the guarded call also needs the roots, which come by one multi-round-trip
-(``roots/list`` input request): the script counts the client's roots answers per call, and checks that a
-path outside the operator's ceiling costs none.
+per-call CPU times (client and server share the process, so the figure is the work a call costs, whatever
+else the machine runs). On 2026-07-28 the guarded call also needs the roots, which come by one
+multi-round-trip (``roots/list`` input request): the script counts the client's roots answers per call, and
+checks that a path outside the operator's ceiling costs none.
 
     .venv/bin/python benchmarks/bench_overhead.py [--calls 200] [--rounds 9]
 
@@ -61,10 +62,10 @@ async def measure(call: Call, target: str, calls: int, rounds: int) -> dict[str,
     for r in range(rounds):
         order = ("guarded", "plain") if r % 2 == 0 else ("plain", "guarded")
         for name in order:
-            start = time.perf_counter()
+            start = time.process_time()
             for _ in range(calls):
                 await call(name, target)
-            times[name].append((time.perf_counter() - start) / calls)
+            times[name].append((time.process_time() - start) / calls)
     return {name: statistics.median(values) for name, values in times.items()}
 
 
@@ -254,8 +255,8 @@ def main() -> None:
     else:
         print("(.venv-mcp1 not built: `make .venv-mcp1/.installed` adds the mcp 1.x row)")
     print(
-        f"{args.rounds} interleaved rounds of {args.calls} calls per tool, median per call, "
-        "in-memory transport"
+        f"{args.rounds} interleaved rounds of {args.calls} calls per tool, median CPU time per call "
+        "(client and server), in-memory transport"
     )
     print()
     print(
