@@ -154,6 +154,21 @@ class FastMCP4Adapter:
                 )
         return found
 
+    def swap_in_wrappers(self, server: Any) -> None:
+        """Where @guard.paths stood above @server.tool, fastmcp registered the bare function: put the
+        guard's wrapper in its place at startup, so that a call reaching the tool by a way this middleware
+        does not see (fastmcp's hashed names for app tools) refuses instead of running unchecked."""
+        components = getattr(server.local_provider, _COMPONENTS, None)
+        for component in components.values() if isinstance(components, dict) else ():
+            spec = guarded_function_of(getattr(component, "fn", None))
+            if (
+                isinstance(component, FunctionTool)
+                and spec is not None
+                and spec.policy is self.policy
+                and spec.wrapper is not None
+            ):
+                component.fn = spec.wrapper
+
     def installed(self, server: Any) -> list[GuardPolicy]:
         """The policies of the guards installed on ``server``."""
         return [m.adapter.policy for m in getattr(server, "middleware", []) if isinstance(m, RootsMiddleware)]
@@ -259,6 +274,7 @@ class RootsMiddleware(Middleware):
             policy = self.adapter.policy
             rows = audit_handlers(self.adapter.handlers(self.server), [policy])
             warn_unguarded(rows, strict=policy.strict)
+            self.adapter.swap_in_wrappers(self.server)
         return await call_next(context)
 
     async def on_initialize(
