@@ -69,6 +69,11 @@ def _check_private_corners(server: FastMCP) -> None:
             "mcp-roots cannot find fastmcp's middleware list (fastmcp changed: FastMCP.middleware is not a "
             "list); please report this with your fastmcp version"
         )
+    if not isinstance(getattr(server.local_provider, _COMPONENTS, None), dict):
+        raise SDKChanged(
+            "mcp-roots cannot list fastmcp's registered components (fastmcp changed: "
+            f"LocalProvider.{_COMPONENTS}); please report this with your fastmcp version"
+        )
     fields = {f.name for f in dataclasses.fields(FastMCPRequestContext)}
     if _SDK_CONTEXT_FIELD not in fields:
         raise SDKChanged(

@@ -106,6 +106,9 @@ def _check_private_corners(server: object) -> None:
         manager = getattr(server, _TOOL_MANAGER, None)
         if not all(callable(getattr(manager, name, None)) for name in ("call_tool", "get_tool")):
             raise _sdk_changed(f"FastMCP's tool registry (FastMCP.{_TOOL_MANAGER}.call_tool / get_tool)")
+        resources = getattr(server, _RESOURCE_MANAGER, None)
+        if not callable(getattr(resources, "list_templates", None)):
+            raise _sdk_changed(f"FastMCP's resource registry (FastMCP.{_RESOURCE_MANAGER}.list_templates)")
 
 
 def _parameters_of(fn: Any) -> dict[str, Any]:
@@ -195,8 +198,7 @@ class Mcp1Adapter:
         found = []
         for tool in getattr(server, _TOOL_MANAGER).list_tools():
             found.append(Handler("tool", tool.name, tool.fn, _parameters_of(tool.fn)))
-        resources = getattr(server, _RESOURCE_MANAGER, None)
-        for template in resources.list_templates() if resources is not None else []:
+        for template in getattr(server, _RESOURCE_MANAGER).list_templates():
             uri = template.uri_template
             found.append(
                 Handler(
