@@ -306,7 +306,7 @@ async def test_guard_roots_outside_a_guarded_call(tree: Tree, era: str) -> None:
 
 
 def test_install_checks_the_private_corner_it_relies_on(tree: Tree) -> None:
-    from mcp_roots._errors import SDKChanged  # not yet in mcp_roots.__all__ (DESIGN.md lists it)
+    from mcp_roots import SDKChanged
 
     server: FastMCP = FastMCP("moved")
     server.middleware = tuple(server.middleware)  # type: ignore[assignment]  # as if fastmcp changed it

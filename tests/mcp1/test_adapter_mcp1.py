@@ -265,7 +265,7 @@ def test_install_checks_the_private_corners_it_relies_on(tree: Tree) -> None:
     from mcp.server.fastmcp import FastMCP
     from mcp.server.lowlevel import Server
 
-    from mcp_roots._errors import SDKChanged  # not yet in mcp_roots.__all__ (DESIGN.md lists it)
+    from mcp_roots import SDKChanged
 
     class MovedDispatch(Server):  # type: ignore[type-arg]  # as if mcp changed the dispatch's signature
         async def _handle_message(self, message: Any, session: Any) -> None:  # type: ignore[override]
