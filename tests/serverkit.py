@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -17,6 +16,9 @@ from mcp_types import ErrorData, ListRootsResult, Root
 from mcp_roots import path_to_uri
 
 from .interopkit import FILE_SERVER
+from .tree import Tree
+
+__all__ = ["RootsCallback", "Tree", "load_file_server", "text_of"]
 
 
 def load_file_server() -> ModuleType:
@@ -28,32 +30,6 @@ def load_file_server() -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
-
-
-@dataclass
-class Tree:
-    """A project, a second project, a fallback directory and an outside directory, with a symlink out."""
-
-    base: Path
-    project: Path = field(init=False)
-    other: Path = field(init=False)
-    fallback: Path = field(init=False)
-    outside: Path = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.base = self.base.resolve()
-        self.project = self.base / "project"
-        self.other = self.base / "other"
-        self.fallback = self.base / "fallback"
-        self.outside = self.base / "outside"
-        for d in (self.project / "sub", self.other, self.fallback, self.outside):
-            d.mkdir(parents=True)
-        (self.project / "hello.txt").write_text("hello from project")
-        (self.project / "sub" / "deep.txt").write_text("deep")
-        (self.other / "other.txt").write_text("hello from other")
-        (self.fallback / "fb.txt").write_text("hello from fallback")
-        (self.outside / "secret.txt").write_text("TOP SECRET")
-        (self.project / "escape").symlink_to(self.outside)
 
 
 class RootsCallback:

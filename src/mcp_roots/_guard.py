@@ -90,6 +90,7 @@ __all__ = [
     "audit_handlers",
     "audit_server",
     "call_roots",
+    "client_error_text",
     "exemption_of",
     "format_audit",
     "guarded_call",
@@ -141,6 +142,25 @@ def not_installed_error() -> GuardNotInstalled:
     error_type = type("GuardNotInstalled", (GuardNotInstalled, *bases), {"__module__": __name__})
     error: GuardNotInstalled = error_type(NOT_INSTALLED)
     return error
+
+
+def client_error_text(exc: BaseException) -> str | None:
+    """The one line a client reads for what a guarded tool body raised, or None when it is neither a
+    ``RootsError`` (its message is written for the client) nor an ``OSError`` (:func:`os_error_line`).
+
+    Frameworks wrap a body's exception in their own (``raise ToolError(...) from exc``), so the chain of
+    ``__cause__`` is followed (adapters use it where the framework ran the bare function).
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, RootsError):
+            return " ".join(str(cause).splitlines())
+        if isinstance(cause, OSError):
+            return os_error_line(cause)
+        seen.add(id(cause))
+        cause = cause.__cause__
+    return None
 
 
 # --- Per-connection state ----------------------------------------------------------------------------
@@ -921,7 +941,7 @@ class RootsGuard:
     @staticmethod
     def refusal(exc: RootsError | str) -> Any:
         """A tool result with ``isError: true`` carrying ``exc``'s message, for hand-written handlers
-        (an ``mcp`` 2.x ``CallToolResult``)."""
-        from .adapters.mcp2 import refusal
+        (a ``CallToolResult`` of the ``mcp`` SDK that is installed, 2.x or 1.x)."""
+        from .adapters import refusal
 
         return refusal(str(exc))

@@ -13,6 +13,7 @@ import importlib.metadata
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "KINDS",
@@ -20,6 +21,7 @@ __all__ = [
     "Kind",
     "adapter_for_context",
     "adapter_for_server",
+    "refusal",
     "supported_kinds",
     "tool_error_types",
 ]
@@ -53,6 +55,16 @@ def _is_mcp2() -> bool:
     return _mcp_major() == 2
 
 
+def _is_mcp1() -> bool:
+    return _mcp_major() == 1
+
+
+def _is_fastmcp4() -> bool:
+    """fastmcp 3.x has classes of the same names and modules (on mcp 1.x); only 4.x is served."""
+    version = getattr(sys.modules.get("fastmcp"), "__version__", "")
+    return isinstance(version, str) and version.startswith("4.")
+
+
 KINDS: list[Kind] = [
     Kind("mcp 2.x MCPServer", "mcp.server.mcpserver.server", "MCPServer", "mcp2:Mcp2Adapter", True),
     Kind(
@@ -66,6 +78,30 @@ KINDS: list[Kind] = [
         "mcp2:Mcp2Adapter",
         False,
         _is_mcp2,
+    ),
+    Kind(
+        "fastmcp 4.x FastMCP",
+        "fastmcp.server.server",
+        "FastMCP",
+        "fastmcp4:FastMCP4Adapter",
+        True,
+        _is_fastmcp4,
+    ),
+    Kind(
+        "fastmcp 4.x Context",
+        "fastmcp.server.context",
+        "Context",
+        "fastmcp4:FastMCP4Adapter",
+        False,
+        _is_fastmcp4,
+    ),
+    Kind("mcp 1.x FastMCP", "mcp.server.fastmcp.server", "FastMCP", "mcp1:Mcp1Adapter", True, _is_mcp1),
+    Kind(
+        "mcp 1.x low-level Server", "mcp.server.lowlevel.server", "Server", "mcp1:Mcp1Adapter", True, _is_mcp1
+    ),
+    Kind("mcp 1.x tool Context", "mcp.server.fastmcp.server", "Context", "mcp1:Mcp1Adapter", False, _is_mcp1),
+    Kind(
+        "mcp 1.x RequestContext", "mcp.shared.context", "RequestContext", "mcp1:Mcp1Adapter", False, _is_mcp1
     ),
 ]
 """Every kind the adapters serve; an adapter module adds its rows here."""
@@ -94,6 +130,12 @@ def _lookup(obj: object, server: bool) -> type:
     )
 
 
+def refusal(message: str) -> Any:
+    """A ``CallToolResult`` with ``isError: true`` of the ``mcp`` SDK that is installed (2.x or 1.x)."""
+    module = importlib.import_module(".mcp1" if _mcp_major() == 1 else ".mcp2", __name__)
+    return module.refusal(message)
+
+
 def adapter_for_server(server: object) -> type:
     """The adapter class that serves ``server`` (``TypeError`` naming the supported kinds otherwise)."""
     return _lookup(server, True)
@@ -106,6 +148,8 @@ def adapter_for_context(ctx: object) -> type:
 
 TOOL_ERRORS: list[tuple[str, str]] = [
     ("mcp.server.mcpserver.exceptions", "ToolError"),
+    ("fastmcp.exceptions", "ToolError"),
+    ("mcp.server.fastmcp.exceptions", "ToolError"),
 ]
 """(module, class) of each framework's "a tool failed, show the client this message" exception. A
 guarded function that runs without install() raises an exception of every loaded one of these types, so

@@ -259,7 +259,7 @@ class Mcp2Adapter:
 
     # -- legacy connections --
 
-    def _on_initialize(self, ctx: ServerRequestContext[Any, Any]) -> ConnectionRoots:
+    def open_connection(self, ctx: ServerRequestContext[Any, Any]) -> ConnectionRoots:
         connection = connection_of(ctx)
         roots_cap = _raw_capabilities(ctx.params).get("roots")
         declared = isinstance(roots_cap, Mapping)
@@ -308,7 +308,7 @@ class Mcp2Adapter:
 
         return fetch
 
-    async def _serve_connection(self, ctx: ServerRequestContext[Any, Any]) -> None:
+    async def serve_connection(self, ctx: ServerRequestContext[Any, Any]) -> None:
         """Run this connection's roots refresh for as long as the connection lives.
 
         The SDK runs each notification handler as its own task in the connection's task group and
@@ -318,7 +318,7 @@ class Mcp2Adapter:
         connection = connection_of(ctx)
         state = self.policy.connection(connection)
         if state is None:
-            state = self._on_initialize(dataclasses.replace(ctx, params=None))
+            state = self.open_connection(dataclasses.replace(ctx, params=None))
         if state.served:
             return
         state.served = True
@@ -340,9 +340,9 @@ class Mcp2Adapter:
         On a 2026-07-28 request from a client with roots, this raises the multi-round-trip signal: the
         middleware answers the call with an input request and the handler runs again with the roots.
         """
-        return await self._roots_for(_request_context_of(ctx))
+        return await self.roots_for(_request_context_of(ctx))
 
-    async def _roots_for(self, request_ctx: ServerRequestContext[Any, Any]) -> RootSet:
+    async def roots_for(self, request_ctx: ServerRequestContext[Any, Any]) -> RootSet:
         connection = connection_of(request_ctx)
         if _is_modern(connection):
             caps = connection.client_capabilities
@@ -360,7 +360,7 @@ class Mcp2Adapter:
             # No handshake seen on this connection: stateless HTTP.
             return self.policy.no_lifecycle_fallback()
         if not state.cache_started:
-            # Streamable HTTP: the first roots/list waits for the first guarded call (see _serve_connection).
+            # Streamable HTTP: the first roots/list waits for the first guarded call (see serve_connection).
             state.cache_started = True
             state.cache.start()
         state.waiting.append(request_ctx)
@@ -405,7 +405,7 @@ class Mcp2Adapter:
                     if self.policy.ceiling is not None:
                         # A path outside the ceiling is refused before the client is asked for anything.
                         spec.precheck(self.policy.ceiling, arguments)
-                    roots = await self._roots_for(ctx)
+                    roots = await self.roots_for(ctx)
                 checked = spec.check(roots, arguments)
             except (PathOutsideRoots, InvalidPath, RootsUnavailable) as exc:
                 self.policy.log_refusal(spec.name, exc)
@@ -437,7 +437,7 @@ class Mcp2Adapter:
             if answer is not None:
                 roots = await self.policy.roots_from_client_answer(answer)
             else:
-                roots = await self._roots_for(ctx)
+                roots = await self.roots_for(ctx)
             if is_file:
                 roots.resolve(uri_to_path(uri))
             checked = spec.check(roots, template_params) if spec is not None else None
@@ -497,7 +497,7 @@ class _Middleware:
         if method == "initialize":
             result = await call_next(ctx)
             # Record only; never await the client here (initialize runs inline: that would deadlock).
-            self.adapter._on_initialize(ctx)
+            self.adapter.open_connection(ctx)
             return result
         if method == "notifications/initialized":
             state = self.adapter.policy.connection(connection_of(ctx))
@@ -507,7 +507,7 @@ class _Middleware:
                 logger.debug("ignoring a repeated notifications/initialized")
                 return None
             await call_next(ctx)
-            await self.adapter._serve_connection(ctx)
+            await self.adapter.serve_connection(ctx)
             return None
         if method == "notifications/roots/list_changed":
             state = self.adapter.policy.connection(connection_of(ctx))

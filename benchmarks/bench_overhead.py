@@ -1,0 +1,276 @@
+"""Per-call cost of a guarded tool beside the same tool unguarded, for each adapter and protocol era.
+
+Each server has two tools with the same body (read a small file): ``guarded`` (``@guard.paths("path")``,
+``guard.install(server)``) and ``plain``. A client on the framework's in-memory transport calls them in
+interleaved rounds (guarded, plain, plain, guarded, ...); the figure per tool is the median of the rounds'
+per-call CPU times (client and server share the process, so the figure is the work a call costs, whatever
+else the machine runs). On 2026-07-28 the guarded call also needs the roots, which come by one
+multi-round-trip (``roots/list`` input request): the script counts the client's roots answers per call, and
+checks that a path outside the operator's ceiling costs none.
+
+    .venv/bin/python benchmarks/bench_overhead.py [--calls 200] [--rounds 9]
+
+Run from the main venv it measures ``mcp`` 2.x and ``fastmcp`` 4.x, then runs itself in ``.venv-mcp1`` (when
+``make`` built it) for ``mcp`` 1.x, and prints every row in one table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import logging
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from mcp_roots import RootsGuard, path_to_uri
+
+REPO = Path(__file__).resolve().parent.parent
+MCP1_PYTHON = REPO / ".venv-mcp1" / "bin" / "python"
+
+Call = Callable[[str, str], Awaitable[Any]]
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.calls = 0
+
+
+def read_file(path: str) -> str:
+    """The body of both tools (a 1 KiB file: a blocking read is cheaper than a thread hop here)."""
+    with open(path) as file:
+        return file.read()
+
+
+def make_guard(project: Path, ceiling: Path) -> RootsGuard:
+    return RootsGuard(environ={}, user_config_dir=project / "no-config", ceiling=str(ceiling))
+
+
+async def measure(call: Call, target: str, calls: int, rounds: int) -> dict[str, float]:
+    """Median per-call seconds of ``guarded`` and ``plain`` over interleaved rounds."""
+    for name in ("guarded", "plain"):  # warm up: connection state, first roots/list, caches
+        for _ in range(5):
+            await call(name, target)
+    times: dict[str, list[float]] = {"guarded": [], "plain": []}
+    for r in range(rounds):
+        order = ("guarded", "plain") if r % 2 == 0 else ("plain", "guarded")
+        for name in order:
+            start = time.process_time()
+            for _ in range(calls):
+                await call(name, target)
+            times[name].append((time.process_time() - start) / calls)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+async def rows_mcp2(project: Path, outside: Path, calls: int, rounds: int) -> list[dict[str, Any]]:
+    from mcp import Client
+    from mcp.server import MCPServer
+    from mcp_types import ListRootsResult, Root
+
+    rows = []
+    for era, mode in (("legacy", "legacy"), ("2026-07-28", "auto")):
+        guard = make_guard(project, project.parent)
+        server = MCPServer("bench")
+        guard.install(server)
+
+        @server.tool()
+        @guard.paths("path")
+        async def guarded(path: str) -> str:
+            return read_file(path)
+
+        @server.tool()
+        async def plain(path: str) -> str:
+            return read_file(path)
+
+        counter = Counter()
+
+        async def roots(context: Any, counter: Counter = counter) -> ListRootsResult:
+            counter.calls += 1
+            return ListRootsResult(roots=[Root(uri=path_to_uri(project))])
+
+        async with Client(server, mode=mode, list_roots_callback=roots) as client:  # type: ignore[call-arg]
+
+            async def call(name: str, path: str, client: Any = client) -> Any:
+                result = await client.call_tool(name, {"path": path})
+                assert not result.is_error, result
+                return result
+
+            rows.append(await row("mcp 2.x MCPServer", era, call, project, outside, counter, calls, rounds))
+            rows[-1]["outside"] = await outside_ceiling(client, outside, counter)
+    return rows
+
+
+async def rows_fastmcp4(project: Path, outside: Path, calls: int, rounds: int) -> list[dict[str, Any]]:
+    from fastmcp import Client, FastMCP
+    from mcp_types import Root
+
+    rows = []
+    for era, mode in (("legacy", "legacy"), ("2026-07-28", "auto")):
+        guard = make_guard(project, project.parent)
+        server: FastMCP = FastMCP("bench")
+        guard.install(server)
+
+        @server.tool
+        @guard.paths("path")
+        async def guarded(path: str) -> str:
+            return read_file(path)
+
+        @server.tool
+        async def plain(path: str) -> str:
+            return read_file(path)
+
+        counter = Counter()
+
+        async def roots(context: Any, counter: Counter = counter) -> list[Root]:
+            counter.calls += 1
+            return [Root(uri=path_to_uri(project))]  # type: ignore[arg-type]
+
+        async with Client(server, roots=roots, mode=mode) as client:  # type: ignore[arg-type]
+
+            async def call(name: str, path: str, client: Any = client) -> Any:
+                result = await client.call_tool(name, {"path": path}, raise_on_error=False)
+                assert not result.is_error, result
+                return result
+
+            rows.append(await row("fastmcp 4.x FastMCP", era, call, project, outside, counter, calls, rounds))
+            rows[-1]["outside"] = await outside_ceiling(client, outside, counter, fastmcp=True)
+    return rows
+
+
+async def rows_mcp1(project: Path, outside: Path, calls: int, rounds: int) -> list[dict[str, Any]]:
+    from mcp.server.fastmcp import FastMCP
+    from mcp.shared.memory import create_connected_server_and_client_session
+    from mcp.types import ListRootsResult, Root
+
+    guard = make_guard(project, project.parent)
+    server = FastMCP("bench")
+    guard.install(server)
+
+    @server.tool()
+    @guard.paths("path")
+    async def guarded(path: str) -> str:
+        return read_file(path)
+
+    @server.tool()
+    async def plain(path: str) -> str:
+        return read_file(path)
+
+    counter = Counter()
+
+    async def roots(context: Any) -> ListRootsResult:
+        counter.calls += 1
+        return ListRootsResult(roots=[Root(uri=path_to_uri(project))])  # type: ignore[arg-type]
+
+    async with create_connected_server_and_client_session(
+        server._mcp_server, list_roots_callback=roots
+    ) as client:
+
+        async def call(name: str, path: str) -> Any:
+            result = await client.call_tool(name, {"path": path})
+            assert not result.isError, result
+            return result
+
+        return [await row("mcp 1.x FastMCP", "legacy", call, project, outside, counter, calls, rounds)]
+
+
+async def row(
+    adapter: str,
+    era: str,
+    call: Call,
+    project: Path,
+    outside: Path,
+    counter: Counter,
+    calls: int,
+    rounds: int,
+) -> dict[str, Any]:
+    target = str(project / "data.txt")
+    figures = await measure(call, target, calls, rounds)
+    before = counter.calls
+    await call("guarded", target)
+    return {
+        "adapter": adapter,
+        "era": era,
+        "guarded_us": figures["guarded"] * 1e6,
+        "plain_us": figures["plain"] * 1e6,
+        "roots_per_call": counter.calls - before,
+    }
+
+
+async def outside_ceiling(client: Any, outside: Path, counter: Counter, fastmcp: bool = False) -> int:
+    """Roots requests a call with a path outside the ceiling cost (it must be refused without asking)."""
+    before = counter.calls
+    kwargs = {"raise_on_error": False} if fastmcp else {}
+    result = await client.call_tool("guarded", {"path": str(outside / "secret.txt")}, **kwargs)
+    assert result.is_error, result
+    return counter.calls - before
+
+
+def main() -> None:
+    # fastmcp's logging handler would print every refusal the script provokes on purpose.
+    logging.getLogger("mcp_roots").setLevel(logging.ERROR)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--calls", type=int, default=200, help="calls per tool per round")
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON (used for .venv-mcp1)")
+    args = parser.parse_args()
+    mcp_major = int(importlib.metadata.version("mcp").split(".")[0])
+    with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
+        base = Path(tmp).resolve()
+        project, outside = base / "inside" / "project", base / "outside"
+        project.mkdir(parents=True)
+        outside.mkdir()
+        (project / "data.txt").write_text("x" * 1024)
+        (outside / "secret.txt").write_text("secret")
+        rows: list[dict[str, Any]] = []
+        if mcp_major == 1:
+            rows += anyio.run(rows_mcp1, project, outside, args.calls, args.rounds)
+        else:
+            # The ceiling is the project's parent, so that "outside the ceiling" exists beside it.
+            rows += anyio.run(rows_mcp2, project, outside, args.calls, args.rounds)
+            rows += anyio.run(rows_fastmcp4, project, outside, args.calls, args.rounds)
+    if args.json:
+        print(json.dumps(rows))
+        return
+    if MCP1_PYTHON.exists():
+        command = [
+            str(MCP1_PYTHON),
+            __file__,
+            "--json",
+            "--calls",
+            str(args.calls),
+            "--rounds",
+            str(args.rounds),
+        ]
+        output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        rows += json.loads(output.strip().splitlines()[-1])
+    else:
+        print("(.venv-mcp1 not built: `make .venv-mcp1/.installed` adds the mcp 1.x row)")
+    print(
+        f"{args.rounds} interleaved rounds of {args.calls} calls per tool, median CPU time per call "
+        "(client and server), in-memory transport"
+    )
+    print()
+    print(
+        "| adapter | era | unguarded | guarded | ratio | roots/list per guarded call | outside the ceiling |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        outside_calls = r.get("outside")
+        print(
+            f"| {r['adapter']} | {r['era']} | {r['plain_us']:.0f} us | {r['guarded_us']:.0f} us | "
+            f"{r['guarded_us'] / r['plain_us']:.2f}x | {r['roots_per_call']} | "
+            f"{'-' if outside_calls is None else f'{outside_calls} round trips'} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,333 @@
+"""The official ``mcp`` 1.x adapter: ``mcp.server.fastmcp.FastMCP`` and the low-level ``Server`` (legacy era;
+stdio and streamable HTTP).
+
+mcp 1.x keeps one ``ServerSession`` per connection, which keys the connection's roots, but offers no
+middleware, and its notification handlers are not told which session a notification came from. So the
+adapter wraps the low-level server's message dispatch (``Server._handle_message``, which is) to see
+``initialized`` and ``roots/list_changed``, and FastMCP's tool manager (``call_tool``) to check a guarded
+tool's arguments before its body runs. ``roots/list`` goes out through the public ``send_request``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.lowlevel.server import Server
+from mcp.server.session import ServerSession
+from mcp.shared.context import RequestContext
+from mcp.shared.exceptions import McpError
+from mcp.shared.message import ServerMessageMetadata
+from pydantic import BaseModel, ConfigDict
+
+from .._errors import InvalidPath, PathOutsideRoots, RootsError, RootsUnavailable, SDKChanged
+from .._guard import (
+    NOT_INSTALLED,
+    ConnectionRoots,
+    GuardNotInstalled,
+    GuardPolicy,
+    Handler,
+    audit_handlers,
+    client_error_text,
+    guarded_call,
+    guarded_function_of,
+    strict_refusal,
+    warn_unguarded,
+)
+from .._rootset import RootSet
+
+__all__ = ["Mcp1Adapter", "refusal"]
+
+logger = logging.getLogger("mcp_roots")
+
+# The private corners this adapter touches, checked at install time (see _check_private_corners).
+_DISPATCH = "_handle_message"
+_DISPATCH_PARAMETERS = ["message", "session", "lifespan_context", "raise_exceptions"]
+_TOOL_MANAGER = "_tool_manager"
+_LOWLEVEL_SERVER = "_mcp_server"
+_RESOURCE_MANAGER = "_resource_manager"
+# Where install() records the guards it wired into a low-level server (an attribute of our own).
+_INSTALLED = "_mcp_roots_policies"
+
+
+def refusal(message: str) -> types.CallToolResult:
+    """An mcp 1.x tool result with ``isError: true`` carrying ``message``."""
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], isError=True)
+
+
+class _Refused(RootsError):
+    """A guarded body's refusal, raised through FastMCP's tool runner (which would turn a returned
+    result into a validation error for a tool with an output schema) and answered by the adapter."""
+
+
+def _raise_refusal(message: str) -> Any:
+    raise _Refused(message)
+
+
+class _RawRootsResult(BaseModel):
+    """A ``roots/list`` answer as sent: the cache judges each entry (the typed ``ListRootsResult`` would
+    reject the whole answer for one entry that is not a ``file:`` URI)."""
+
+    model_config = ConfigDict(extra="allow")
+    roots: Any = None
+
+
+def _sdk_changed(what: str) -> SDKChanged:
+    return SDKChanged(
+        f"mcp-roots cannot find {what} (the mcp 1.x SDK changed); please report this with your mcp version"
+    )
+
+
+def _lowlevel_of(server: object) -> Server[Any, Any]:
+    if isinstance(server, Server):
+        return server
+    low = getattr(server, _LOWLEVEL_SERVER, None)
+    if not isinstance(low, Server):
+        raise _sdk_changed(f"the low-level server of FastMCP (FastMCP.{_LOWLEVEL_SERVER})")
+    return low
+
+
+def _check_private_corners(server: object) -> None:
+    low = _lowlevel_of(server)
+    dispatch = getattr(type(low), _DISPATCH, None)
+    if not callable(dispatch):
+        raise _sdk_changed(f"the message dispatch of the low-level Server (Server.{_DISPATCH})")
+    parameters = list(inspect.signature(dispatch).parameters)[1:]
+    if parameters != _DISPATCH_PARAMETERS:
+        raise _sdk_changed(f"Server.{_DISPATCH}({', '.join(_DISPATCH_PARAMETERS)}): it takes {parameters}")
+    if isinstance(server, FastMCP):
+        manager = getattr(server, _TOOL_MANAGER, None)
+        if not all(callable(getattr(manager, name, None)) for name in ("call_tool", "get_tool")):
+            raise _sdk_changed(f"FastMCP's tool registry (FastMCP.{_TOOL_MANAGER}.call_tool / get_tool)")
+        resources = getattr(server, _RESOURCE_MANAGER, None)
+        if not callable(getattr(resources, "list_templates", None)):
+            raise _sdk_changed(f"FastMCP's resource registry (FastMCP.{_RESOURCE_MANAGER}.list_templates)")
+
+
+def _parameters_of(fn: Any) -> dict[str, Any]:
+    """A handler's parameters (name -> annotation), without the injected ``Context``."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {
+        p.name: p.annotation
+        for p in parameters
+        if not (isinstance(p.annotation, type) and issubclass(p.annotation, Context))
+        and p.annotation != "Context"
+    }
+
+
+def _request_context_of(ctx: object) -> RequestContext[Any, Any, Any]:
+    """Accept FastMCP's tool ``Context`` or the low-level ``RequestContext`` (``server.request_context``)."""
+    if isinstance(ctx, Context):
+        return ctx.request_context
+    if isinstance(ctx, RequestContext):
+        return ctx
+    raise TypeError(
+        f"expected an mcp Context or RequestContext, got {type(ctx).__name__}; declare a parameter typed "
+        "`Context` on your tool (or pass server.request_context in a low-level handler) to guard.roots(ctx)"
+    )
+
+
+class Mcp1Adapter:
+    """One guard's wiring into ``mcp`` 1.x servers (see ``mcp_roots._guard`` for the interface)."""
+
+    def __init__(self, policy: GuardPolicy | None) -> None:
+        # None: an adapter that only reads a server (mcp-roots audit), never installs or serves.
+        self.policy: GuardPolicy = policy  # type: ignore[assignment]
+        self._policies: weakref.WeakKeyDictionary[Any, list[GuardPolicy]] = weakref.WeakKeyDictionary()
+        self._installed: set[int] = set()
+        # Sessions whose messages went through an installed server's dispatch: a request on any other
+        # session comes from a server where guard.install(server) was never called.
+        self._sessions: weakref.WeakSet[ServerSession] = weakref.WeakSet()
+
+    def install(self, server: Any) -> None:
+        """Wrap the low-level server's message dispatch (and a FastMCP's tool manager) once."""
+        _check_private_corners(server)
+        if id(server) in self._installed:
+            return
+        self._installed.add(id(server))
+        low = _lowlevel_of(server)
+        setattr(low, _INSTALLED, [*getattr(low, _INSTALLED, []), self.policy])
+        dispatch: Callable[..., Awaitable[None]] = getattr(low, _DISPATCH)
+        audited = False
+
+        async def handle_message(
+            message: Any, session: ServerSession, lifespan_context: Any, raise_exceptions: bool = False
+        ) -> None:
+            nonlocal audited
+            if not audited:
+                # Startup, as far as a server can tell: tools are registered by the time the first
+                # message arrives (they are often decorated after install()).
+                audited = True
+                rows = audit_handlers(self.handlers(server), [self.policy])
+                warn_unguarded(rows, strict=self.policy.strict)
+            self._sessions.add(session)
+            if isinstance(message, types.ClientNotification):
+                if isinstance(message.root, types.RootsListChangedNotification):
+                    # Recorded before the notification's handlers run and before any request that
+                    # arrived after it is handled (each message is a task started in arrival order).
+                    state = self.policy.connection(session)
+                    if state is not None:
+                        state.cache.notify_changed()
+                elif isinstance(message.root, types.InitializedNotification):
+                    await dispatch(message, session, lifespan_context, raise_exceptions)
+                    # Outside the SDK's dispatch on purpose: it records warnings for the whole task.
+                    await self._serve_connection(session)
+                    return
+            await dispatch(message, session, lifespan_context, raise_exceptions)
+
+        setattr(low, _DISPATCH, handle_message)
+        if isinstance(server, FastMCP):
+            self._wrap_tool_manager(server)
+
+    def handlers(self, server: Any) -> list[Handler]:
+        """FastMCP's tools and resource templates (for the audit); none for a low-level server, whose
+        handlers are the user's own dispatch functions."""
+        if not isinstance(server, FastMCP):
+            return []
+        _check_private_corners(server)
+        found = []
+        for tool in getattr(server, _TOOL_MANAGER).list_tools():
+            found.append(Handler("tool", tool.name, tool.fn, _parameters_of(tool.fn)))
+        for template in getattr(server, _RESOURCE_MANAGER).list_templates():
+            uri = template.uri_template
+            found.append(
+                Handler(
+                    "resource template", uri, template.fn, _parameters_of(template.fn), uri[:5] == "file:"
+                )
+            )
+        return found
+
+    def installed(self, server: Any) -> list[GuardPolicy]:
+        """The policies of the guards installed on ``server``."""
+        return list(getattr(_lowlevel_of(server), _INSTALLED, []))
+
+    # -- legacy connections --
+
+    def _open(self, session: ServerSession) -> ConnectionRoots:
+        existing = self.policy.connection(session)
+        if existing is not None:
+            return existing
+        params = session.client_params
+        roots_cap = params.capabilities.roots if params is not None else None
+        return self.policy.open_connection(
+            session,
+            self._fetcher(session),
+            declared=roots_cap is not None,
+            list_changed=bool(roots_cap is not None and roots_cap.listChanged),
+        )
+
+    def _fetcher(self, session: ServerSession) -> Callable[[], Awaitable[object]]:
+        async def fetch() -> object:
+            state = self.policy.connection(session)
+            waiting = state.waiting if state is not None else []
+            # Tied to a call that waits for the answer: on streamable HTTP the request then rides that
+            # call's open response stream rather than the standalone GET stream, which the client may not
+            # have opened (yet); the SDK drops messages for a stream that is not there.
+            metadata = ServerMessageMetadata(related_request_id=waiting[-1]) if waiting else None
+            request = types.ServerRequest(types.ListRootsRequest(method="roots/list"))
+            try:
+                result = await session.send_request(request, _RawRootsResult, metadata=metadata)
+            except McpError as exc:
+                if exc.error.code == types.CONNECTION_CLOSED:
+                    logger.debug("roots/list abandoned: the connection closed")
+                    await anyio.sleep_forever()
+                # -32601 / -32600 "not supported" (roots switched off in the host), like any other failed
+                # answer, keeps the last valid roots (or none), never the fallback (the cache logs it).
+                raise
+            return {"roots": result.roots}
+
+        return fetch
+
+    async def _serve_connection(self, session: ServerSession) -> None:
+        """Run this connection's roots refresh for as long as the connection lives (the SDK cancels its
+        message tasks when the connection ends), then forget the connection."""
+        state = self._open(session)
+        try:
+            # The first roots/list goes out with the first call that needs roots, tied to that call: when
+            # initialized arrives the adapter cannot tell stdio from streamable HTTP, where a request sent
+            # before the client opened its GET stream is dropped.
+            await state.cache.run()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.policy.close_connection(session)
+
+    async def _roots_for(self, request_ctx: RequestContext[Any, Any, Any]) -> RootSet:
+        session = request_ctx.session
+        if not isinstance(session, ServerSession):
+            raise _sdk_changed("the ServerSession of a request (RequestContext.session)")
+        if session not in self._sessions:
+            logger.error("refused a request for roots: %s", NOT_INSTALLED)
+            raise GuardNotInstalled(NOT_INSTALLED)
+        state = self.policy.connection(session)
+        if state is None:
+            if session.client_params is None:
+                # No handshake on this session: stateless streamable HTTP.
+                return self.policy.no_lifecycle_fallback()
+            state = self._open(session)
+        if not state.cache_started:
+            state.cache_started = True
+            state.cache.start()
+        state.waiting.append(request_ctx.request_id)
+        try:
+            roots = await state.cache.fresh(self.policy.timeout)
+        finally:
+            state.waiting.remove(request_ctx.request_id)
+        return self.policy.served_roots(roots)
+
+    async def roots(self, ctx: Any) -> RootSet:
+        """The roots in force for the request ``ctx`` (FastMCP's ``Context`` or a ``RequestContext``)."""
+        return await self._roots_for(_request_context_of(ctx))
+
+    # -- FastMCP tools --
+
+    def _wrap_tool_manager(self, server: FastMCP) -> None:
+        manager = getattr(server, _TOOL_MANAGER)
+        call_tool: Callable[..., Awaitable[Any]] = manager.call_tool
+        get_tool: Callable[[str], Any] = manager.get_tool
+
+        async def guarded_call_tool(
+            name: str, arguments: dict[str, Any], context: Any = None, convert_result: bool = False
+        ) -> Any:
+            tool = get_tool(name)
+            fn = getattr(tool, "fn", None)
+            if self.policy.strict and fn is not None:
+                why = strict_refusal(fn, name)
+                if why is not None:
+                    logger.warning("refused %s(): %s", name, why)
+                    return refusal(why)
+            spec = guarded_function_of(fn)
+            if spec is None or spec.policy is not self.policy or not isinstance(context, Context):
+                return await call_tool(name, arguments, context=context, convert_result=convert_result)
+            if spec.wrapper is not None and fn is not spec.wrapper:
+                # @guard.paths stood above @server.tool(): FastMCP registered the bare function. Run the
+                # wrapper instead, so that the body's OS errors and refusals become one readable line too.
+                tool.fn = spec.wrapper
+            try:
+                roots = await self._roots_for(context.request_context)
+                checked = spec.check(roots, arguments)
+            except (PathOutsideRoots, InvalidPath, RootsUnavailable) as exc:
+                logger.info("refused %s(): %s", spec.name, exc)
+                return refusal(str(exc))
+            try:
+                with guarded_call(spec, roots, _raise_refusal):
+                    return await call_tool(name, checked, context=context, convert_result=convert_result)
+            except ToolError as exc:
+                # FastMCP wraps what the body raised ("Error executing tool ..."); a refusal or an OS error
+                # is one readable line for the client, whichever side of @server.tool() @guard.paths is on.
+                text = client_error_text(exc)
+                if text is None:
+                    raise
+                logger.info("refused %s(): %s", spec.name, text)
+                return refusal(text)
+
+        manager.call_tool = guarded_call_tool
