@@ -64,10 +64,25 @@ class StdinLines:
     async def __anext__(self) -> str:
         while not self._lines:
             if self._eof:
+                # The SDK's dispatcher cancels the requests still in flight when the stream ends; its reader
+                # sees EOF one worker-thread round trip after the last line, so do the same once here:
+                # requests sent just before EOF get the chance they get on the SDK's transport.
+                await anyio.to_thread.run_sync(_nothing)
                 raise StopAsyncIteration
             await anyio.wait_readable(self._fd)
             self.feed(os.read(self._fd, _READ_CHUNK))
         return self._lines.popleft()
+
+    @property
+    def held(self) -> int:
+        """Bytes read and held that do not yet make a whole line."""
+        return len(self._buffer)
+
+    def ready(self) -> list[str]:
+        """Take the complete lines queued so far (the ones ``async for`` would give next)."""
+        lines = list(self._lines)
+        self._lines.clear()
+        return lines
 
     def feed(self, chunk: bytes) -> None:
         """Take the next bytes read (``b""`` is EOF) and queue the complete lines they end."""
@@ -138,6 +153,10 @@ class StdoutWriter:
                 return
             data = data[written:]
         await anyio.to_thread.run_sync(_write_all, self._fd, data)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _write_all(fd: int, data: bytes) -> None:
