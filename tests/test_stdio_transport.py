@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from mcp_roots.adapters.mcp2_stdio import StdinLines
@@ -29,7 +30,11 @@ def message(**fields: Any) -> bytes:
 
 
 def initialize() -> bytes:
-    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    params = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
     return message(id=1, method="initialize", params=params)
 
 
@@ -70,7 +75,8 @@ class Peer:
 
     def close(self) -> tuple[list[Any], int]:
         """Close stdin (EOF); the rest of the answers and the exit code."""
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
         self.process.stdin.close()
         rest = self.pending + self.process.stdout.read()
         code = self.process.wait(GIVE_UP)
@@ -99,8 +105,10 @@ def transcript(transport: str, root: Path) -> list[Any]:
     answers += peer.send(b"\n" + b"not json\n" + b'{"jsonrpc": "2.0", "id": 2}\n', 0)
     answers += peer.send(message(id=3, method="no/such/method") + b"\n", 1)
     answers += peer.send(read_call(4, base + b"/a.txt") + b"\r\n", 1)
-    # A lone \r ends a line too (universal newlines); undecodable bytes become U+FFFD, as the SDK's reader does.
-    answers += peer.send(read_call(5, base + b"/\xff\xfe.txt") + b"\r" + read_call(6, base + b"/\xc3\xa9.txt"), 0)
+    # A lone \r ends a line too (universal newlines); undecodable bytes become U+FFFD, as in the SDK's reader.
+    answers += peer.send(
+        read_call(5, base + b"/\xff\xfe.txt") + b"\r" + read_call(6, base + b"/\xc3\xa9.txt"), 0
+    )
     answers += peer.send(b"\n", 2)
     answers += peer.send(message(id=7, method="tools/list") + b"\n", 1)  # longer than PIPE_BUF
     answers += peer.send(b"\n".join(message(id=n, method="ping") for n in range(8, 40)) + b"\n", 32)
@@ -149,7 +157,9 @@ def test_a_line_over_the_cap_is_dropped_and_the_next_is_served(root: Path) -> No
     huge = ping(4, 10 * 1024 * 1024)
     for start in range(0, len(huge), 1024 * 1024):
         peer.send(huge[start : start + 1024 * 1024], 0)
-    assert peer.send(b"\n" + message(id=5, method="ping") + b"\n", 1) == [{"jsonrpc": "2.0", "id": 5, "result": {}}]
+    assert peer.send(b"\n" + message(id=5, method="ping") + b"\n", 1) == [
+        {"jsonrpc": "2.0", "id": 5, "result": {}}
+    ]
     rest, code = peer.close()
     assert (rest, code) == ([], 0)
     log = peer.stderr()
@@ -174,7 +184,6 @@ def test_cap_must_be_positive() -> None:
         StdinLines(fd=-1, max_line_bytes=0)
 
 
-
 @pytest.mark.anyio
 async def test_reads_a_real_pipe_on_the_event_loop() -> None:
     read_end, write_end = os.pipe()
@@ -190,7 +199,7 @@ async def test_reads_a_real_pipe_on_the_event_loop() -> None:
             tg.start_soon(reader)
             for piece in (b'{"a":', b" 1}\n{", b'"b": 2}\r', b"\n\xff\n", b"end"):
                 os.write(write_end, piece)
-                await anyio.sleep(0)
+                await anyio.lowlevel.checkpoint()
             os.close(write_end)
             write_end = -1
         assert got == ['{"a": 1}\n', '{"b": 2}\n', "\ufffd\n", "end\n"]
