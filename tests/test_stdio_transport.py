@@ -19,7 +19,11 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from mcp_roots.adapters.mcp2_stdio import StdinLines
+from mcp.server import MCPServer
+from mcp.server.lowlevel import Server
+
+from mcp_roots import SDKChanged
+from mcp_roots.adapters.mcp2_stdio import StdinLines, check_stdio_server, lowlevel_of
 
 SERVER = Path(__file__).parent / "servers" / "fs_stdio_server.py"
 GIVE_UP = 120.0  # seconds without a byte from the server: fail instead of hanging (not a timing check)
@@ -177,6 +181,21 @@ def test_line_buffer_stays_bounded() -> None:
     lines.feed(b"\nlast")
     lines.feed(b"")
     assert lines.ready() == ["next\n", "last\n"]
+
+
+def test_the_sdk_seams_the_transport_uses_are_there() -> None:
+    # Contract with mcp 2.x: MCPServer keeps its low-level Server in _lowlevel_server (private), and
+    # stdio_server() takes explicit stdin/stdout streams (public). A move of either must say so.
+    assert isinstance(lowlevel_of(MCPServer("contract")), Server)
+    check_stdio_server()
+
+    class Moved(MCPServer):
+        def __init__(self) -> None:
+            super().__init__("moved")
+            self._lowlevel_server = None  # type: ignore[assignment]
+
+    with pytest.raises(SDKChanged, match="_lowlevel_server"):
+        lowlevel_of(Moved())
 
 
 def test_cap_must_be_positive() -> None:

@@ -27,7 +27,15 @@ from mcp.server.stdio import stdio_server
 
 from .._errors import SDKChanged
 
-__all__ = ["DEFAULT_MAX_LINE_BYTES", "StdinLines", "StdoutWriter", "pipes_claimed", "serve_stdio"]
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "StdinLines",
+    "StdoutWriter",
+    "check_stdio_server",
+    "lowlevel_of",
+    "pipes_claimed",
+    "serve_stdio",
+]
 
 logger = logging.getLogger("mcp_roots")
 
@@ -196,7 +204,7 @@ def pipes_claimed() -> Iterator[tuple[int, int]]:
         os.close(wire_out)
 
 
-def _lowlevel_of(server: MCPServer) -> Server[Any]:
+def lowlevel_of(server: MCPServer) -> Server[Any]:
     """The low-level ``Server`` behind an ``MCPServer`` (a private attribute in mcp 2.3), checked."""
     lowlevel = getattr(server, "_lowlevel_server", None)
     if not isinstance(lowlevel, Server):
@@ -207,7 +215,7 @@ def _lowlevel_of(server: MCPServer) -> Server[Any]:
     return lowlevel
 
 
-def _check_stdio_server() -> None:
+def check_stdio_server() -> None:
     parameters = inspect.signature(stdio_server).parameters
     if "stdin" not in parameters or "stdout" not in parameters:
         raise SDKChanged("mcp's stdio_server() no longer takes stdin= and stdout= streams")
@@ -222,8 +230,8 @@ async def serve_stdio(server: MCPServer, *, max_line_bytes: int = DEFAULT_MAX_LI
     if sys.platform == "win32" or not (_is_pipe(0) and _is_pipe(1)):
         await server.run_stdio_async()
         return
-    lowlevel = _lowlevel_of(server)
-    _check_stdio_server()
+    lowlevel = lowlevel_of(server)
+    check_stdio_server()
     run: Callable[..., Any] = lowlevel.run
     with pipes_claimed() as (wire_in, wire_out):
         stdin = cast(anyio.AsyncFile[str], StdinLines(wire_in, max_line_bytes))
