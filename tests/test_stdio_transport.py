@@ -18,7 +18,6 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-
 from mcp.server import MCPServer
 from mcp.server.lowlevel import Server
 

@@ -193,7 +193,14 @@ def pipes_claimed() -> Iterator[tuple[int, int]]:
             os.dup2(null, 0)
         finally:
             os.close(null)
-        os.dup2(2, 1)
+        try:
+            os.dup2(2, 1)
+        except OSError:  # no stderr: stray output goes nowhere rather than onto the wire
+            sink = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(sink, 1)
+            finally:
+                os.close(sink)
         yield wire_in, wire_out
     finally:
         with contextlib.suppress(OSError):
