@@ -188,19 +188,22 @@ def pipes_claimed() -> Iterator[tuple[int, int]]:
     wire_in = os.dup(0)
     wire_out = os.dup(1)
     try:
-        null = os.open(os.devnull, os.O_RDONLY)
-        try:
-            os.dup2(null, 0)
-        finally:
-            os.close(null)
+        # Best effort, as the SDK's: where the null device cannot be opened (a sandbox), fd 0 stays the wire.
+        with contextlib.suppress(OSError):
+            null = os.open(os.devnull, os.O_RDONLY)
+            try:
+                os.dup2(null, 0)
+            finally:
+                os.close(null)
         try:
             os.dup2(2, 1)
         except OSError:  # no stderr: stray output goes nowhere rather than onto the wire
-            sink = os.open(os.devnull, os.O_WRONLY)
-            try:
-                os.dup2(sink, 1)
-            finally:
-                os.close(sink)
+            with contextlib.suppress(OSError):
+                sink = os.open(os.devnull, os.O_WRONLY)
+                try:
+                    os.dup2(sink, 1)
+                finally:
+                    os.close(sink)
         yield wire_in, wire_out
     finally:
         with contextlib.suppress(OSError):
