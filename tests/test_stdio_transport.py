@@ -62,7 +62,8 @@ class Peer:
         assert self.process.stdin is not None
         self.process.stdin.write(data)
         self.process.stdin.flush()
-        return [json.loads(self.line()) for _ in range(answers)]
+        # Answers to requests sent together may come in any order (each request is its own task).
+        return sorted((json.loads(self.line()) for _ in range(answers)), key=lambda answer: answer["id"])
 
     def line(self) -> bytes:
         assert self.process.stdout is not None
