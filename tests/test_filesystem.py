@@ -443,6 +443,7 @@ def test_search_and_tree_are_capped_typescript_client(tmp_path: Path) -> None:
         ([], "needs the directories it may serve"),
         (["--roots", ","], "names no directories"),
         (["{root}", "--max-results", "0"], "--max-results must be at least 1"),
+        (["{root}", "--max-message-bytes", "0"], "--max-message-bytes must be at least 1"),
         (["{root}/does-not-exist"], "does not exist"),
     ],
 )

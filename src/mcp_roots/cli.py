@@ -5,6 +5,7 @@ them as environment variables for subprocesses. Errors are one line on stderr, n
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import json
 import logging
@@ -370,6 +371,13 @@ def _add_serve_command(command: Any) -> None:
         help="the most entries directory_tree, search_files and the listings return (default 100000)",
     )
     serve.add_argument(
+        "--max-message-bytes",
+        type=int,
+        metavar="N",
+        help="the longest message (one JSON line) taken from a stdio client; longer ones are dropped "
+        "(default 33554432, 32 MiB)",
+    )
+    serve.add_argument(
         "--log-level",
         default="WARNING",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -386,6 +394,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     try:
         server = _build_filesystem_server(args)
+        max_message = _max_message_bytes(args)
     except (RootsError, OSError, ValueError) as exc:
         _say(sys.stderr, f"{PROG}: error: {exc}")
         return EXIT_ERROR
@@ -393,10 +402,24 @@ def _serve(args: argparse.Namespace) -> int:
         if args.http is not None:
             server.run("streamable-http", host="127.0.0.1", port=args.http)
         else:
-            server.run("stdio")
+            import anyio
+
+            from .adapters.mcp2_stdio import serve_stdio
+
+            anyio.run(functools.partial(serve_stdio, server, max_line_bytes=max_message))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     return EXIT_OK
+
+
+def _max_message_bytes(args: argparse.Namespace) -> int:
+    from .adapters.mcp2_stdio import DEFAULT_MAX_LINE_BYTES
+
+    if args.max_message_bytes is None:
+        return DEFAULT_MAX_LINE_BYTES
+    if args.max_message_bytes < 1:
+        raise ConfigError(f"--max-message-bytes must be at least 1, not {args.max_message_bytes}")
+    return int(args.max_message_bytes)
 
 
 def _build_filesystem_server(args: argparse.Namespace) -> Any:

@@ -1,0 +1,250 @@
+"""A stdio transport for an ``mcp`` 2.x ``MCPServer`` without a worker-thread hop per line.
+
+The SDK's ``stdio_server()`` reads each line, writes and flushes each answer in a worker thread; here the
+pipes are read and written from the event loop (``anyio.wait_readable`` + ``os.read``), and the SDK's own
+``stdio_server(stdin=..., stdout=...)`` still does the framing, so parsing and errors are the SDK's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import os
+import re
+import select
+import stat
+import sys
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+import anyio
+import anyio.to_thread
+from mcp.server import MCPServer
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from .._errors import SDKChanged
+
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "StdinLines",
+    "StdoutWriter",
+    "check_stdio_server",
+    "lowlevel_of",
+    "pipes_claimed",
+    "serve_stdio",
+]
+
+logger = logging.getLogger("mcp_roots")
+
+DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
+"""The longest message (one line of JSON, in bytes) the transport takes from a client; longer ones are
+dropped (the SDK's transport has no bound: a client could make it hold any amount of memory)."""
+
+_READ_CHUNK = 64 * 1024
+# Line ends as the SDK's text wrapper sees them (universal newlines): \r\n, \r or \n.
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+class StdinLines:
+    """The lines of a pipe, as ``async for line in`` over the SDK's UTF-8 text wrapper gives them.
+
+    Universal newlines (each ending becomes ``"\\n"``), undecodable bytes replaced by U+FFFD, a last line
+    without an ending still given at EOF; a line longer than ``max_line_bytes`` is dropped with a warning and
+    never held whole (the buffer stays below ``max_line_bytes`` + one read).
+    """
+
+    def __init__(self, fd: int, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        if max_line_bytes < 1:
+            raise ValueError(f"max_line_bytes must be at least 1, not {max_line_bytes}")
+        self._fd = fd
+        self._max = max_line_bytes
+        self._buffer = bytearray()
+        self._lines: deque[str] = deque()
+        self._dropping = False  # inside a line already found too long: skip to its end
+        self._eof = False
+
+    def __aiter__(self) -> StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        while not self._lines:
+            if self._eof:
+                # The SDK's dispatcher cancels the requests still in flight when the stream ends; its reader
+                # sees EOF one worker-thread round trip after the last line, so do the same once here:
+                # requests sent just before EOF get the chance they get on the SDK's transport.
+                await anyio.to_thread.run_sync(_nothing)
+                raise StopAsyncIteration
+            await anyio.wait_readable(self._fd)
+            self.feed(os.read(self._fd, _READ_CHUNK))
+        return self._lines.popleft()
+
+    @property
+    def held(self) -> int:
+        """Bytes read and held that do not yet make a whole line."""
+        return len(self._buffer)
+
+    def ready(self) -> list[str]:
+        """Take the complete lines queued so far (the ones ``async for`` would give next)."""
+        lines = list(self._lines)
+        self._lines.clear()
+        return lines
+
+    def feed(self, chunk: bytes) -> None:
+        """Take the next bytes read (``b""`` is EOF) and queue the complete lines they end."""
+        if not chunk:
+            self._eof = True
+        # The bytes held have no line end, except maybe a last \r: scan only from there (a long line is
+        # scanned once, not once per read).
+        scan_from = max(0, len(self._buffer) - 1)
+        self._buffer += chunk
+        start = 0
+        for end in _LINE_END.finditer(self._buffer, scan_from):
+            if end.group() == b"\r" and end.end() == len(self._buffer) and not self._eof:
+                break  # may be the first half of \r\n: wait for the next byte
+            self._take(self._buffer[start : end.start()])
+            self._dropping = False
+            start = end.end()
+        del self._buffer[:start]
+        if self._eof:
+            if self._buffer:
+                self._take(self._buffer)
+            self._buffer.clear()
+        elif len(self._buffer) > self._max:
+            if not self._dropping:
+                self._refuse(len(self._buffer))
+            self._dropping = True
+            self._buffer.clear()
+
+    def _take(self, line: bytearray) -> None:
+        if self._dropping:
+            return
+        if len(line) > self._max:
+            self._refuse(len(line))
+            return
+        self._lines.append(line.decode("utf-8", "replace") + "\n")
+
+    def _refuse(self, size: int) -> None:
+        logger.warning(
+            "dropped a message from the client: longer than %d bytes (at least %d), the most the "
+            "stdio transport takes in one line (--max-message-bytes)",
+            self._max,
+            size,
+        )
+
+
+class StdoutWriter:
+    """``write`` + ``flush`` of the SDK's stdout, for a pipe: an answer that fits the pipe's atomic size
+    (``PIPE_BUF``) and finds the pipe writable is written from the event loop; a larger one, or one that
+    would wait for the client to read, is written in a worker thread as the SDK does."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._pending: list[str] = []
+        self._poll = select.poll()
+        self._poll.register(fd, select.POLLOUT)
+
+    async def write(self, text: str) -> int:
+        self._pending.append(text)
+        return len(text)
+
+    async def flush(self) -> None:
+        data = "".join(self._pending).encode("utf-8")
+        self._pending.clear()
+        if len(data) <= select.PIPE_BUF and self._poll.poll(0):
+            # A pipe that polls writable has a free page: a write of at most PIPE_BUF bytes neither blocks
+            # nor splits (POSIX pipe atomicity), so it cannot stall the event loop.
+            written = os.write(self._fd, data)
+            if written == len(data):
+                return
+            data = data[written:]
+        await anyio.to_thread.run_sync(_write_all, self._fd, data)
+
+
+def _nothing() -> None:
+    pass
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _is_pipe(fd: int) -> bool:
+    try:
+        return stat.S_ISFIFO(os.fstat(fd).st_mode)
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def pipes_claimed() -> Iterator[tuple[int, int]]:
+    """Take fds 0 and 1 for the wire, as the SDK's ``stdio_server()`` does: the wire moves to private
+    descriptors, fd 0 reads the null device and fd 1 goes to stderr (so a tool's or a child's stray
+    output cannot corrupt a frame), and both are put back on exit. Yields (wire in, wire out)."""
+    wire_in = os.dup(0)
+    wire_out = os.dup(1)
+    try:
+        # Best effort, as the SDK's: where the null device cannot be opened (a sandbox), fd 0 stays the wire.
+        with contextlib.suppress(OSError):
+            null = os.open(os.devnull, os.O_RDONLY)
+            try:
+                os.dup2(null, 0)
+            finally:
+                os.close(null)
+        try:
+            os.dup2(2, 1)
+        except OSError:  # no stderr: stray output goes nowhere rather than onto the wire
+            with contextlib.suppress(OSError):
+                sink = os.open(os.devnull, os.O_WRONLY)
+                try:
+                    os.dup2(sink, 1)
+                finally:
+                    os.close(sink)
+        yield wire_in, wire_out
+    finally:
+        with contextlib.suppress(OSError):
+            os.dup2(wire_in, 0)
+        with contextlib.suppress(OSError):
+            os.dup2(wire_out, 1)
+        os.close(wire_in)
+        os.close(wire_out)
+
+
+def lowlevel_of(server: MCPServer) -> Server[Any]:
+    """The low-level ``Server`` behind an ``MCPServer`` (a private attribute in mcp 2.3), checked."""
+    lowlevel = getattr(server, "_lowlevel_server", None)
+    if not isinstance(lowlevel, Server):
+        raise SDKChanged("mcp's MCPServer._lowlevel_server is gone or no longer a mcp.server.lowlevel.Server")
+    for name in ("run", "create_initialization_options"):
+        if not callable(getattr(lowlevel, name, None)):
+            raise SDKChanged(f"mcp's lowlevel Server.{name} is gone")
+    return lowlevel
+
+
+def check_stdio_server() -> None:
+    parameters = inspect.signature(stdio_server).parameters
+    if "stdin" not in parameters or "stdout" not in parameters:
+        raise SDKChanged("mcp's stdio_server() no longer takes stdin= and stdout= streams")
+
+
+async def serve_stdio(server: MCPServer, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+    """Serve ``server`` over this process's stdin and stdout until the client closes stdin.
+
+    Pipes (how MCP clients start a stdio server) take the fast path; anything else (a file, a terminal)
+    is left to the SDK's own ``MCPServer.run_stdio_async()``.
+    """
+    if sys.platform == "win32" or not (_is_pipe(0) and _is_pipe(1)):
+        await server.run_stdio_async()
+        return
+    lowlevel = lowlevel_of(server)
+    check_stdio_server()
+    run: Callable[..., Any] = lowlevel.run
+    with pipes_claimed() as (wire_in, wire_out):
+        stdin = cast(anyio.AsyncFile[str], StdinLines(wire_in, max_line_bytes))
+        stdout = cast(anyio.AsyncFile[str], StdoutWriter(wire_out))
+        async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):
+            await run(read_stream, write_stream, lowlevel.create_initialization_options())
