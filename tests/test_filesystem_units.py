@@ -217,3 +217,17 @@ def test_a_directory_swapped_for_a_symlink_during_a_walk_never_leads_outside(tmp
     finally:
         stop.set()
         swapper.join()
+
+
+def test_the_audit_finds_every_path_parameter_guarded_or_exempt(tmp_path: Path) -> None:
+    # mcp-roots serve must start without "unguarded path parameter" warnings: every tool with a path-like
+    # parameter is either under @guard.paths or checks its paths itself through the RootSet operations.
+    from mcp_roots import RootsGuard
+    from mcp_roots.filesystem import Settings, build_server
+
+    guard = RootsGuard([str(tmp_path)])
+    rows = guard.audit(build_server(guard, Settings()))
+    assert {row.name for row in rows if row.path_parameters} >= {"read_text_file", "move_file"}
+    assert [row for row in rows if row.unguarded] == []
+    exempt = {row.name for row in rows if row.exempt is not None}
+    assert exempt == {"read_multiple_files", "move_file"}

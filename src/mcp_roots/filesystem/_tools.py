@@ -221,12 +221,19 @@ def build_server(
     walk_limits = settings.walk
 
     def tool(
-        name: str, title: str, description: str, annotations: ToolAnnotations, *paths: str
+        name: str,
+        title: str,
+        description: str,
+        annotations: ToolAnnotations,
+        *paths: str,
+        exempt: str | None = None,
     ) -> Callable[[Any], Any]:
         def register(fn: Any) -> Any:
             if settings.read_only and name in WRITE_TOOLS:
                 return fn
-            guarded = guard.paths(*paths)(fn)
+            guarded = guard.paths(*paths)(fn)  # with no names: the call's roots and readable refusals
+            if exempt is not None:
+                guarded = guard.exempt(exempt)(guarded)
             server.tool(name=name, title=title, description=description, annotations=annotations)(guarded)
             return fn
 
@@ -326,6 +333,7 @@ def build_server(
         "Read several files at once; each file's contents follow its path, and a file that cannot be "
         "read gets an error line instead of stopping the others. Only works within allowed directories.",
         _READ,
+        exempt="each path is opened through the RootSet operations in the tool, one error line per file",
     )
     async def read_multiple_files(
         paths: Annotated[
@@ -431,19 +439,19 @@ def build_server(
         "Move or rename a file or directory. Fails if the destination already exists. Both source and "
         "destination must be within allowed directories.",
         _writes(destructive=True, idempotent=False),
+        exempt="RootSet.rename checks both ends beneath the roots and moves a symlink itself",
     )
     async def move_file(source: str, destination: str, ctx: Context) -> TextOutput:
         roots = await guard.roots(ctx)
 
         def work() -> None:
             # The final names are acted on as they are (a symlink is moved, not its target), so they are
-            # not resolved first. RootSet.rename replaces an existing destination; the official tool
-            # refuses to, so look first (a race here can only replace a file inside the roots).
-            target = _absolute(roots, destination).rstrip("/")
-            parent, name = posixpath.split(target)
-            if name in roots.listdir(parent or "/"):
-                raise ToolFailure(f"Destination already exists: {destination}")
-            roots.rename(source, destination)
+            # not resolved first. The official tool refuses an existing destination: replace=False does,
+            # atomically (renameat2 RENAME_NOREPLACE), with no look-then-rename window.
+            try:
+                roots.rename(source, destination, replace=False)
+            except FileExistsError:
+                raise ToolFailure(f"Destination already exists: {destination}") from None
 
         result = await _run(work, source)
         if isinstance(result, CallToolResult):
