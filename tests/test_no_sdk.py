@@ -86,3 +86,16 @@ print(json.dumps(out))
     assert out["audit"] == 2  # json.loads is no server: a usage error, said on stderr
     assert "no adapter for builtins.function" in result.stderr
     assert out["sdk_loaded"] == []
+
+
+def test_serve_without_the_sdk_says_what_to_install(tmp_path: Path) -> None:
+    (tmp_path / "root").mkdir()
+    code = f"""
+from mcp_roots.cli import main
+raise SystemExit(main(["serve", {str(tmp_path / "root")!r}]))
+"""
+    result = run_without_sdk(code, tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "needs the official mcp SDK" in result.stderr
+    assert "pip install 'mcp-roots[mcp]'" in result.stderr
+    assert "Traceback" not in result.stderr

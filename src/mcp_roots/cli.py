@@ -395,6 +395,15 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         server = _build_filesystem_server(args)
         max_message = _max_message_bytes(args)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        _say(
+            sys.stderr,
+            f"{PROG}: error: '{PROG} serve' needs the official mcp SDK, which is not installed here; "
+            "install it with: pip install 'mcp-roots[mcp]' (or pipx install 'mcp-roots[mcp]')",
+        )
+        return EXIT_ERROR
     except (RootsError, OSError, ValueError) as exc:
         _say(sys.stderr, f"{PROG}: error: {exc}")
         return EXIT_ERROR
