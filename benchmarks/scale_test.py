@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import importlib.util
 import json
 import logging
 import math
@@ -56,7 +55,6 @@ from mcp_roots import path_to_uri
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = Path(__file__).resolve()
 HAPROXY_CFG = REPO / "deploy" / "haproxy.cfg"
-FILE_SERVER = REPO / "examples" / "file_server.py"
 # deploy/haproxy.cfg names four replicas; their ports come from these variables.
 CFG_REPLICAS = 4
 MODERN = "2026-07-28"
@@ -69,12 +67,17 @@ def control_server_cmd() -> str:
 
 
 def default_server_cmd() -> str:
-    """`mcp-roots serve` once it exists (issue 16), else the reference server; both get the same flags."""
-    flags = "--http {port} --roots {fallback} --state-key-file {key}"
-    if importlib.util.find_spec("mcp_roots.filesystem") is not None:
-        return "{bindir}/mcp-roots serve " + flags
-    # --timeout: the roots/list timeout, generous because 800 sessions share two cores with other jobs.
-    return "{python} " + str(FILE_SERVER) + " " + flags + " --timeout 60"
+    """`mcp-roots serve --http`, as README "Running several replicas" deploys it (issue 17).
+
+    --roots: the fallback for clients that send none; --ceiling: the directory holding every session's root
+    (serve's default ceiling is its fallback, which would refuse each session's own root); --state-key-file:
+    one request-state key for all replicas; --timeout: the roots/list timeout, generous because 800 sessions
+    share two cores here (the default, 5 s, is for one client waiting on its own answer).
+    """
+    return (
+        "{bindir}/mcp-roots serve --http {port} --roots {fallback} --ceiling {data} "
+        "--state-key-file {key} --timeout 60"
+    )
 
 
 # --- the sessions -------------------------------------------------------------------------------------------
@@ -93,6 +96,7 @@ class Phase:
 
     url: str
     sessions: int
+    tool: str  # the server's tool that reads a text file: {"path": ...}
     samples: list[Sample] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
     error_samples: dict[str, str] = field(default_factory=dict)
@@ -277,7 +281,7 @@ async def run_session(
                     async with Client(transport, mode=mode, list_roots_callback=session.list_roots) as client:
                         session.connections += 1
                         started = time.perf_counter()
-                        first = await client.call_tool("read_text", {"path": str(session.file)})
+                        first = await client.call_tool(phase.tool, {"path": str(session.file)})
                         connecting.deadline = math.inf
                         connect_gate.release()
                         gated = False
@@ -294,7 +298,7 @@ async def run_session(
                             k += 1
                             started = time.perf_counter()
                             with anyio.fail_after(call_timeout):
-                                result = await client.call_tool("read_text", {"path": str(target.file)})
+                                result = await client.call_tool(phase.tool, {"path": str(target.file)})
                             judge(phase, session, target, result, time.perf_counter() - started)
             if connecting.cancelled_caught:
                 raise TimeoutError("initialize and the first read took longer than twice --call-timeout")
@@ -441,7 +445,7 @@ async def worker(args: argparse.Namespace) -> None:
     legacy = [Session("legacy", i, base) for i in range(args.legacy)]
     modern = [Session("modern", i, base) for i in range(args.modern)]
     mine = [s for s in legacy + modern if s.index % args.workers == args.worker]
-    phase = Phase(args.url, len(mine))
+    phase = Phase(args.url, len(mine), args.tool)
     gate = anyio.Semaphore(args.connect_concurrency)
 
     async def commands() -> None:
@@ -546,13 +550,13 @@ async def run_phase(
             with anyio.fail_after(args.call_timeout):
                 url = f"http://127.0.0.1:{r.port}/mcp"
                 async with Client(url, mode=mode, list_roots_callback=session.list_roots) as client:
-                    await client.call_tool("read_text", {"path": str(session.file)})
+                    await client.call_tool(args.tool, {"path": str(session.file)})
     await anyio.sleep(0.5)
     for r in outcome.replicas:
         r.rss_rest = rss_kib(r.pid)
     argv = [sys.executable, str(SCRIPT), "--worker-of", str(args.workers)]
     argv += ["--url", outcome.url, "--base", str(base), "--legacy", str(args.legacy)]
-    argv += ["--modern", str(args.modern), "--call-timeout", str(args.call_timeout)]
+    argv += ["--modern", str(args.modern), "--call-timeout", str(args.call_timeout), "--tool", args.tool]
     argv += ["--connect-concurrency", str(max(1, args.connect_concurrency // args.workers))]
     connected = [anyio.Event() for _ in range(args.workers)]
     reports: list[dict[str, Any] | None] = [None] * args.workers
@@ -821,13 +825,14 @@ def workdir(keep: str | None) -> Iterator[Path]:
             yield Path(tmp).resolve()
 
 
-def server_argv(template: str, port: int, fallback: Path, key: Path) -> list[str]:
+def server_argv(template: str, port: int, data: Path, key: Path) -> list[str]:
     return shlex.split(
         template.format(
             python=shlex.quote(sys.executable),
             bindir=shlex.quote(str(Path(sys.executable).parent)),
             port=port,
-            fallback=shlex.quote(str(fallback)),
+            data=shlex.quote(str(data)),
+            fallback=shlex.quote(str(data / "fallback")),
             key=shlex.quote(str(key)),
             repo=shlex.quote(str(REPO)),
         )
@@ -856,8 +861,13 @@ def main() -> int:
     )
     parser.add_argument(
         "--server-cmd",
-        help="server command; {python} {bindir} {port} {fallback} {key} {repo} are replaced "
-        "(default: mcp-roots serve if installed, else examples/file_server.py)",
+        help="server command; {python} {bindir} {port} {data} (every session's root is in it) {fallback} "
+        "{key} {repo} are replaced (default: mcp-roots serve --http, see default_server_cmd())",
+    )
+    parser.add_argument(
+        "--tool",
+        help="the server's tool that reads a text file given {path} (default: read_text_file, mcp-roots "
+        "serve's; read_text with --control or for examples/file_server.py)",
     )
     parser.add_argument(
         "--control",
@@ -890,6 +900,8 @@ def main() -> int:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # progress lines as they happen
     if args.server_cmd is None:
         args.server_cmd = control_server_cmd() if args.control else default_server_cmd()
+    if args.tool is None:
+        args.tool = "read_text" if args.control else "read_text_file"
     phases_wanted = [p.strip() for p in args.phases.split(",") if p.strip()]
     if args.replicas != CFG_REPLICAS and "balancer" in phases_wanted:
         parser.error(f"deploy/haproxy.cfg names {CFG_REPLICAS} replicas; edit it to run another number")
@@ -901,13 +913,14 @@ def main() -> int:
     with workdir(args.keep) as base:
         logdir = base / "logs"
         logdir.mkdir(exist_ok=True)
-        fallback = base / "fallback"
-        fallback.mkdir(exist_ok=True)
+        # The servers' ceiling: the sessions' roots and the fallback, not the key or the logs beside it.
+        data = base / "data"
+        (data / "fallback").mkdir(parents=True, exist_ok=True)
         key = base / "state.key"
         key.write_text(os.urandom(32).hex())
         key.chmod(0o600)
-        legacy = [Session("legacy", i, base) for i in range(args.legacy)]
-        modern = [Session("modern", i, base) for i in range(args.modern)]
+        legacy = [Session("legacy", i, data) for i in range(args.legacy)]
+        modern = [Session("modern", i, data) for i in range(args.modern)]
         for s in legacy + modern:  # the workers build the same sessions from the same names
             s.root.mkdir(exist_ok=True)
             s.file.write_text(s.content)
@@ -923,14 +936,14 @@ def main() -> int:
             ports = {"one": free_port()}
             replicas: dict[str, list[Replica]] = {"one": [], "balancer": []}
             if "one" in phases_wanted:
-                proc = children.start("one", server_argv(args.server_cmd, ports["one"], fallback, key))
+                proc = children.start("one", server_argv(args.server_cmd, ports["one"], data, key))
                 replicas["one"].append(Replica("one", ports["one"], proc.pid))
             if "balancer" in phases_wanted:
                 env = dict(os.environ, MCP_LB_PORT=str(free_port()), MCP_LB_STATS_PORT=str(free_port()))
                 for i in range(1, args.replicas + 1):
                     port = free_port()
                     env[f"MCP_REPLICA{i}_PORT"] = str(port)
-                    proc = children.start(f"r{i}", server_argv(args.server_cmd, port, fallback, key))
+                    proc = children.start(f"r{i}", server_argv(args.server_cmd, port, data, key))
                     replicas["balancer"].append(Replica(f"r{i}", port, proc.pid))
                 check = subprocess.run([haproxy, "-c", "-q", "-f", str(HAPROXY_CFG)], env=env, check=False)
                 if check.returncode != 0:
@@ -956,7 +969,7 @@ def main() -> int:
                         print(f"phase: {label}")
                         outcome = Outcome(label, f"http://127.0.0.1:{ports[name]}/mcp", replicas[name])
                         kill = children.kill if name == "balancer" else None
-                        await run_phase(outcome, args, base, kill)
+                        await run_phase(outcome, args, data, kill)
                         done.append(outcome)
                         if name == "one":
                             children.kill("one")  # frees its memory and CPU for the next phase

@@ -14,7 +14,6 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from mcp.server import MCPServer
@@ -22,6 +21,7 @@ from mcp.server.mcpserver import Context, RequestStateSecurity
 from mcp.server.mcpserver.exceptions import ToolError
 
 from mcp_roots import RootsError, RootsGuard
+from mcp_roots.filesystem import shared_request_state
 
 
 def build_server(
@@ -33,7 +33,7 @@ def build_server(
     """An MCPServer with the reference tools, guarded by ``guard``.
 
     ``request_state_security`` seals the 2026-07-28 multi-round-trip state; the SDK's default is a key held by
-    this process only, so replicas behind a load balancer must share one (see ``--state-key-file``).
+    this process only, so replicas behind a load balancer must share one (``shared_request_state``).
     """
     server = MCPServer(name, request_state_security=request_state_security)
     guard.install(server)
@@ -99,20 +99,6 @@ def _path_list(value: str) -> list[str]:
     return parts
 
 
-def _shared_state_security(path: str) -> RequestStateSecurity:
-    """The request-state policy of every replica that reads the same secret from ``path``."""
-    try:
-        secret = Path(path).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--state-key-file {path}: cannot read it: {_reason(exc)}") from None
-    if len(secret.encode()) < 32:
-        raise ValueError(
-            f"--state-key-file {path}: the key must be at least 32 bytes of secret randomness "
-            '(make one with: python -c "import secrets; print(secrets.token_hex(32))")'
-        )
-    return RequestStateSecurity(keys=[secret])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="file_server.py",
@@ -166,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             timeout=args.timeout,
             allow_home=args.allow_home,
         )
-        security = _shared_state_security(args.state_key_file) if args.state_key_file else None
+        security = shared_request_state(args.state_key_file) if args.state_key_file else None
     except (RootsError, OSError, ValueError) as exc:
         print(f"file_server.py: error: {exc}", file=sys.stderr)
         return 2

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,18 +70,29 @@ class HttpServer:
 
 
 @contextlib.contextmanager
-def http_server(*args: str, start_timeout: float = 20.0, script: Path = FILE_SERVER) -> Iterator[HttpServer]:
-    """Run ``examples/file_server.py --http PORT *args`` (or another ``script`` with the same flag); stop it
-    on exit (terminate, then kill).
+def http_server(
+    *args: str,
+    start_timeout: float = 20.0,
+    script: Path = FILE_SERVER,
+    command: Sequence[str] | None = None,
+) -> Iterator[HttpServer]:
+    """Run ``examples/file_server.py --http PORT *args`` (or another ``script``, or the argv ``command``,
+    with the same flag); stop it on exit (terminate, then kill).
 
     stdout (uvicorn's access log) is discarded; stderr goes to a file the caller can show on failure.
     """
     with tempfile.TemporaryDirectory(prefix="mcp-roots-http-") as tmp:
         log = Path(tmp) / "server.log"
         port = free_port()
+        what = script.name if command is None else " ".join(command)
+        argv = (
+            [*command, "--http", str(port), *args]
+            if command is not None
+            else server_command("--http", str(port), *args, script=script)
+        )
         with log.open("wb") as err:
             proc = subprocess.Popen(
-                server_command("--http", str(port), *args, script=script),
+                argv,
                 stdout=subprocess.DEVNULL,
                 stderr=err,
             )
@@ -90,14 +101,12 @@ def http_server(*args: str, start_timeout: float = 20.0, script: Path = FILE_SER
             deadline = time.monotonic() + start_timeout
             while True:
                 if proc.poll() is not None:
-                    raise RuntimeError(f"{script.name} exited early ({proc.returncode}):\n{server.stderr()}")
+                    raise RuntimeError(f"{what} exited early ({proc.returncode}):\n{server.stderr()}")
                 with socket.socket() as s:
                     if s.connect_ex(("127.0.0.1", port)) == 0:
                         break
                 if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"{script.name} not listening after {start_timeout} s:\n{server.stderr()}"
-                    )
+                    raise RuntimeError(f"{what} not listening after {start_timeout} s:\n{server.stderr()}")
                 time.sleep(0.05)
             yield server
         finally:

@@ -9,6 +9,7 @@ import functools
 import io
 import json
 import logging
+import math
 import os
 import shlex
 import sys
@@ -378,6 +379,18 @@ def _add_serve_command(command: Any) -> None:
         "(default 33554432, 32 MiB)",
     )
     serve.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="how long to wait for a client's answer to roots/list (default 5)",
+    )
+    serve.add_argument(
+        "--state-key-file",
+        metavar="FILE",
+        help="with --http: a secret (at least 32 bytes) every replica behind a load balancer reads, so that "
+        "any replica can finish a 2026-07-28 call another one started (default: a key of this process only)",
+    )
+    serve.add_argument(
         "--log-level",
         default="WARNING",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -433,7 +446,7 @@ def _max_message_bytes(args: argparse.Namespace) -> int:
 
 def _build_filesystem_server(args: argparse.Namespace) -> Any:
     from . import RootsGuard
-    from .filesystem import Limits, Settings, build_server
+    from .filesystem import Limits, Settings, build_server, shared_request_state
 
     def split(values: list[str] | None, flag: str) -> list[str] | None:
         if values is None:
@@ -450,6 +463,10 @@ def _build_filesystem_server(args: argparse.Namespace) -> Any:
             "mcp-roots serve needs the directories it may serve: mcp-roots serve DIR..., --roots A,B, "
             f"{ENV_VAR}, or --ceiling (then only client roots inside it are served)"
         )
+    # Finite: a client that never answers roots/list must not hold a request (and its memory) forever.
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise ConfigError(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
+    timeout = {} if args.timeout is None else {"timeout": args.timeout}
     fallback = fallback_roots(roots or None, project_root=getattr(args, "project", None))
     # The directories given are the ceiling unless one is named: client roots narrow them, never widen them.
     guard = RootsGuard(
@@ -457,11 +474,15 @@ def _build_filesystem_server(args: argparse.Namespace) -> Any:
         project_root=getattr(args, "project", None),
         ceiling=ceiling if ceiling is not None else fallback,
         confine=args.confine,
+        **timeout,
     )
     if args.max_results is not None and args.max_results < 1:
         raise ConfigError(f"--max-results must be at least 1, not {args.max_results}")
     limits = Limits() if args.max_results is None else Limits(max_results=args.max_results)
-    return build_server(guard, Settings(read_only=args.read_only, walk=limits))
+    security = shared_request_state(args.state_key_file) if args.state_key_file is not None else None
+    return build_server(
+        guard, Settings(read_only=args.read_only, walk=limits), request_state_security=security
+    )
 
 
 # --- Entry point -----------------------------------------------------------------------------------------

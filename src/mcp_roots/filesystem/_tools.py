@@ -16,7 +16,7 @@ from typing import IO, Annotated, Any, Literal, TypedDict, TypeVar
 
 import anyio
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, RequestStateSecurity
 from mcp_types import (
     AudioContent,
     BlobResourceContents,
@@ -211,12 +211,20 @@ def _absolute(roots: RootSet, path: str) -> str:
 
 
 def build_server(
-    guard: RootsGuard, settings: Settings | None = None, *, name: str = "mcp-roots-filesystem"
+    guard: RootsGuard,
+    settings: Settings | None = None,
+    *,
+    name: str = "mcp-roots-filesystem",
+    request_state_security: RequestStateSecurity | None = None,
 ) -> MCPServer:
     """An ``MCPServer`` with the official filesystem server's tools, guarded by ``guard``
-    (``settings.read_only`` leaves out write_file, edit_file, create_directory and move_file)."""
+    (``settings.read_only`` leaves out write_file, edit_file, create_directory and move_file).
+
+    ``request_state_security`` seals the 2026-07-28 multi-round-trip state; the SDK's default is a key of
+    this process only, so replicas behind a load balancer must share one (``shared_request_state(file)``).
+    """
     settings = settings or Settings()
-    server = MCPServer(name, instructions=_INSTRUCTIONS)
+    server = MCPServer(name, instructions=_INSTRUCTIONS, request_state_security=request_state_security)
     guard.install(server)
     walk_limits = settings.walk
 
