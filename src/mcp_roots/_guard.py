@@ -97,6 +97,7 @@ __all__ = [
     "guarded_function_of",
     "not_installed_error",
     "note_deprecation",
+    "parameters_of",
     "strict_refusal",
     "warn_unguarded",
 ]
@@ -610,6 +611,21 @@ def exemption_of(fn: object) -> str | None:
     """The reason given to ``@guard.exempt(reason)`` for ``fn``, if any."""
     reason = getattr(fn, EXEMPT_ATTRIBUTE, None)
     return reason if isinstance(reason, str) else None
+
+
+def parameters_of(fn: Any, context_type: type) -> dict[str, Any]:
+    """A handler's parameters (name -> annotation) for the audit, without the context object its framework
+    injects (annotated ``context_type``, or by the name of that class as a string annotation)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {
+        p.name: p.annotation
+        for p in parameters
+        if not (isinstance(p.annotation, type) and issubclass(p.annotation, context_type))
+        and p.annotation != context_type.__name__
+    }
 
 
 def audit_handlers(handlers: Sequence[Handler], installed: Collection[GuardPolicy]) -> list[AuditRow]:

@@ -10,7 +10,6 @@ tool's signature (and its input schema) stays its own and the decorator order do
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -35,6 +34,7 @@ from .._guard import (
     client_error_text,
     guarded_call,
     guarded_function_of,
+    parameters_of,
     strict_refusal,
     warn_unguarded,
 )
@@ -81,20 +81,6 @@ def _check_private_corners(server: FastMCP) -> None:
             f"changed: FastMCPRequestContext.{_SDK_CONTEXT_FIELD} is gone); please report this with your "
             "fastmcp version"
         )
-
-
-def _parameters_of(fn: Any) -> dict[str, Any]:
-    """A handler's parameters (name -> annotation), without the injected ``Context``."""
-    try:
-        parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return {}
-    return {
-        p.name: p.annotation
-        for p in parameters
-        if not (isinstance(p.annotation, type) and issubclass(p.annotation, Context))
-        and p.annotation != "Context"
-    }
 
 
 def _sdk_context(ctx: Context | None) -> ServerRequestContext[Any, Any]:
@@ -151,11 +137,13 @@ class FastMCP4Adapter:
         for component in components.values():
             fn = getattr(component, "fn", None)
             if isinstance(component, FunctionTool):
-                found.append(Handler("tool", component.name, fn, _parameters_of(fn)))
+                found.append(Handler("tool", component.name, fn, parameters_of(fn, Context)))
             elif isinstance(component, ResourceTemplate) and fn is not None:
                 uri = component.uri_template
                 found.append(
-                    Handler("resource template", uri, fn, _parameters_of(fn), uri[:5].lower() == "file:")
+                    Handler(
+                        "resource template", uri, fn, parameters_of(fn, Context), uri[:5].lower() == "file:"
+                    )
                 )
         return found
 

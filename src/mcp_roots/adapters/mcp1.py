@@ -38,6 +38,7 @@ from .._guard import (
     client_error_text,
     guarded_call,
     guarded_function_of,
+    parameters_of,
     strict_refusal,
     warn_unguarded,
 )
@@ -109,20 +110,6 @@ def _check_private_corners(server: object) -> None:
         resources = getattr(server, _RESOURCE_MANAGER, None)
         if not callable(getattr(resources, "list_templates", None)):
             raise _sdk_changed(f"FastMCP's resource registry (FastMCP.{_RESOURCE_MANAGER}.list_templates)")
-
-
-def _parameters_of(fn: Any) -> dict[str, Any]:
-    """A handler's parameters (name -> annotation), without the injected ``Context``."""
-    try:
-        parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return {}
-    return {
-        p.name: p.annotation
-        for p in parameters
-        if not (isinstance(p.annotation, type) and issubclass(p.annotation, Context))
-        and p.annotation != "Context"
-    }
 
 
 def _request_context_of(ctx: object) -> RequestContext[Any, Any, Any]:
@@ -197,12 +184,16 @@ class Mcp1Adapter:
         _check_private_corners(server)
         found = []
         for tool in getattr(server, _TOOL_MANAGER).list_tools():
-            found.append(Handler("tool", tool.name, tool.fn, _parameters_of(tool.fn)))
+            found.append(Handler("tool", tool.name, tool.fn, parameters_of(tool.fn, Context)))
         for template in getattr(server, _RESOURCE_MANAGER).list_templates():
             uri = template.uri_template
             found.append(
                 Handler(
-                    "resource template", uri, template.fn, _parameters_of(template.fn), uri[:5] == "file:"
+                    "resource template",
+                    uri,
+                    template.fn,
+                    parameters_of(template.fn, Context),
+                    uri[:5] == "file:",
                 )
             )
         return found

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 import logging
 import weakref
 from collections.abc import Callable, Mapping
@@ -45,6 +44,7 @@ from .._guard import (
     guarded_call,
     guarded_function_of,
     not_installed_error,
+    parameters_of,
     strict_refusal,
     warn_unguarded,
 )
@@ -136,32 +136,18 @@ class _Registry:
             return []
         found = []
         for tool in self.tools.list_tools():
-            found.append(Handler("tool", tool.name, tool.fn, _parameters_of(tool.fn)))
+            found.append(Handler("tool", tool.name, tool.fn, parameters_of(tool.fn, Context)))
         for template in self.resources.list_templates():
             found.append(
                 Handler(
                     "resource template",
                     template.uri_template,
                     template.fn,
-                    _parameters_of(template.fn),
+                    parameters_of(template.fn, Context),
                     checked_by_uri=template.uri_template[:5].lower() == "file:",
                 )
             )
         return found
-
-
-def _parameters_of(fn: Callable[..., Any]) -> dict[str, Any]:
-    """A handler's parameters (name -> annotation), without the injected ``Context``."""
-    try:
-        parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return {}
-    return {
-        p.name: p.annotation
-        for p in parameters
-        if not (isinstance(p.annotation, type) and issubclass(p.annotation, Context))
-        and p.annotation != "Context"
-    }
 
 
 def _request_context_of(ctx: object) -> ServerRequestContext[Any, Any]:
