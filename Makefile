@@ -54,8 +54,11 @@ typecheck: $(STAMP) $(MCP1_STAMP)
 	$(VENV)/bin/mypy --strict src
 	$(MCP1_VENV)/bin/mypy --strict --follow-imports=silent src/mcp_roots/adapters/mcp1.py
 
+# Each run gets a fresh temporary directory of its own (removed afterwards with rm -rf, which deep trees do not
+# trouble): pytest's shared /tmp/pytest-of-USER is cleaned by pytest itself with a recursive rmtree, which
+# fails on the 1,000-level trees the path tests build, and other runs on the machine share it.
 pytest: $(STAMP) $(NODE_STAMP)
-	$(VENV)/bin/pytest
+	tmp=$$(mktemp -d); $(VENV)/bin/pytest --basetemp="$$tmp/t"; status=$$?; rm -rf "$$tmp"; exit $$status
 
 $(MCP1_STAMP): pyproject.toml requirements/mcp1.txt
 	$(PYTHON) -m venv $(MCP1_VENV)
@@ -66,7 +69,8 @@ $(MCP1_STAMP): pyproject.toml requirements/mcp1.txt
 # tests/mcp1/conftest.py makes each venv collect only its own tests: the main run skips collecting tests/mcp1
 # (mcp 2.x is installed there), this run collects only tests/mcp1.
 pytest-mcp1: $(MCP1_STAMP)
-	$(MCP1_VENV)/bin/pytest tests/mcp1
+	tmp=$$(mktemp -d); $(MCP1_VENV)/bin/pytest --basetemp="$$tmp/t" tests/mcp1; status=$$?; rm -rf "$$tmp"; \
+	  exit $$status
 
 $(NODE_STAMP): tests/interop/package.json tests/interop/package-lock.json
 	npm ci --prefix tests/interop --no-audit --no-fund
