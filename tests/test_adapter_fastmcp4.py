@@ -425,3 +425,33 @@ async def test_resources_guarded_template_checks_its_path_parameter(tree: Tree) 
         assert refused
         assert "outside the allowed roots" in text
         assert "TOP SECRET" not in text
+
+
+async def test_resources_guarded_template_above_the_decorator_refuses(tree: Tree) -> None:
+    guard = make_guard(tree)
+    server: FastMCP = FastMCP("resources")
+    guard.install(server)
+
+    # fastmcp registers the bare function here: its relative path would be read from the server's working
+    # directory, unchecked; the guard refuses instead, naming the fix.
+    @guard.paths("path")
+    @server.resource("notes://{path*}")
+    def note(path: str) -> str:
+        return Path(path).read_text()
+
+    async with client(server, "legacy", Roots(tree.project)) as c:
+        refused, text = await read_resource(c, "notes://hello.txt")
+        assert refused
+        assert "put @guard.paths below the resource decorator" in text
+
+
+async def test_resources_on_2026_07_28_are_refused_not_guessed(tree: Tree) -> None:
+    # Not built yet on this era: a read of a file: URI (or a guarded template) fails closed.
+    server = make_resource_server(make_guard(tree), tree)
+    async with client(server, "modern", Roots(tree.project)) as c:
+        for uri in (path_to_uri(tree.project / "hello.txt"), path_to_uri(tree.outside / "secret.txt")):
+            refused, text = await read_resource(c, uri)
+            assert refused
+            assert "2026-07-28" in text
+            assert "TOP SECRET" not in text
+        assert await read_resource(c, "plain://hello.txt") == (False, "hello from project")

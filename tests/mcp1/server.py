@@ -56,11 +56,11 @@ def fastmcp_server(guard: RootsGuard, args: argparse.Namespace) -> FastMCP:
         return await anyio.Path(path).read_text()
 
     if args.resources:
-        add_resources(server, guard, Path(args.resources))
+        add_resources(server, guard, Path(args.resources), args.order)
     return server
 
 
-def add_resources(server: FastMCP, guard: RootsGuard, base: Path) -> None:
+def add_resources(server: FastMCP, guard: RootsGuard, base: Path, order: str) -> None:
     """``file:`` resources (inside the project, outside, through the symlink out), a guarded ``notes://``
     template (a file name, relative to the first root) and its unguarded twin (relative to the project)."""
     for path in (
@@ -74,10 +74,19 @@ def add_resources(server: FastMCP, guard: RootsGuard, base: Path) -> None:
 
         server.resource(path.as_uri(), name=f"file-{len(path.parts)}-{path.name}")(make_reader(path))
 
-    @server.resource("notes://{name}")
-    @guard.paths("name")
-    def note(name: str) -> str:
-        return Path(name).read_text()
+    if order == "below":
+
+        @server.resource("notes://{name}")
+        @guard.paths("name")
+        def note(name: str) -> str:
+            return Path(name).read_text()
+
+    else:
+
+        @guard.paths("name")
+        @server.resource("notes://{name}")
+        def note(name: str) -> str:
+            return Path(name).read_text()
 
     @server.resource("plain://{name}")
     def plain_note(name: str) -> str:

@@ -345,3 +345,15 @@ async def test_resources_file_uri_and_guarded_template(
         assert refused
         assert "outside the allowed roots" in text
         assert "TOP SECRET" not in text
+
+
+@pytest.mark.parametrize("order", ["below", "above"])
+async def test_resources_guarded_template_in_either_order(tree: Tree, order: str) -> None:
+    (tree.project / "leak.txt").symlink_to(tree.outside / "secret.txt")
+    args = ["--resources", str(tree.base), "--order", order]
+    async with connect(("fastmcp", "stdio"), tree, Roots(tree.project), *args) as session:
+        assert await read_resource(session, "notes://hello.txt") == (False, "hello from project")
+        refused, text = await read_resource(session, "notes://leak.txt")
+        assert refused
+        assert "outside the allowed roots" in text
+        assert "TOP SECRET" not in text

@@ -72,6 +72,18 @@ def _refuse_read(message: str) -> Any:
     raise ResourceError(message)
 
 
+def _runs_wrapper(fn: object, spec: GuardedFunction) -> bool:
+    """Whether ``fn`` (what fastmcp registered, often its own wrapper of the user's function) runs the
+    wrapper @guard.paths returned, not the bare function underneath it."""
+    for _ in range(8):  # a few layers of framework wrappers at most
+        if fn is None or fn is spec.fn:
+            return False
+        if fn is spec.wrapper:
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+    return False
+
+
 def _check_private_corners(server: FastMCP) -> None:
     if not isinstance(getattr(server, "middleware", None), list):
         raise SDKChanged(
@@ -276,6 +288,11 @@ class FastMCP4Adapter:
         if not is_file and spec is None:
             return await call_next(context)
         try:
+            if spec is not None and not _runs_wrapper(getattr(template, "fn", None), spec):
+                raise RootsUnavailable(
+                    f"@guard.paths stands above @server.resource on {spec.name}(): fastmcp registered the "
+                    "unchecked function; put @guard.paths below the resource decorator"
+                )
             roots = await self._roots_for_read(context)
             if is_file:
                 roots.resolve(uri_to_path(uri))
