@@ -349,3 +349,109 @@ async def test_tilde_and_file_uri_arguments_are_refused_with_a_hint(tree: Tree, 
             is_error, text = await read(c, written)
             assert is_error, written
             assert "hello from project" not in text
+
+
+# --- resources/read ----------------------------------------------------------------------------------
+
+
+def make_resource_server(guard: RootsGuard, tree: Tree, *, install: bool = True) -> FastMCP:
+    """``file:`` resources (one inside the project, one outside, one through the symlink out), a guarded
+    ``notes://`` template and its unguarded twin; the paths are relative to the first root."""
+    server: FastMCP = FastMCP("resources")
+    if install:
+        guard.install(server)
+    for path in (
+        tree.project / "hello.txt",
+        tree.outside / "secret.txt",
+        tree.project / "escape" / "secret.txt",
+    ):
+
+        def make_reader(target: Path) -> Callable[[], str]:
+            return lambda: target.read_text()
+
+        server.resource(path_to_uri(path))(make_reader(path))
+
+    @server.resource("notes://{path*}")
+    @guard.paths("path")
+    def note(path: str) -> str:
+        return Path(path).read_text()
+
+    @server.resource("plain://{path*}")
+    def plain_note(path: str) -> str:
+        return (tree.project / path).read_text()
+
+    return server
+
+
+async def read_resource(c: Client[Any], uri: str) -> tuple[bool, str]:
+    """(refused, text) of reading ``uri``: the text of the contents, or the error's message."""
+    try:
+        contents = await c.read_resource(uri)
+    except Exception as exc:
+        return True, str(exc)
+    return False, "".join(getattr(block, "text", "") for block in contents)
+
+
+async def test_resources_file_uri_inside_is_read_outside_is_refused(tree: Tree) -> None:
+    guard = make_guard(tree)
+    for server, guarded in (
+        (make_resource_server(guard, tree, install=False), False),
+        (make_resource_server(make_guard(tree), tree), True),
+    ):
+        async with client(server, "legacy", Roots(tree.project)) as c:
+            assert await read_resource(c, path_to_uri(tree.project / "hello.txt")) == (
+                False,
+                "hello from project",
+            )
+            for outside in (tree.outside / "secret.txt", tree.project / "escape" / "secret.txt"):
+                refused, text = await read_resource(c, path_to_uri(outside))
+                if not guarded:  # the control: the unguarded server leaks both
+                    assert (refused, text) == (False, "TOP SECRET")
+                    continue
+                assert refused
+                assert "outside the allowed roots" in text
+                assert "TOP SECRET" not in text
+                assert "Traceback" not in text
+
+
+async def test_resources_guarded_template_checks_its_path_parameter(tree: Tree) -> None:
+    server = make_resource_server(make_guard(tree), tree)
+    async with client(server, "legacy", Roots(tree.project)) as c:
+        assert await read_resource(c, "notes://hello.txt") == (False, "hello from project")
+        assert await read_resource(c, "notes://sub/deep.txt") == (False, "deep")
+        # The control: the unguarded twin follows the symlink out.
+        assert await read_resource(c, "plain://escape/secret.txt") == (False, "TOP SECRET")
+        refused, text = await read_resource(c, "notes://escape/secret.txt")
+        assert refused
+        assert "outside the allowed roots" in text
+        assert "TOP SECRET" not in text
+
+
+async def test_resources_guarded_template_above_the_decorator_refuses(tree: Tree) -> None:
+    guard = make_guard(tree)
+    server: FastMCP = FastMCP("resources")
+    guard.install(server)
+
+    # fastmcp registers the bare function here: its relative path would be read from the server's working
+    # directory, unchecked; the guard refuses instead, naming the fix.
+    @guard.paths("path")
+    @server.resource("notes://{path*}")
+    def note(path: str) -> str:
+        return Path(path).read_text()
+
+    async with client(server, "legacy", Roots(tree.project)) as c:
+        refused, text = await read_resource(c, "notes://hello.txt")
+        assert refused
+        assert "put @guard.paths below the resource decorator" in text
+
+
+async def test_resources_on_2026_07_28_are_refused_not_guessed(tree: Tree) -> None:
+    # Not built yet on this era: a read of a file: URI (or a guarded template) fails closed.
+    server = make_resource_server(make_guard(tree), tree)
+    async with client(server, "modern", Roots(tree.project)) as c:
+        for uri in (path_to_uri(tree.project / "hello.txt"), path_to_uri(tree.outside / "secret.txt")):
+            refused, text = await read_resource(c, uri)
+            assert refused
+            assert "2026-07-28" in text
+            assert "TOP SECRET" not in text
+        assert await read_resource(c, "plain://hello.txt") == (False, "hello from project")

@@ -55,7 +55,42 @@ def fastmcp_server(guard: RootsGuard, args: argparse.Namespace) -> FastMCP:
     async def plain_read(path: str, ctx: Context) -> str:  # type: ignore[type-arg]
         return await anyio.Path(path).read_text()
 
+    if args.resources:
+        add_resources(server, guard, Path(args.resources), args.order)
     return server
+
+
+def add_resources(server: FastMCP, guard: RootsGuard, base: Path, order: str) -> None:
+    """``file:`` resources (inside the project, outside, through the symlink out), a guarded ``notes://``
+    template (a file name, relative to the first root) and its unguarded twin (relative to the project)."""
+    for path in (
+        base / "project" / "hello.txt",
+        base / "outside" / "secret.txt",
+        base / "project" / "escape" / "secret.txt",
+    ):
+
+        def make_reader(target: Path) -> Any:
+            return lambda: target.read_text()
+
+        server.resource(path.as_uri(), name=f"file-{len(path.parts)}-{path.name}")(make_reader(path))
+
+    if order == "below":
+
+        @server.resource("notes://{name}")
+        @guard.paths("name")
+        def note(name: str) -> str:
+            return Path(name).read_text()
+
+    else:
+
+        @guard.paths("name")
+        @server.resource("notes://{name}")
+        def note(name: str) -> str:
+            return Path(name).read_text()
+
+    @server.resource("plain://{name}")
+    def plain_note(name: str) -> str:
+        return (base / "project" / name).read_text()
 
 
 Content = list[types.TextContent]
@@ -97,6 +132,7 @@ def main() -> None:
     parser.add_argument("--order", choices=["below", "above"], default="below")
     parser.add_argument("--no-install", dest="install", action="store_false")
     parser.add_argument("--strict", action="store_true")
+    parser.add_argument("--resources", help="the test tree's base: serve resources from it (fastmcp only)")
     # The event loop of a stdio server (the tests run it on the test's backend); uvicorn is asyncio-only.
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
     args = parser.parse_args()

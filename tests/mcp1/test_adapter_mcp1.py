@@ -301,3 +301,59 @@ async def test_audit_warns_of_an_unguarded_path_parameter_and_strict_refuses_it(
         assert is_error
         assert "strict=True" in text
         assert await read(session, tree.project / "hello.txt") == (False, "hello from project")
+
+
+# --- resources/read (FastMCP) --------------------------------------------------------------------------
+
+
+async def read_resource(session: ClientSession, uri: str) -> tuple[bool, str]:
+    """(refused, text) of reading ``uri``: the text of the contents, or the error's message."""
+    try:
+        result = await session.read_resource(uri)  # type: ignore[arg-type]
+    except Exception as exc:
+        return True, str(exc)
+    return False, "".join(getattr(block, "text", "") for block in result.contents)
+
+
+@pytest.mark.parametrize("fastmcp_flavor", FASTMCP_FLAVORS, ids=["-".join(f) for f in FASTMCP_FLAVORS])
+@pytest.mark.parametrize("install", [False, True], ids=["control-unguarded", "guarded"])
+async def test_resources_file_uri_and_guarded_template(
+    tree: Tree, fastmcp_flavor: tuple[str, str], install: bool
+) -> None:
+    (tree.project / "leak.txt").symlink_to(tree.outside / "secret.txt")
+    args = ["--resources", str(tree.base)] + ([] if install else ["--no-install"])
+    async with connect(fastmcp_flavor, tree, Roots(tree.project), *args) as session:
+        assert await read_resource(session, path_to_uri(tree.project / "hello.txt")) == (
+            False,
+            "hello from project",
+        )
+        # The unguarded template follows the symlink out on both servers: the link does lead outside.
+        assert await read_resource(session, "plain://leak.txt") == (False, "TOP SECRET")
+        for outside in (tree.outside / "secret.txt", tree.project / "escape" / "secret.txt"):
+            refused, text = await read_resource(session, path_to_uri(outside))
+            if not install:  # the control: the unguarded server leaks both
+                assert (refused, text) == (False, "TOP SECRET")
+                continue
+            assert refused
+            assert "outside the allowed roots" in text
+            assert "TOP SECRET" not in text
+            assert "Traceback" not in text
+        if not install:
+            return
+        assert await read_resource(session, "notes://hello.txt") == (False, "hello from project")
+        refused, text = await read_resource(session, "notes://leak.txt")
+        assert refused
+        assert "outside the allowed roots" in text
+        assert "TOP SECRET" not in text
+
+
+@pytest.mark.parametrize("order", ["below", "above"])
+async def test_resources_guarded_template_in_either_order(tree: Tree, order: str) -> None:
+    (tree.project / "leak.txt").symlink_to(tree.outside / "secret.txt")
+    args = ["--resources", str(tree.base), "--order", order]
+    async with connect(("fastmcp", "stdio"), tree, Roots(tree.project), *args) as session:
+        assert await read_resource(session, "notes://hello.txt") == (False, "hello from project")
+        refused, text = await read_resource(session, "notes://leak.txt")
+        assert refused
+        assert "outside the allowed roots" in text
+        assert "TOP SECRET" not in text

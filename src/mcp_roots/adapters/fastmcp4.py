@@ -16,7 +16,8 @@ from typing import Any
 
 import mcp_types
 from fastmcp import Context, FastMCP
-from fastmcp.exceptions import ToolError
+from fastmcp.exceptions import ResourceError, ToolError
+from fastmcp.resources.base import ResourceResult
 from fastmcp.resources.template import ResourceTemplate
 from fastmcp.server.dependencies import FastMCPRequestContext
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
@@ -25,12 +26,13 @@ from fastmcp.tools.function_tool import FunctionTool
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .._errors import InvalidPath, PathOutsideRoots, RootsUnavailable, SDKChanged
+from .._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsUnavailable, SDKChanged
 from .._guard import (
     GuardedFunction,
     GuardPolicy,
     Handler,
     audit_handlers,
+    call_roots,
     client_error_text,
     guarded_call,
     guarded_function_of,
@@ -39,6 +41,7 @@ from .._guard import (
     warn_unguarded,
 )
 from .._rootset import RootSet
+from .._uri import uri_to_path
 from .mcp2 import ROOTS_INPUT_KEY, Mcp2Adapter, connection_of
 
 __all__ = ["FastMCP4Adapter", "refusal"]
@@ -61,6 +64,24 @@ def _raise_refusal(message: str) -> Any:
     """A guarded body's refusal: fastmcp shows a ``ToolError``'s message as the call's one-line error
     (a returned result would have to match the tool's output schema)."""
     raise ToolError(message)
+
+
+def _refuse_read(message: str) -> Any:
+    """A refused ``resources/read``: fastmcp's resource error, which the client sees as one line."""
+    logger.info("refused resources/read: %s", message)
+    raise ResourceError(message)
+
+
+def _runs_wrapper(fn: object, spec: GuardedFunction) -> bool:
+    """Whether ``fn`` (what fastmcp registered, often its own wrapper of the user's function) runs the
+    wrapper @guard.paths returned, not the bare function underneath it."""
+    for _ in range(8):  # a few layers of framework wrappers at most
+        if fn is None or fn is spec.fn:
+            return False
+        if fn is spec.wrapper:
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+    return False
 
 
 def _check_private_corners(server: FastMCP) -> None:
@@ -250,6 +271,56 @@ class FastMCP4Adapter:
             logger.info("refused %s(): %s", spec.name, text)
             return refusal(text)
 
+    async def read_resource(
+        self,
+        server: FastMCP,
+        context: MiddlewareContext[mcp_types.ReadResourceRequestParams],
+        call_next: CallNext[mcp_types.ReadResourceRequestParams, ResourceResult],
+    ) -> ResourceResult:
+        """``resources/read``: a ``file:`` URI is checked against the connection's roots, and a resource
+        template under ``@guard.paths`` gets its path parameters checked, before the handler runs."""
+        uri = str(context.message.uri)
+        template = await server.get_resource_template(uri)
+        spec = guarded_function_of(getattr(template, "fn", None))
+        if spec is not None and spec.policy is not self.policy:
+            spec = None  # another guard's business: its wrapper refuses if that guard is not installed
+        is_file = uri[:5].lower() == "file:"
+        if not is_file and spec is None:
+            return await call_next(context)
+        try:
+            if spec is not None and not _runs_wrapper(getattr(template, "fn", None), spec):
+                raise RootsUnavailable(
+                    f"@guard.paths stands above @server.resource on {spec.name}(): fastmcp registered the "
+                    "unchecked function; put @guard.paths below the resource decorator"
+                )
+            roots = await self._roots_for_read(context)
+            if is_file:
+                roots.resolve(uri_to_path(uri))
+            params = template.matches(uri) if template is not None else None
+            checked = spec.check(roots, params or {}) if spec is not None else None
+        except (PathOutsideRoots, InvalidPath, InvalidRootURI, RootsUnavailable) as exc:
+            _refuse_read(str(exc))
+        if spec is None:
+            with call_roots(roots):
+                return await call_next(context)
+        with guarded_call(spec, roots, _refuse_read, checked):
+            return await call_next(context)
+
+    async def _roots_for_read(
+        self, context: MiddlewareContext[mcp_types.ReadResourceRequestParams]
+    ) -> RootSet:
+        sdk_ctx = _sdk_context(context.fastmcp_context)
+        if not _is_modern(sdk_ctx):
+            return await self.sdk.roots_for(sdk_ctx)
+        if not _declares_roots(sdk_ctx):
+            return self.policy.no_capability_fallback()
+        # A 2026-07-28 read carries no roots, and this adapter does not yet ask for them on a read: refuse
+        # rather than guess (fail closed).
+        raise RootsUnavailable(
+            "mcp-roots cannot yet check a resources/read against the client's roots on a 2026-07-28 "
+            "connection with fastmcp 4; the read is refused"
+        )
+
 
 class RootsMiddleware(Middleware):
     """The fastmcp middleware of one guard on one server."""
@@ -305,3 +376,10 @@ class RootsMiddleware(Middleware):
         call_next: CallNext[mcp_types.CallToolRequestParams, ToolResult],
     ) -> ToolResult:
         return await self.adapter.call_tool(self.server, context, call_next)
+
+    async def on_read_resource(
+        self,
+        context: MiddlewareContext[mcp_types.ReadResourceRequestParams],
+        call_next: CallNext[mcp_types.ReadResourceRequestParams, ResourceResult],
+    ) -> ResourceResult:
+        return await self.adapter.read_resource(self.server, context, call_next)

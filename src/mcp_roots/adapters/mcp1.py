@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import mcp.types as types
 from mcp.server.fastmcp import Context, FastMCP
-from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.fastmcp.exceptions import ResourceError, ToolError
 from mcp.server.lowlevel.server import Server
 from mcp.server.session import ServerSession
 from mcp.shared.context import RequestContext
@@ -27,7 +27,7 @@ from mcp.shared.exceptions import McpError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, ConfigDict
 
-from .._errors import InvalidPath, PathOutsideRoots, RootsError, RootsUnavailable, SDKChanged
+from .._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable, SDKChanged
 from .._guard import (
     NOT_INSTALLED,
     ConnectionRoots,
@@ -35,6 +35,7 @@ from .._guard import (
     GuardPolicy,
     Handler,
     audit_handlers,
+    call_roots,
     client_error_text,
     guarded_call,
     guarded_function_of,
@@ -43,6 +44,7 @@ from .._guard import (
     warn_unguarded,
 )
 from .._rootset import RootSet
+from .._uri import uri_to_path
 
 __all__ = ["Mcp1Adapter", "refusal"]
 
@@ -66,6 +68,27 @@ def refusal(message: str) -> types.CallToolResult:
 class _Refused(RootsError):
     """A guarded body's refusal, raised through FastMCP's tool runner (which would turn a returned
     result into a validation error for a tool with an output schema) and answered by the adapter."""
+
+
+def _refuse_read(message: str) -> Any:
+    """A refused ``resources/read``: FastMCP's resource error, which the client sees as one line."""
+    logger.info("refused resources/read: %s", message)
+    raise ResourceError(message)
+
+
+def _template_of(manager: Any, uri: str) -> tuple[Any, dict[str, Any]]:
+    """The resource template FastMCP would read ``uri`` through and its parameters, or (None, {}) for a
+    concrete resource or no match (FastMCP's ``ResourceManager.get_resource`` order)."""
+    if any(str(resource.uri) == uri for resource in manager.list_resources()):
+        return None, {}
+    for template in manager.list_templates():
+        try:
+            params = template.matches(uri)
+        except Exception:  # the template refused the URI itself: FastMCP will say so
+            continue
+        if params:
+            return template, params
+    return None, {}
 
 
 def _raise_refusal(message: str) -> Any:
@@ -108,8 +131,14 @@ def _check_private_corners(server: object) -> None:
         if not all(callable(getattr(manager, name, None)) for name in ("call_tool", "get_tool")):
             raise _sdk_changed(f"FastMCP's tool registry (FastMCP.{_TOOL_MANAGER}.call_tool / get_tool)")
         resources = getattr(server, _RESOURCE_MANAGER, None)
-        if not callable(getattr(resources, "list_templates", None)):
-            raise _sdk_changed(f"FastMCP's resource registry (FastMCP.{_RESOURCE_MANAGER}.list_templates)")
+        if not all(
+            callable(getattr(resources, name, None))
+            for name in ("get_resource", "list_resources", "list_templates")
+        ):
+            raise _sdk_changed(
+                f"FastMCP's resource registry (FastMCP.{_RESOURCE_MANAGER}.get_resource / list_resources / "
+                "list_templates)"
+            )
 
 
 def _request_context_of(ctx: object) -> RequestContext[Any, Any, Any]:
@@ -175,6 +204,7 @@ class Mcp1Adapter:
         setattr(low, _DISPATCH, handle_message)
         if isinstance(server, FastMCP):
             self._wrap_tool_manager(server)
+            self._wrap_resource_manager(server)
 
     def handlers(self, server: Any) -> list[Handler]:
         """FastMCP's tools and resource templates (for the audit); none for a low-level server, whose
@@ -322,3 +352,43 @@ class Mcp1Adapter:
                 return refusal(text)
 
         manager.call_tool = guarded_call_tool
+
+    # -- FastMCP resources --
+
+    def _wrap_resource_manager(self, server: FastMCP) -> None:
+        """Check a ``resources/read`` where FastMCP looks the resource up (``FastMCP.read_resource`` calls
+        ``_resource_manager.get_resource``, which also runs a template's function)."""
+        manager = getattr(server, _RESOURCE_MANAGER)
+        get_resource: Callable[..., Awaitable[Any]] = manager.get_resource
+
+        async def guarded_get_resource(uri: Any, context: Any = None) -> Any:
+            uri_text = str(uri)
+            template, params = _template_of(manager, uri_text)
+            spec = guarded_function_of(getattr(template, "fn", None))
+            if spec is not None and spec.policy is not self.policy:
+                spec = None  # another guard's business: its wrapper refuses if that guard is not installed
+            is_file = uri_text[:5].lower() == "file:"
+            if not is_file and spec is None:
+                return await get_resource(uri, context=context)
+            if spec is not None and spec.wrapper is not None and template.fn is not spec.wrapper:
+                # @guard.paths stood above @server.resource(): FastMCP registered the bare function.
+                template.fn = spec.wrapper
+            try:
+                if not isinstance(context, Context):
+                    raise RootsUnavailable(
+                        "mcp-roots can tell the roots only during an MCP request (no request context is "
+                        "active)"
+                    )
+                roots = await self._roots_for(context.request_context)
+                if is_file:
+                    roots.resolve(uri_to_path(uri_text))
+                checked = spec.check(roots, params) if spec is not None else None
+            except (PathOutsideRoots, InvalidPath, InvalidRootURI, RootsUnavailable) as exc:
+                _refuse_read(str(exc))
+            if spec is None:
+                with call_roots(roots):
+                    return await get_resource(uri, context=context)
+            with guarded_call(spec, roots, _refuse_read, checked):
+                return await get_resource(uri, context=context)
+
+        manager.get_resource = guarded_get_resource
