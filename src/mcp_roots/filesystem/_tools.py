@@ -285,17 +285,7 @@ def build_server(
         "Read a file as text. DEPRECATED: use read_text_file.",
         _READ,
         "path",
-    )
-    async def read_file(
-        path: str,
-        ctx: Context,
-        tail: Annotated[int, Field(description="If provided, returns only the last N lines of the file")] = 0,
-        head: Annotated[
-            int, Field(description="If provided, returns only the first N lines of the file")
-        ] = 0,
-    ) -> TextOutput:
-        return await read_text(path, ctx, tail, head)
-
+    )  # the deprecated alias: the same function under the old name
     @tool("read_text_file", "Read Text File", read_text_description, _READ, "path")
     async def read_text_file(
         path: str,
