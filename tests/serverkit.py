@@ -11,14 +11,25 @@ from typing import Any
 
 import anyio
 from mcp.client.context import ClientRequestContext
-from mcp_types import ErrorData, ListRootsResult, Root
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp_types import (
+    CallToolRequestParams,
+    CallToolResult,
+    ErrorData,
+    ListRootsResult,
+    ListToolsResult,
+    Root,
+    TextContent,
+    Tool,
+)
 
-from mcp_roots import path_to_uri
+from mcp_roots import RootsError, RootsGuard, path_to_uri
 
 from .interopkit import FILE_SERVER
 from .tree import Tree
 
-__all__ = ["RootsCallback", "Tree", "load_file_server", "text_of"]
+__all__ = ["RootsCallback", "Tree", "load_file_server", "lowlevel_server", "text_of"]
 
 
 def load_file_server() -> ModuleType:
@@ -54,3 +65,23 @@ class RootsCallback:
 
 def text_of(result: Any) -> str:
     return "".join(getattr(c, "text", "") for c in result.content)
+
+
+def lowlevel_server(guard: RootsGuard) -> Server[Any]:
+    """A low-level Server with one tool, written the way the README shows for hand-written handlers."""
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> ListToolsResult:
+        schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+        return ListToolsResult(tools=[Tool(name="read_text", input_schema=schema)])
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
+        roots = await guard.roots(ctx)
+        try:
+            text = roots.read_text((params.arguments or {})["path"])
+        except RootsError as exc:
+            return guard.refusal(exc)
+        return CallToolResult(content=[TextContent(type="text", text=text)])
+
+    server: Server[Any] = Server("lowlevel", on_list_tools=list_tools, on_call_tool=call_tool)
+    guard.install(server)
+    return server

@@ -14,24 +14,19 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from mcp.server import MCPServer, Server
+from mcp.server import MCPServer
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp_types import (
-    CallToolRequestParams,
-    CallToolResult,
-    ListToolsResult,
     RootsListChangedNotification,
-    TextContent,
-    Tool,
 )
 
-from mcp_roots import RootsCache, RootsError, RootsGuard
+from mcp_roots import RootsCache, RootsGuard
 from mcp_roots.adapters.mcp2 import connection_of as _connection_of
 from mcp_roots.adapters.mcp2 import request_channel as _request_channel
 
-from .serverkit import RootsCallback, Tree, text_of
+from .serverkit import RootsCallback, Tree, lowlevel_server, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -39,26 +34,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def tree(tmp_path: Path) -> Tree:
     return Tree(tmp_path)
-
-
-def lowlevel_server(guard: RootsGuard) -> Server[Any]:
-    """A low-level Server with one tool, written the way the README shows for hand-written handlers."""
-
-    async def list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> ListToolsResult:
-        schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
-        return ListToolsResult(tools=[Tool(name="read_text", input_schema=schema)])
-
-    async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
-        roots = await guard.roots(ctx)
-        try:
-            text = roots.read_text((params.arguments or {})["path"])
-        except RootsError as exc:
-            return guard.refusal(exc)
-        return CallToolResult(content=[TextContent(type="text", text=text)])
-
-    server: Server[Any] = Server("lowlevel", on_list_tools=list_tools, on_call_tool=call_tool)
-    guard.install(server)
-    return server
 
 
 async def test_lowlevel_server_is_guarded_and_follows_roots_changes(tree: Tree) -> None:

@@ -15,14 +15,12 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.server import MCPServer, Server
-from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, TextContent, Tool
 
-from mcp_roots import RootsError, RootsGuard, path_to_uri
+from mcp_roots import RootsGuard, path_to_uri
 
-from .serverkit import RootsCallback, Tree, text_of
+from .serverkit import RootsCallback, Tree, lowlevel_server, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -147,24 +145,6 @@ async def test_modern_roots_without_the_decorator_come_by_one_round_trip(tree: T
             assert not result.is_error, text_of(result)
             assert text_of(result) == f"{tree.project},{tree.other}"
             assert callback.calls == n  # one input request per call, nothing cached across requests
-
-
-def lowlevel_server(guard: RootsGuard) -> Server[Any]:
-    async def list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> ListToolsResult:
-        schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
-        return ListToolsResult(tools=[Tool(name="read_text", input_schema=schema)])
-
-    async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
-        roots = await guard.roots(ctx)
-        try:
-            text = roots.read_text((params.arguments or {})["path"])
-        except RootsError as exc:
-            return guard.refusal(exc)
-        return CallToolResult(content=[TextContent(type="text", text=text)])
-
-    server: Server[Any] = Server("lowlevel", on_list_tools=list_tools, on_call_tool=call_tool)
-    guard.install(server)
-    return server
 
 
 async def test_modern_lowlevel_handler_gets_the_roots_by_multi_round_trip(tree: Tree) -> None:
