@@ -154,7 +154,7 @@ def parse_locator(text: str) -> Locator:
     pos = 0
     while pos < len(text):
         match = _TOKEN.match(text, pos)
-        if match is None or (match["first"] is not None and pos > 0):
+        if match is None or match["first" if pos else "field"] is not None:  # 'a' first, '.a' after
             raise ValueError(f"bad locator {text!r} at offset {pos}: {_SYNTAX}")
         pos = match.end()
         if match["first"] is not None or match["field"] is not None:
@@ -337,6 +337,8 @@ class _Walk:
             self.walk_generic(origin, args, flag, steps, level)
         elif isinstance(tp, type):
             self.walk_class(tp, flag, steps, level)
+        elif flag:  # not a type at all (``42``, a bare ``Union``): nothing is known, the name decides
+            self.emit(steps)
 
     def walk_generic(
         self, origin: object, args: tuple[object, ...], flag: bool, steps: tuple[Step | str, ...], level: int
@@ -391,7 +393,7 @@ class _Walk:
                 del self.chain[key]
 
 
-def path_locators(annotation: object, name: str = "") -> list[str]:
+def path_locators(annotation: object, name: str = "", *, named: bool | None = None) -> list[str]:
     """Where the path-like parts of a parameter (or field) called ``name`` and annotated ``annotation``
     are, as locators; ``[]`` when it holds no path.
 
@@ -405,12 +407,13 @@ def path_locators(annotation: object, name: str = "") -> list[str]:
     (pydantic models, dataclasses, TypedDicts, NamedTuples). It never raises: what it cannot follow
     (deeper than ``MAX_DEPTH``, a recursive type, an unresolved forward reference, a one-shot iterable, a
     type too large) ends in ``...`` when a path-like part may lie there. With ``name``, every locator starts
-    with it; ``""`` is the value itself.
+    with it; ``""`` is the value itself. ``named=True`` takes the value as named like a path whatever its
+    name (what ``@guard.paths("query")`` declares), ``named=False`` as not.
     """
     start: tuple[Step | str, ...] = (Step("field", name),) if name else ()
     walk = _Walk(reach=False)
     try:
-        walk.walk(annotation, is_path_name(name) if name else False, start, 0)
+        walk.walk(annotation, is_path_name(name) if named is None else named, start, 0)
     except Exception:  # an annotation no rule above foresaw: assume the worst, never raise
         return [_render((*start, OPAQUE))]
     return list(dict.fromkeys(_render(steps) for steps in walk.found))
