@@ -16,6 +16,8 @@ from pathlib import Path, PurePosixPath
 
 import pydantic
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, Field, RootModel
 
 from mcp_roots._pathlike import (
@@ -453,6 +455,42 @@ def test_replace_at_returns_the_value_itself_when_nothing_changes() -> None:
     value = {"job": job()}
     assert replace_at(value, "job.inputs[].path", lambda v: v) is value
     assert replace_at(value, "job.cfg.nothing", canonical) is value
+
+
+class Box(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    path: object = None
+    a: object = None
+
+
+_leaves = st.one_of(st.none(), st.integers(), st.text(max_size=3))
+_values = st.recursive(
+    _leaves,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.sampled_from(["a", "b", "path"]), inner, max_size=3),
+        st.builds(Box, path=inner, a=inner),
+    ),
+    max_leaves=12,
+)
+_locators = st.lists(st.sampled_from(["a", "b", "path", "[]", "[0]", "{}"]), max_size=4).map(
+    lambda steps: "".join(s if s[0] in "[{" else "." + s for s in steps).lstrip(".")
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_values, _locators)
+def test_replace_at_changes_exactly_what_values_at_finds_and_nothing_in_place(
+    value: object, text: str
+) -> None:
+    snapshot = copy.deepcopy(value)
+    found = values_at(value, text)
+    replaced = replace_at(value, text, lambda v: ("checked", v))
+    assert value == snapshot  # never mutated
+    assert values_at(replaced, text) == [("checked", v) for v in found]
+    if not found:
+        assert replaced is value
 
 
 def test_is_path_value() -> None:
