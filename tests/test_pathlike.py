@@ -25,6 +25,7 @@ from mcp_roots._pathlike import (
     Locator,
     is_path_name,
     is_path_value,
+    locator_fits,
     parameter_annotations,
     parse_locator,
     path_locators,
@@ -330,6 +331,30 @@ def test_bad_locators_are_refused_with_the_rule(text: str) -> None:
     with pytest.raises(ValueError, match="locator") as caught:
         parse_locator(text)
     assert repr(text) in str(caught.value)
+
+
+FITS = [
+    (Cfg, "path"), (Cfg, "size"), (Cfg, ""), (Job, "cfg.path"), (Job, "inputs[].path"), (Job, "inputs[0]"),
+    (Job, "by_name{}.path"), (Job, "by_name{key}"), (Job, "cfg"), (Node, "children[].children[].path"),
+    (Copy, "items[].size"), (Opts, "level"), (Pair, "left"), (dict[str, typing.Any], "{}.any.thing[]"),
+    ("Unresolved", "a.b"), (typing.Any, "x[]"), (Paths, "root[]"),
+]  # fmt: skip
+DOES_NOT_FIT = [
+    (Cfg, "pth"), (Cfg, "path.x"), (Cfg, "[]"), (Job, "cfg.pth"), (Job, "inputs.path"), (Job, "by_name[]"),
+    (Node, "children[].parent"), (str, "x"), (list[str], "{}"), (int, "[]"), (Opts, "output"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("annotation", "text"), FITS)
+def test_a_locator_fits_the_places_its_type_has(annotation: object, text: str) -> None:
+    assert locator_fits(annotation, text)
+
+
+@pytest.mark.parametrize(("annotation", "text"), DOES_NOT_FIT)
+def test_a_mistyped_locator_does_not_fit(annotation: object, text: str) -> None:
+    # What @guard.paths("cfg.pth") must refuse where the tool is defined: it would check nothing.
+    assert not locator_fits(annotation, text)
+    assert values_at(typing.cast(object, {"cfg": Cfg(path="/etc/passwd")}), "cfg.pth") == []
 
 
 def test_a_locator_names_its_parameter() -> None:

@@ -58,16 +58,13 @@ def is_path_name(name: str) -> bool:
       file/dir/root word and ``uri`` (``file_uri``).
 
     It leans to yes: a false positive costs a warning (or an exemption under ``strict=True``), a false
-    negative an unchecked path. Words *before* the last are not judged (``file_size``, ``path_style`` and
-    ``root_name`` are not paths).
+    negative an unchecked path. Words before the last are not judged (``file_size``, ``root_name``: no).
     """
     words = [w for w in re.split(r"[^a-z0-9]+", _CAMEL.sub("_", name).lower()) if w]
     while len(words) > 1 and words[-1] in _CONTAINER_WORDS:
         words.pop()
-    if not words:
-        return False
-    if _WHOLE.fullmatch("_".join(words)):
-        return True
+    if not words or _WHOLE.fullmatch("_".join(words)):
+        return bool(words)
     last = words[-1]
     if _HEAD.search(last) and last not in _NOT_PATHS:
         return True
@@ -133,11 +130,8 @@ _NAME = r"[^.\[\]{}\s]+"
 _TOKEN = re.compile(
     rf"(?P<first>{_NAME})|\.(?P<field>{_NAME})|\[(?P<index>[0-9]{{0,9}})\]|\{{(?P<key>(key)?)\}}"
 )
-_SYNTAX = (
-    "a locator is a name followed by steps: '.name' (a field or key), '[]' (each element), '[N]' (one "
-    "element), '{}' (each value of a mapping), '{key}' (each key, last only); at most "
-    f"{MAX_DEPTH} steps; e.g. 'cfg.path', 'items[].src', 'opts{{}}.path'"
-)
+_SYNTAX = f"""a locator is a name, then '.name' (a field or key), '[]' (each element), '[N]' (one), '{{}}' \
+(each value of a mapping), '{{key}}' (each key, last only); at most {MAX_DEPTH} steps; e.g. 'items[].src'"""
 
 
 def parse_locator(text: str) -> Locator:
@@ -145,10 +139,10 @@ def parse_locator(text: str) -> Locator:
 
     Raises ``ValueError`` naming ``text`` and the rule for anything else (a ``...`` locator included).
     """
-    if text.endswith(OPAQUE) and text:
+    if text.endswith(OPAQUE):
         raise ValueError(
-            f"locator {text!r} ends with {OPAQUE!r}: the paths there lie too deep or inside a recursive "
-            "type, and cannot be guarded by name; exempt the tool or flatten the type"
+            f"locator {text!r}: the paths at '...' lie too deep or in a recursive type, and "
+            "cannot be guarded by name; exempt the tool or flatten the type"
         )
     steps: list[Step] = []
     pos = 0
@@ -223,11 +217,8 @@ def _aliased_path(info: object) -> bool:
 
 def is_model_class(tp: object) -> bool:
     """A pydantic v2 model class, by duck typing."""
-    return (
-        isinstance(tp, type)
-        and isinstance(getattr(tp, "model_fields", None), dict)
-        and hasattr(tp, "model_copy")
-    )
+    fields = getattr(tp, "model_fields", None) if isinstance(tp, type) else None
+    return isinstance(fields, dict) and hasattr(tp, "model_copy")
 
 
 def _records(tp: type) -> list[_Record] | None:
@@ -270,10 +261,11 @@ def _is_path_type(tp: object) -> bool:
 
 class _Walk:
     """One walk over a type: every locator of a path-like part (``reach=False``), or only whether there
-    is one (``reach=True``, which ignores the depth bound and visits each record once)."""
+    is one (``reach=True``, which ignores the depth bound and visits each record once); ``every=True``
+    takes every field as path-like and ends unknown parts with ``...``: every place the type has."""
 
-    def __init__(self, *, reach: bool) -> None:
-        self.reach = reach
+    def __init__(self, *, reach: bool, every: bool = False) -> None:
+        self.reach, self.every = reach, every
         self.found: list[tuple[Step | str, ...]] = []
         self.nodes = 0
         self.chain: dict[tuple[int, bool], object] = {}  # records and aliases on the way (reach: ever seen)
@@ -288,7 +280,7 @@ class _Walk:
             return  # already counted: the record or alias is being (or was) walked
         key = (id(tp), flag)
         if key not in self.reachable or self.reachable[key][0] is not tp:
-            probe = _Walk(reach=True)
+            probe = _Walk(reach=True, every=self.every)
             probe.walk(tp, flag, (), 0)
             self.reachable[key] = (tp, bool(probe.found))
         if self.reachable[key][1]:
@@ -318,7 +310,7 @@ class _Walk:
             for arg in args:
                 self.walk(arg, flag, steps, level + 1)
         elif origin is typing.Literal:
-            if flag and any(isinstance(a, (str, bytes)) for a in args):
+            if flag and (self.every or any(isinstance(a, (str, bytes)) for a in args)):
                 self.emit(steps)
         elif hasattr(tp, "__supertype__"):  # a NewType: its name counts as a name
             named = is_path_name(str(getattr(tp, "__name__", "")))
@@ -328,17 +320,20 @@ class _Walk:
             self.walk_once(tp, flag, steps, level, lambda: self.walk(value, flag, steps, level + 1))
         elif _is_path_type(tp):
             self.emit(steps)
-        elif tp in _UNKNOWN or isinstance(tp, typing.TypeVar) or _is_text_type(tp):
+        elif tp in _UNKNOWN or isinstance(tp, typing.TypeVar):
+            if flag:
+                self.emit((*steps, OPAQUE) if self.every else steps)
+        elif _is_text_type(tp):
             if flag:
                 self.emit(steps)
         elif isinstance(tp, (str, typing.ForwardRef)):  # an annotation nobody could resolve
-            self.emit(steps if flag else (*steps, OPAQUE))
+            self.emit(steps if flag and not self.every else (*steps, OPAQUE))
         elif origin is not None:
             self.walk_generic(origin, args, flag, steps, level)
         elif isinstance(tp, type):
             self.walk_class(tp, flag, steps, level)
         elif flag:  # not a type at all (``42``, a bare ``Union``): nothing is known, the name decides
-            self.emit(steps)
+            self.emit((*steps, OPAQUE) if self.every else steps)
 
     def walk_generic(
         self, origin: object, args: tuple[object, ...], flag: bool, steps: tuple[Step | str, ...], level: int
@@ -348,7 +343,7 @@ class _Walk:
                 self.step(arg, flag, steps, Step("index", index=i), level)
         elif origin in _MAPPINGS:
             if len(args) == 2:  # keys are paths by type only: ``dict[Path, str]``
-                self.step(args[0], False, steps, KEYS, level)
+                self.step(args[0], self.every, steps, KEYS, level)
             self.step(args[1] if len(args) == 2 else typing.Any, flag, steps, VALUES, level)
         elif origin in _SEQUENCES:
             self.step(args[0] if args else typing.Any, flag, steps, EACH, level)
@@ -362,8 +357,10 @@ class _Walk:
             self.walk_generic(tp, (), flag, steps, level)
             return
         records = _records(tp)
-        if records is None:
-            return  # a class of its own (int, datetime, an enum, a client object): not a path
+        if records is None:  # a class of its own (int, datetime, an enum, a client object): not a path
+            if self.every and flag:
+                self.emit(steps)
+            return
 
         def fields() -> None:
             root_model = bool(getattr(tp, "__pydantic_root_model__", False))
@@ -373,7 +370,8 @@ class _Walk:
                         record.annotation, flag or record.path_named, steps, Step("field", "root"), level
                     )
                 else:
-                    self.step(record.annotation, record.path_named, steps, Step("field", record.name), level)
+                    named = record.path_named or self.every
+                    self.step(record.annotation, named, steps, Step("field", record.name), level)
 
         self.walk_once(tp, flag, steps, level, fields)
 
@@ -382,41 +380,58 @@ class _Walk:
     ) -> None:
         """Run ``body`` for a record or alias not already on the way (a recursive type ends here)."""
         key = (id(tp), flag)
-        if self.chain.get(key) is tp:
+        if self.chain.get(key) is tp and (self.reach or not self.every):  # every: MAX_DEPTH bounds it
             self.opaque(tp, flag, steps)
             return
-        self.chain[key] = tp
+        outer, self.chain[key] = self.chain.get(key), tp
         try:
             body()
         finally:
-            if not self.reach:
+            if not self.reach and outer is None:
                 del self.chain[key]
 
 
 def path_locators(annotation: object, name: str = "", *, named: bool | None = None) -> list[str]:
-    """Where the path-like parts of a parameter (or field) called ``name`` and annotated ``annotation``
-    are, as locators; ``[]`` when it holds no path.
+    """Where the path-like parts of a parameter called ``name`` annotated ``annotation`` are (``[]``: none).
 
-    A part is path-like by type (``Path``, ``PurePath``, ``os.PathLike``) whatever its name, or by name
-    (``is_path_name``: the parameter's, a field's, a pydantic ``alias``/``validation_alias``, a ``NewType``'s)
-    where its type can hold a path (``str``, ``bytes``, a ``Literal`` of strings, ``Any`` or no
-    annotation). A name carries into list, tuple, set and mapping values (``paths: list[str]`` gives
-    ``paths[]``), not into a model's fields, which are judged by their own names. Mapping keys are paths
-    only by type (``dict[Path, str]`` gives ``x{key}``). The walk looks through ``Optional``, unions,
-    ``Annotated``, ``NewType``, type aliases, ``Required``/``NotRequired``, generic containers and records
-    (pydantic models, dataclasses, TypedDicts, NamedTuples). It never raises: what it cannot follow
-    (deeper than ``MAX_DEPTH``, a recursive type, an unresolved forward reference, a one-shot iterable, a
-    type too large) ends in ``...`` when a path-like part may lie there. With ``name``, every locator starts
-    with it; ``""`` is the value itself. ``named=True`` takes the value as named like a path whatever its
-    name (what ``@guard.paths("query")`` declares), ``named=False`` as not.
+    Path-like by type (``Path``, ``PurePath``, ``os.PathLike``), or by name (``is_path_name`` of the
+    parameter, a field, a pydantic ``alias``/``validation_alias``, a ``NewType``) where the type can hold a
+    path (``str``, ``bytes``, a ``Literal`` of strings, ``Any``, none). A name carries into list, tuple, set
+    and mapping values (``paths: list[str]``: ``paths[]``), not into a record's fields, judged by their own
+    names; mapping keys only by type (``dict[Path, str]``: ``x{key}``). It looks through ``Optional``,
+    unions, ``Annotated``, ``NewType``, aliases, ``NotRequired``, containers and records (pydantic models,
+    dataclasses, TypedDicts, NamedTuples), and never raises: what it cannot follow (past ``MAX_DEPTH``,
+    recursive, unresolved, a one-shot iterable, too large) ends in ``...`` where a path may lie. Locators
+    start with ``name`` (``""``: the value itself). ``named=True``/``False`` overrides the name rule for
+    the value itself (what ``@guard.paths("query")`` declares).
     """
     start: tuple[Step | str, ...] = (Step("field", name),) if name else ()
-    walk = _Walk(reach=False)
+    return _places(annotation, start, is_path_name(name) if named is None else named, every=False)
+
+
+def _places(annotation: object, start: tuple[Step | str, ...], flag: bool, *, every: bool) -> list[str]:
+    walk = _Walk(reach=False, every=every)
     try:
-        walk.walk(annotation, is_path_name(name) if named is None else named, start, 0)
+        walk.walk(annotation, flag, start, 0)
     except Exception:  # an annotation no rule above foresaw: assume the worst, never raise
         return [_render((*start, OPAQUE))]
     return list(dict.fromkeys(_render(steps) for steps in walk.found))
+
+
+def locator_fits(annotation: object, locator: Locator | str) -> bool:
+    """Whether ``locator``, relative to a value annotated ``annotation``, names a place that type has (each
+    field exists, ``[]`` meets a list, ``{}`` a mapping; ``Any`` and unresolved parts fit anything), so that
+    ``@guard.paths("cfg.pth")`` is an error where the tool is defined, not a guard that checks nothing."""
+    texts = {str(_as_locator(locator)), re.sub(r"\[[0-9]+\]", "[]", str(_as_locator(locator)))}  # [N] in []
+    places = _places(annotation, (), True, every=True)  # what cannot be walked is "..."
+    return any(
+        _under(p, t) or (p.endswith(OPAQUE) and _under(t, p[: -len(OPAQUE)])) for p in places for t in texts
+    )
+
+
+def _under(longer: str, shorter: str) -> bool:
+    """``longer`` is ``shorter`` or a place inside it (``cfg.path`` is under ``cfg``, not under ``cf``)."""
+    return longer.startswith(shorter) and (not shorter or longer[len(shorter) : len(shorter) + 1] in ".[{")
 
 
 def parameter_annotations(fn: object) -> dict[str, object]:
@@ -446,10 +461,8 @@ def _is_record_value(value: object) -> bool:
 
 
 def _mismatch(value: object, step: Step, what: str) -> TypeError:
-    return TypeError(
-        f"cannot look inside a {type(value).__name__} at '{step}' (expected {what}); "
-        "refusing rather than leaving a path unchecked"
-    )
+    kind = type(value).__name__
+    return TypeError(f"cannot look inside a {kind} at '{step}' (expected {what}): it might hide a path")
 
 
 def _field_of(value: object, name: str) -> tuple[bool, object]:
@@ -577,19 +590,11 @@ def _with_items(value: object, items: Mapping[object, object], *, clear: bool = 
 
 
 def _rebuild(value: typing.Any, changed: Mapping[int, object]) -> object:
-    if isinstance(value, (set, frozenset)):
-        items = [changed.get(i, v) for i, v in enumerate(value)]
-        return type(value)(items) if type(value) in (set, frozenset) else _cannot(value)
-    assert isinstance(value, (list, tuple, collections.deque))
     items = [changed.get(i, v) for i, v in enumerate(value)]
-    if type(value) in (list, tuple):
+    if type(value) in (list, tuple, set, frozenset):
         return type(value)(items)
     if isinstance(value, collections.deque):
         return collections.deque(items, maxlen=value.maxlen)
-    if isinstance(value, tuple) and hasattr(value, "_make"):
+    if isinstance(value, tuple) and hasattr(value, "_make"):  # a NamedTuple
         return value._make(items)
-    return _cannot(value)
-
-
-def _cannot(value: object) -> object:
     raise TypeError(f"cannot rebuild a {type(value).__name__} with checked paths in it")
