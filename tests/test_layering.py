@@ -22,7 +22,7 @@ PACKAGE = "mcp_roots"
 #: sub-package). Modules on one line are one layer: they may import each other.
 LAYERS: list[tuple[str, ...]] = [
     ("_errors",),
-    ("_pathtext",),
+    ("_pathtext", "_pathlike"),  # _pathlike: which parts of a parameter are paths; pure, SDK-free
     ("_uri", "_fold"),
     ("_sys",),
     ("_launch",),  # the sandbox's launcher, run as a script: it loads _sys/landlock.py by file
