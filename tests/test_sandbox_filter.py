@@ -244,3 +244,65 @@ def test_the_x32_abi_is_killed_and_unknown_calls_answer_enosys(places: tuple[Roo
     assert probe([("file_setattr", "sys_call(469, -100, b'/', None, 0, 0)")], roots=roots) == {
         "file_setattr": "EPERM"
     }
+
+
+# --- Where the filter cannot be installed: fail closed ----------------------------------------------------
+
+WITHOUT = Path(__file__).resolve().parent / "without_landlock.py"
+NO_FILTER = """
+import logging, sys
+from mcp_roots import RootSet, SandboxUnavailable
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+roots = RootSet.from_paths([sys.argv[1]])
+for network in (False, True):
+    try:
+        roots.run(["true"], network=network)
+        print("RAN")
+    except SandboxUnavailable as exc:
+        print("REFUSED", exc)
+for _ in range(2):  # allowed: Landlock still confines (the secret stays unreadable), one warning
+    print("RAN", roots.run(["cat", sys.argv[2]], allow_unconfined=True, capture_output=True).returncode)
+"""
+
+
+def test_without_the_filter_run_refuses_and_doctor_says_so(places: tuple[RootSet, Path, Path]) -> None:
+    _, root, outside = places
+    secret = outside / "secret.txt"
+    secret.write_text("TOP SECRET")
+    prefix = [sys.executable, str(WITHOUT), "NOSECCOMP", sys.executable]
+    proc = subprocess.run(
+        [*prefix, "-c", NO_FILTER, str(root), str(secret)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("REFUSED no system-call filter (network=False and the metadata rules need it)")
+    assert lines[1].startswith("REFUSED no system-call filter (the metadata rules need it)")
+    assert all("seccomp" in line and "allow_unconfined=True" in line for line in lines[:2])
+    assert lines[2:] == ["RAN 1", "RAN 1"]
+    warnings = [line for line in proc.stderr.splitlines() if "WITHOUT THE SYSTEM-CALL FILTER" in line]
+    assert len(warnings) == 1, proc.stderr
+    doctor = subprocess.run(
+        [*prefix, "-m", "mcp_roots.cli", "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert doctor.returncode == 1
+    report = json.loads(doctor.stdout)
+    assert (report["landlock_abi"], report["seccomp"], report["no_new_privs"]) == (KERNEL.abi, False, True)
+    assert "refuses seccomp filters" in report["seccomp_reason"]
+    here = subprocess.run(
+        [sys.executable, "-m", "mcp_roots.cli", "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert here.returncode == 0
+    assert "seccomp: the system-call filter is installed" in here.stdout
+    assert "no_new_privs: available" in here.stdout

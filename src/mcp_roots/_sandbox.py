@@ -267,7 +267,11 @@ def plan(
                 if not network
                 else "the metadata rules need it"
             )
-            _refuse_or_warn(f"no system-call filter ({what}): {kernel.filter_reason}", allow_unconfined)
+            _refuse_or_warn(
+                f"no system-call filter ({what}): {kernel.filter_reason}",
+                allow_unconfined,
+                "WITHOUT THE SYSTEM-CALL FILTER (Landlock only)",
+            )
             notes.append("no system-call filter")
     handled_fs = landlock.fs_rights_for(abi)
     handled_net = 0
@@ -298,7 +302,7 @@ def plan(
     return Confinement(abi, tuple(rules), handled_fs, handled_net, scoped, tuple(notes), program_bytes)
 
 
-def _refuse_or_warn(reason: str, allow_unconfined: bool) -> None:
+def _refuse_or_warn(reason: str, allow_unconfined: bool, how: str = "UNCONFINED") -> None:
     if not allow_unconfined:
         raise SandboxUnavailable(
             f"{reason}; pass allow_unconfined=True (mcp-roots run --allow-unconfined) to run without it"
@@ -307,7 +311,7 @@ def _refuse_or_warn(reason: str, allow_unconfined: bool) -> None:
         first = reason not in _warned
         _warned.add(reason)
     if first:
-        logger.warning("running subprocesses UNCONFINED (allow_unconfined=True): %s", reason)
+        logger.warning("running subprocesses %s (allow_unconfined=True): %s", how, reason)
 
 
 def clean_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
