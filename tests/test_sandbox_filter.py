@@ -306,3 +306,60 @@ def test_without_the_filter_run_refuses_and_doctor_says_so(places: tuple[RootSet
     assert here.returncode == 0
     assert "seccomp: the system-call filter is installed" in here.stdout
     assert "no_new_privs: available" in here.stdout
+
+
+# --- What the kernel does not enforce (README's table says so; these keep the table true) ---------------
+
+
+def test_not_enforced_stat_of_an_outside_name(places: tuple[RootSet, Path, Path]) -> None:
+    roots, _, outside = places
+    secret = outside / "secret.txt"
+    secret.write_text("TOP SECRET")
+    attempts = [("stat", "os.stat(arg[0])"), ("list", "os.listdir(arg[1])"), ("read", "open(arg[0]).read()")]
+    answers = probe(attempts, str(secret), str(outside), roots=roots, write=True, network=False)
+    # Existence, size and times of a name the child knows stay visible; listing and reading do not.
+    assert answers == {"stat": "ok", "list": "EACCES", "read": "EACCES"}
+
+
+def test_not_enforced_a_hard_link_already_inside_a_root(places: tuple[RootSet, Path, Path]) -> None:
+    roots, root, outside = places
+    secret = outside / "secret.txt"
+    secret.write_text("TOP SECRET")
+    os.link(secret, root / "linked.txt")  # made by someone outside the sandbox, before it started
+    result = roots.run(["cat", str(root / "linked.txt")], capture_output=True, text=True, timeout=60)
+    assert result.stdout == "TOP SECRET"
+    # A confined child cannot make such a link itself.
+    made = probe(
+        [("link", "os.link(arg[0], arg[1])")], str(secret), str(root / "new.txt"), roots=roots, write=True
+    )
+    assert made == {"link": "EXDEV"}
+
+
+def test_not_enforced_a_descriptor_passed_on_purpose(places: tuple[RootSet, Path, Path]) -> None:
+    roots, _, outside = places
+    secret = outside / "secret.txt"
+    secret.write_text("TOP SECRET")
+    with secret.open("rb") as handle:
+        fd = handle.fileno()
+        code = f"import os; print(os.read({fd}, 100).decode())"
+        result = roots.run(
+            [sys.executable, "-c", code], pass_fds=[fd], capture_output=True, text=True, timeout=60
+        )
+    assert result.stdout.strip() == "TOP SECRET"
+
+
+def test_not_enforced_metadata_through_a_descriptor_the_child_may_open(
+    places: tuple[RootSet, Path, Path],
+) -> None:
+    roots, root, _ = places
+    mine = root / "readonly.txt"
+    mine.write_text("x")
+    mine.chmod(0o644)
+    # write=False: the child may open the file for reading only, yet fchmod on that descriptor goes through
+    # (the kernel asks for ownership, not for a writable descriptor); by path it is refused.
+    attempts = [
+        ("chmod", "os.chmod(arg[0], 0o600)"),
+        ("fchmod read-only fd", "os.fchmod(os.open(arg[0], os.O_RDONLY), 0o640)"),
+    ]
+    assert probe(attempts, str(mine), roots=roots) == {"chmod": "EPERM", "fchmod read-only fd": "ok"}
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o640
