@@ -9,7 +9,6 @@ what Python needs) before anything starts a thread; ``unconfined`` is the naive 
 
 from __future__ import annotations
 
-import os
 import sys
 
 from mcp_roots import RootsGuard
@@ -44,22 +43,6 @@ async def cat(path: str, ctx: Context) -> str:
     """Shells out with the call's roots: the child is confined to them by the kernel."""
     result = await guard.run(ctx, ["cat", path], check=False)
     return f"exit {result.returncode}: {result.stdout.decode()}{result.stderr.decode()}"
-
-
-CHILD_STDIO = """
-import os, sys
-for fd, name in ((0, "stdin"), (1, "stdout")):
-    st = os.fstat(fd)
-    print(name, "is the server's" if f"{st.st_dev}:{st.st_ino}" == sys.argv[1 + fd] else "is not the server's")
-"""
-
-
-@server.tool()
-async def child_stdio(path: str, ctx: Context) -> str:
-    """What a child started through guard.run holds as fds 0 and 1: this server's own stdio channel?"""
-    own = [f"{os.fstat(fd).st_dev}:{os.fstat(fd).st_ino}" for fd in (0, 1)]
-    result = await guard.run(ctx, [sys.executable, "-c", CHILD_STDIO, *own], check=False)
-    return f"{result.stdout.decode()}{result.stderr.decode()}"
 
 
 if __name__ == "__main__":

@@ -175,15 +175,3 @@ def test_confine_without_landlock_refuses_to_start(tmp_path: Path) -> None:
     assert proc.stdout.startswith(
         "cannot confine the server process: the Landlock system calls are refused"
     ), proc
-
-
-@pytest.mark.skipif(not KERNEL.available, reason=f"no Landlock here: {KERNEL.reason}")
-async def test_a_guard_run_child_does_not_get_the_stdio_channel(tree: tuple[Path, Path]) -> None:
-    # Issue 25 item 9: fds 0 and 1 of a stdio server are the MCP channel; a child holding fd 0 reads the
-    # client's next message, one holding fd 1 forges messages. guard.run hands the child neither. (mcp 2.x
-    # moves the channel off fds 0/1 itself; tests/mcp1/test_sandbox_stdio_mcp1.py is the SDK that does not.)
-    ceiling, _ = tree
-    async with server("unconfined", ceiling) as call:
-        is_error, text = await call("child_stdio", ceiling)
-    assert not is_error, text
-    assert text.splitlines() == ["stdin is not the server's", "stdout is not the server's"]

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from ._errors import SandboxUnavailable
 from ._sys import landlock, seccomp
@@ -72,6 +72,14 @@ SYSTEM_DEVICE_PATHS: tuple[str, ...] = ("/dev/null", "/dev/zero", "/dev/full")
 CLEAN_ENV_NAMES: tuple[str, ...] = ("PATH", "HOME", "LANG", "TERM")
 
 RootPaths = Iterable[str | os.PathLike[str]]
+
+
+class _RootLike(Protocol):
+    """What a ``RootSet`` iterates (a ``Root``): its canonical ``path``."""
+
+    @property
+    def path(self) -> os.PathLike[str]: ...
+
 
 _FS = landlock.FS
 _READ = _FS.READ_FILE | _FS.READ_DIR | _FS.EXECUTE
@@ -298,7 +306,7 @@ def plan(
         rules.append((program, _FS.READ_FILE | _FS.EXECUTE))
         rules.extend((path, _READ) for path in _python_paths(program))
     granted = _READ | (_WRITE if write else 0)
-    rules.extend((os.fspath(getattr(root, "path", root)), granted | landlock.EXACT_PATH) for root in roots)
+    rules.extend((os.fspath(path), granted | landlock.EXACT_PATH) for path in roots)
     return Confinement(abi, tuple(rules), handled_fs, handled_net, scoped, tuple(notes), program_bytes)
 
 
@@ -549,7 +557,7 @@ def _python_needs() -> list[str]:
 
 
 def confine_process(
-    roots: RootPaths,
+    roots: Iterable[str | os.PathLike[str] | _RootLike],
     *,
     write: bool = True,
     extra_read: Sequence[str | os.PathLike[str]] = (),
@@ -571,9 +579,9 @@ def confine_process(
             "create RootsGuard(confine=True) before anything starts a thread (at the top of the program)"
         )
     # A RootSet (from _guard) iterates Root objects, whose .path is the canonical path.
-    roots = [os.fspath(getattr(root, "path", root)) for root in roots]
+    paths = [os.fspath(root.path if hasattr(root, "path") else root) for root in roots]
     confinement = plan(
-        roots,
+        paths,
         write=write,
         extra_read=[*_python_needs(), *extra_read],
         scope_signals=False,
@@ -584,5 +592,5 @@ def confine_process(
         confinement.apply_to_current_thread()
     except OSError as exc:
         raise SandboxUnavailable(f"the kernel refused to confine the server process: {exc}") from exc
-    logger.info("server process confined by Landlock ABI %d to %s", confinement.abi, roots)
+    logger.info("server process confined by Landlock ABI %d to %s", confinement.abi, paths)
     return confinement
