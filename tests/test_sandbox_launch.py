@@ -7,13 +7,16 @@ Real processes, a real pty, a real venv inside a writable root; each refusal is 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
+import anyio
 import pytest
 
+from mcp_roots import RootSet
 from mcp_roots._sandbox import support
 
 KERNEL = support()
@@ -227,3 +230,57 @@ def test_clean_env_keeps_only_path_home_lang_term_and_mcp_roots(places: tuple[Pa
     # The default is subprocess's: the whole environment (the control shows the agent socket leaks).
     assert {"SSH_AUTH_SOCK", "GITHUB_TOKEN", "PYTHONPATH"} <= child_env()
     assert child_env("--clean-env") == {"PATH", "HOME", "LANG", "MCP_ROOTS_EXTRA"}
+
+
+CATCHER = """
+import signal, sys, time
+signal.signal(signal.SIGINT, lambda *_: (print("GOT SIGINT", flush=True), sys.exit(3)))
+print("READY", flush=True)
+time.sleep(60)
+"""
+
+
+def test_mcp_roots_run_passes_ctrl_c_on_to_the_command_in_its_own_session(places: tuple[Path, Path]) -> None:
+    # In a new session the terminal's Ctrl-C reaches only mcp-roots itself: it must pass it on.
+    root, _ = places
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    command = [sys.executable, "-m", "mcp_roots.cli", "run", "--roots", str(root), "--"]
+    with subprocess.Popen(
+        [*command, sys.executable, "-c", CATCHER], stdout=subprocess.PIPE, text=True, env=env
+    ) as process:
+        assert process.stdout is not None
+        assert process.stdout.readline() == "READY\n"
+        process.send_signal(signal.SIGINT)
+        rest = process.stdout.read()
+        assert process.wait(timeout=60) == 3
+    assert rest == "GOT SIGINT\n"
+
+
+# --- run_async: cancelling kills the child (asyncio and trio) ----------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_cancelling_run_async_kills_the_confined_child(places: tuple[Path, Path]) -> None:
+    root, _ = places
+    code = "import os, time; os.write(2, str(os.getpid()).encode()); time.sleep(600)"
+    read_end, write_end = os.pipe()
+    try:
+        with anyio.fail_after(60):  # a bound on a hung test only
+            async with anyio.create_task_group() as group:
+
+                async def cancel_once_started() -> None:
+                    started.append(int(await anyio.to_thread.run_sync(os.read, read_end, 32)))
+                    group.cancel_scope.cancel()
+
+                started: list[int] = []
+                group.start_soon(cancel_once_started)
+                await RootSet.from_paths([root]).run_async([sys.executable, "-c", code], stderr=write_end)
+            while True:  # killed, then reaped by the worker thread it was abandoned on
+                try:
+                    os.kill(started[0], 0)
+                except ProcessLookupError:
+                    break
+                await anyio.sleep(0.01)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
