@@ -351,15 +351,39 @@ def test_not_enforced_a_descriptor_passed_on_purpose(places: tuple[RootSet, Path
 def test_not_enforced_metadata_through_a_descriptor_the_child_may_open(
     places: tuple[RootSet, Path, Path],
 ) -> None:
-    roots, root, _ = places
-    mine = root / "readonly.txt"
+    roots, _, outside = places
+    mine = outside / "readable.txt"
     mine.write_text("x")
     mine.chmod(0o644)
-    # write=False: the child may open the file for reading only, yet fchmod on that descriptor goes through
-    # (the kernel asks for ownership, not for a writable descriptor); by path it is refused.
+    # write=True and a file it may read (extra_read; as root, also the system paths): fchmod on a read-only
+    # descriptor goes through (the kernel asks for ownership, not a writable descriptor); by path it is EPERM.
     attempts = [
         ("chmod", "os.chmod(arg[0], 0o600)"),
         ("fchmod read-only fd", "os.fchmod(os.open(arg[0], os.O_RDONLY), 0o640)"),
     ]
-    assert probe(attempts, str(mine), roots=roots) == {"chmod": "EPERM", "fchmod read-only fd": "ok"}
+    answers = probe(attempts, str(mine), roots=roots, write=True, extra_read=[str(mine)])
+    assert answers == {"chmod": "EPERM", "fchmod read-only fd": "ok"}
     assert stat.S_IMODE(mine.stat().st_mode) == 0o640
+
+
+def test_write_false_refuses_the_descriptor_forms_too(places: tuple[RootSet, Path, Path]) -> None:
+    roots, root, _ = places
+    mine = root / "readonly.txt"
+    mine.write_text("x")
+    mine.chmod(0o644)
+    os.utime(mine, (1_000_000, 1_000_000))
+    attempts = [
+        ("fchmod", "os.fchmod(os.open(arg[0], os.O_RDONLY), 0o600)"),
+        ("futimens", "os.utime(os.open(arg[0], os.O_RDONLY), (5, 5))"),
+        ("fsetxattr", "os.setxattr(os.open(arg[0], os.O_RDONLY), 'user.x', b'1')"),
+        ("fchown", "os.fchown(os.open(arg[0], os.O_RDONLY), os.getuid(), os.getgid())"),
+    ]
+    before = _metadata(mine)
+    assert probe(attempts, str(mine)) == dict.fromkeys(dict(attempts), "ok")  # the control
+    os.chmod(mine, 0o644)
+    os.utime(mine, (1_000_000, 1_000_000))
+    os.removexattr(mine, "user.x")
+    assert _metadata(mine) == before
+    # A read-only child may open its root's files for reading, and change none of their metadata.
+    assert probe(attempts, str(mine), roots=roots) == dict.fromkeys(dict(attempts), "EPERM")
+    assert _metadata(mine) == before

@@ -268,7 +268,7 @@ def plan(
     program_bytes: bytes | None = None
     if syscall_filter:
         if kernel.filter_reason is None:
-            program_bytes = seccomp.program(network=network)
+            program_bytes = seccomp.program(network=network, write=write)
         else:
             what = (
                 "network=False and the metadata rules need it"

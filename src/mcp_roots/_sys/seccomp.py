@@ -18,6 +18,7 @@ from functools import lru_cache
 
 __all__ = [
     "DENIED_PATH_METADATA",
+    "DESCRIPTOR_METADATA",
     "IOCTLS_REFUSED",
     "apply_to_thread",
     "probe",
@@ -59,6 +60,11 @@ DENIED_PATH_METADATA: tuple[int, ...] = (
     466,
     469,
 )
+
+#: Metadata through a descriptor: fchmod, fchown, fsetxattr, fremovexattr (and utimensat, futimens's call).
+#: Refused too for a child that may not write (``write=False``): it could change the metadata of any file it
+#: may open for reading and owns (the kernel checks ownership, not the open mode).
+DESCRIPTOR_METADATA: tuple[int, ...] = (91, 93, 190, 199)
 
 #: ioctl requests refused whatever the descriptor: typing into a terminal (TIOCSTI, TIOCLINUX) and setting
 #: inode flags or project attributes (immutable, append-only) through a descriptor opened for reading.
@@ -134,13 +140,14 @@ def _assemble(ops: Iterable[_Op | str]) -> bytes:
     return bytes(packed)
 
 
-@lru_cache(maxsize=2)
-def program(*, network: bool) -> bytes:
+@lru_cache(maxsize=4)
+def program(*, network: bool, write: bool = True) -> bytes:
     """The filter for a confined child. Always: the architecture is x86_64 (else the process is killed: an
     i386 or x32 system call would bypass every rule below), path-based metadata calls and the ioctls above
     answer EPERM, io_uring answers EPERM, unknown newer calls ENOSYS. With ``network=False`` also:
     ``socket()`` of every family, ``connect()``, and ``socketpair()`` other than a connected AF_UNIX
-    stream or seqpacket pair (a datagram pair could ``sendto`` a socket file) answer EPERM."""
+    stream or seqpacket pair (a datagram pair could ``sendto`` a socket file) answer EPERM. With
+    ``write=False`` the descriptor forms of the metadata calls answer EPERM as well."""
     ops: list[_Op | str] = [
         (_LD_W_ABS, _ARCH, None, None),
         (_JEQ_K, AUDIT_ARCH_X86_64, None, "kill"),
@@ -148,7 +155,8 @@ def program(*, network: bool) -> bytes:
         (_JGE_K, _X32_SYSCALL_BIT, "kill", None),
         (_JGE_K, _LAST_KNOWN_SYSCALL + 1, "enosys", None),
     ]
-    ops += [(_JEQ_K, number, "eperm", None) for number in (*DENIED_PATH_METADATA, *_IO_URING)]
+    refused = (*DENIED_PATH_METADATA, *_IO_URING, *(() if write else (*DESCRIPTOR_METADATA, _UTIMENSAT)))
+    ops += [(_JEQ_K, number, "eperm", None) for number in refused]
     ops += [(_JEQ_K, _UTIMENSAT, "utimensat", None), (_JEQ_K, _IOCTL, "ioctl", None)]
     if not network:
         ops += [
