@@ -233,14 +233,30 @@ def test_network_false_refuses_unix_socket_files_mptcp_udp_and_raw_sockets(
 # --- Foreign system-call ABIs and calls newer than the filter -------------------------------------------
 
 
-def test_the_x32_abi_is_killed_and_unknown_calls_answer_enosys(places: tuple[RootSet, Path, Path]) -> None:
+I386_GETPID = """
+import ctypes, mmap, os
+code = bytes([0xB8, 0x14, 0, 0, 0, 0xCD, 0x80, 0xC3])  # mov eax, 20 (i386 getpid); int 0x80; ret
+page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+page.write(code)
+print(ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))() == os.getpid())
+"""
+X32_GETPID = "import ctypes; print(ctypes.CDLL(None).syscall(0x40000000 | 39))"
+
+
+def test_i386_and_x32_calls_are_killed_and_unknown_calls_answer_enosys(
+    places: tuple[RootSet, Path, Path],
+) -> None:
+    # An i386 (int 0x80) or x32 system call has other numbers: the filter would judge the wrong call.
     roots, _, _ = places
-    x32_getpid = "import ctypes; print(ctypes.CDLL(None).syscall(0x40000000 | 39))"
-    control = subprocess.run([sys.executable, "-c", x32_getpid], capture_output=True, text=True, check=False)
-    assert control.returncode == 0  # this kernel answers it (-1 ENOSYS without x32 support): no kill
-    result = roots.run([sys.executable, "-c", x32_getpid], capture_output=True, text=True, timeout=60)
-    assert result.returncode == -31  # SIGSYS: the filter kills the process
+    control = subprocess.run([sys.executable, "-c", I386_GETPID], capture_output=True, text=True, check=False)
+    assert control.stdout.strip() == "True"  # the control: the i386 getpid answers
+    control = subprocess.run([sys.executable, "-c", X32_GETPID], capture_output=True, text=True, check=False)
+    assert control.returncode == 0  # answered (ENOSYS where the kernel has no x32): no kill
+    for code in (I386_GETPID, X32_GETPID):
+        result = roots.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert result.returncode == -31  # SIGSYS: the filter kills the process
     assert probe([("syscall 470", "sys_call(470)")]) == {"syscall 470": "ENOSYS"}
+    assert probe([("syscall 470", "sys_call(470)")], roots=roots) == {"syscall 470": "ENOSYS"}
     assert probe([("file_setattr", "sys_call(469, -100, b'/', None, 0, 0)")], roots=roots) == {
         "file_setattr": "EPERM"
     }

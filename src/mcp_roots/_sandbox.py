@@ -143,7 +143,7 @@ class Support:
                 "Landlock ABI 6, Linux 6.12",
             ),
             (
-                "chmod/chown/utime/xattr calls by path refused (descriptor forms allowed)",
+                "chmod/chown/utime/xattr by path refused (by descriptor too with write=False)",
                 filtered,
                 "seccomp filter, x86_64",
             ),
