@@ -403,7 +403,7 @@ def test_a_root_swapped_for_a_symlink_after_the_rootset_was_built_is_refused(tre
     tree.root.symlink_to(tree.outside)  # the root's path now leads outside
     secret_via_root = tree.root / "secret.txt"
     # The naive control: the same rules without the exact-path check grant the symlink's target.
-    confinement = plan(roots, program="/usr/bin/cat")
+    confinement = plan(roots.paths, program="/usr/bin/cat")
     assert confinement is not None
     loose = dataclasses.replace(confinement, rules=tuple((p, r & ~EXACT_PATH) for p, r in confinement.rules))
     with _spawn_confined(loose, ["cat", str(secret_via_root)], {"stdout": subprocess.PIPE}) as leaky:

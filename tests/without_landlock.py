@@ -1,7 +1,8 @@
 """Run a command on a kernel whose Landlock looks absent: a seccomp filter answers the Landlock system calls
-with an error, as a container runtime's profile or an old kernel would.
+with an error, as a container runtime's profile or an old kernel would. ``NOSECCOMP`` instead makes the
+seccomp filter look absent (the ``seccomp`` call answers ENOSYS, ``prctl(PR_SET_SECCOMP)`` EINVAL; x86_64).
 
-    python tests/without_landlock.py ENOSYS|EPERM|EOPNOTSUPP COMMAND [ARG...]
+    python tests/without_landlock.py ENOSYS|EPERM|EOPNOTSUPP|NOSECCOMP COMMAND [ARG...]
 
 This is how the tests simulate "Landlock absent" honestly: the real kernel refuses the real system call,
 and the code under test probes it the way it always does. The filter (x86_64 and aarch64 syscall numbers
@@ -48,6 +49,25 @@ def deny_landlock(error: int) -> None:
         program.append(_SockFilter(_JEQ_K, remaining + 1, 0, number))
     program.append(_SockFilter(_RET_K, 0, 0, _SECCOMP_RET_ALLOW))
     program.append(_SockFilter(_RET_K, 0, 0, _SECCOMP_RET_ERRNO | error))
+    _install(program)
+
+
+def deny_seccomp() -> None:
+    """Install a filter under which no further filter can be installed (x86_64: seccomp is 317, prctl 157)."""
+    program = [
+        _SockFilter(_LD_W_ABS, 0, 0, 0),  # A = nr
+        _SockFilter(_JEQ_K, 4, 0, 317),  # seccomp(): ENOSYS
+        _SockFilter(_JEQ_K, 0, 2, 157),  # prctl(): look at its option; anything else: allow
+        _SockFilter(_LD_W_ABS, 0, 0, 16),  # A = args[0] (low word)
+        _SockFilter(_JEQ_K, 2, 0, _PR_SET_SECCOMP),
+        _SockFilter(_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
+        _SockFilter(_RET_K, 0, 0, _SECCOMP_RET_ERRNO | errno.ENOSYS),
+        _SockFilter(_RET_K, 0, 0, _SECCOMP_RET_ERRNO | errno.EINVAL),
+    ]
+    _install(program)
+
+
+def _install(program: list[_SockFilter]) -> None:
     filters = (_SockFilter * len(program))(*program)
     fprog = _SockFprog(len(program), filters)
     libc = ctypes.CDLL(None, use_errno=True)
@@ -58,5 +78,8 @@ def deny_landlock(error: int) -> None:
 
 
 if __name__ == "__main__":
-    deny_landlock(getattr(errno, sys.argv[1]))
+    if sys.argv[1] == "NOSECCOMP":
+        deny_seccomp()
+    else:
+        deny_landlock(getattr(errno, sys.argv[1]))
     os.execvp(sys.argv[2], sys.argv[2:])

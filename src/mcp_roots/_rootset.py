@@ -444,7 +444,7 @@ class RootSet:
         from . import _sandbox
 
         return _sandbox.run(
-            self, argv, write=write, network=network, allow_unconfined=allow_unconfined, **kwargs
+            self.paths, argv, write=write, network=network, allow_unconfined=allow_unconfined, **kwargs
         )
 
     def popen(
@@ -460,7 +460,7 @@ class RootSet:
         from . import _sandbox
 
         return _sandbox.popen(
-            self, argv, write=write, network=network, allow_unconfined=allow_unconfined, **kwargs
+            self.paths, argv, write=write, network=network, allow_unconfined=allow_unconfined, **kwargs
         )
 
     async def run_async(
@@ -477,5 +477,5 @@ class RootSet:
         from . import _sandbox
 
         return await _sandbox.run_async(
-            self, argv, write=write, network=network, allow_unconfined=allow_unconfined, **kwargs
+            self.paths, argv, write=write, network=network, allow_unconfined=allow_unconfined, **kwargs
         )

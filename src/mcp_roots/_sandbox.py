@@ -1,4 +1,4 @@
-"""Subprocesses confined to the roots by the kernel (Landlock), and the server process confined to its own.
+"""Subprocesses confined to root paths by the kernel (Landlock plus a seccomp filter), and the server process.
 
 What a confined program may touch: beneath the roots (read, or read-write with ``write=True``), plus
 read-only what a program needs to start (``SYSTEM_READ_PATHS``, its own binary) and a few devices.
@@ -15,20 +15,19 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from ._errors import SandboxUnavailable
-from ._rootset import Root, RootSet
-from ._sys import landlock
+from ._sys import landlock, seccomp
 
 __all__ = [
-    "LAUNCHER",
+    "CLEAN_ENV_NAMES",
     "SYSTEM_DEVICE_PATHS",
     "SYSTEM_READ_PATHS",
     "Confinement",
     "Support",
+    "clean_env",
     "confine_process",
-    "launcher_argv",
     "plan",
     "popen",
     "run",
@@ -69,10 +68,18 @@ SYSTEM_READ_PATHS: tuple[str, ...] = (
 # Devices a program may read and write: shells redirect to /dev/null (with O_TRUNC) all the time.
 SYSTEM_DEVICE_PATHS: tuple[str, ...] = ("/dev/null", "/dev/zero", "/dev/full")
 
-# The launcher run as `python -I -S LAUNCHER ...` for run_async: -I ignores PYTHON* variables and the
-# user's site directory (no code of the caller's environment runs before the confinement), -S skips
-# site-packages (faster; the launcher needs only the standard library and its sibling _sys/landlock.py).
-LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_launch.py")
+#: What ``clean_env`` (``mcp-roots run --clean-env``) keeps of an environment, besides ``MCP_ROOTS_*``.
+CLEAN_ENV_NAMES: tuple[str, ...] = ("PATH", "HOME", "LANG", "TERM")
+
+RootPaths = Iterable[str | os.PathLike[str]]
+
+
+class _RootLike(Protocol):
+    """What a ``RootSet`` iterates (a ``Root``): its canonical ``path``."""
+
+    @property
+    def path(self) -> os.PathLike[str]: ...
+
 
 _FS = landlock.FS
 _READ = _FS.READ_FILE | _FS.READ_DIR | _FS.EXECUTE
@@ -100,43 +107,81 @@ _warned_lock = threading.Lock()
 
 @dataclass(frozen=True)
 class Support:
-    """What this kernel can enforce: ``abi`` (0 when Landlock is unusable, with ``reason`` saying why)."""
+    """What this kernel can enforce: ``abi`` (0 when Landlock is unusable, with ``reason`` saying why), and
+    ``filter_reason`` (None when the seccomp filter can be installed, else why not)."""
 
     abi: int
     reason: str | None = None
+    filter_reason: str | None = None
 
     @property
     def available(self) -> bool:
         return self.abi >= 1
 
+    @property
+    def complete(self) -> bool:
+        """Both layers are here: Landlock and the system-call filter."""
+        return self.available and self.filter_reason is None
+
     def enforced(self) -> list[tuple[str, bool, str]]:
         """(feature, enforced here, the ABI or note) for every part of the confinement, for ``doctor``."""
         abi = self.abi
+        filtered = self.filter_reason is None
         return [
-            ("file reads and writes outside the allowed paths", abi >= 1, "ABI 1, Linux 5.13"),
+            ("file reads and writes outside the allowed paths", abi >= 1, "Landlock ABI 1, Linux 5.13"),
             (
                 "renames and links across directories inside a writable root",
                 abi >= 2,
-                "ABI 2, Linux 5.19 (before: always refused, EXDEV)",
+                "Landlock ABI 2, Linux 5.19 (before: always refused, EXDEV)",
             ),
-            ("truncate(2) of a file outside the roots", abi >= 3, "ABI 3, Linux 6.2 (before: not confined)"),
-            ("TCP bind/connect refused with network=False", abi >= 4, "ABI 4, Linux 6.7"),
-            ("ioctl(2) on devices outside the allowed paths", abi >= 5, "ABI 5, Linux 6.10"),
+            ("truncate(2) of a file outside the roots", abi >= 3, "Landlock ABI 3, Linux 6.2"),
+            ("TCP bind/connect refused with network=False", abi >= 4, "Landlock ABI 4, Linux 6.7"),
+            ("ioctl(2) on devices outside the allowed paths", abi >= 5, "Landlock ABI 5, Linux 6.10"),
             (
                 "signals to processes outside the sandbox; abstract unix sockets with network=False",
                 abi >= 6,
-                "ABI 6, Linux 6.12",
+                "Landlock ABI 6, Linux 6.12",
             ),
+            (
+                "chmod/chown/utime/xattr by path refused (by descriptor too with write=False)",
+                filtered,
+                "seccomp filter, x86_64",
+            ),
+            (
+                "socket() of every family (UDP, MPTCP, raw, unix socket files) refused with network=False",
+                filtered,
+                "seccomp filter, x86_64",
+            ),
+            ("TIOCSTI/TIOCLINUX (typing into a terminal) and io_uring refused", filtered, "seccomp filter"),
         ]
 
 
 @lru_cache(maxsize=1)
 def support() -> Support:
-    """Probe the kernel once per process: the Landlock ABI, or why there is none."""
+    """Probe the kernel once per process: the Landlock ABI (or why there is none), and the seccomp filter."""
     try:
-        return Support(landlock.abi_version())
+        abi, reason = landlock.abi_version(), None
     except landlock.LandlockMissing as exc:
-        return Support(0, exc.reason)
+        abi, reason = 0, exc.reason
+    return Support(abi, reason, seccomp.probe())
+
+
+def no_new_privs() -> str | None:
+    """None when a thread can set no_new_privs (what both layers need), else why not; probed on a thread of
+    its own, which sets it on itself only and ends."""
+    outcome: list[str | None] = []
+
+    def probe() -> None:
+        try:
+            landlock.set_no_new_privs()
+            outcome.append(None)
+        except OSError as exc:
+            outcome.append(str(exc))
+
+    thread = threading.Thread(target=probe, name="mcp-roots-nnp-probe", daemon=True)
+    thread.start()
+    thread.join()
+    return outcome[0]
 
 
 # --- The plan: which paths, which rights -----------------------------------------------------------------
@@ -144,7 +189,8 @@ def support() -> Support:
 
 @dataclass(frozen=True)
 class Confinement:
-    """A ruleset ready to apply: (path, rights) rules and the rights, networks and scopes it handles."""
+    """A ruleset ready to apply: (path, rights) rules and the rights, networks and scopes it handles, and
+    the seccomp filter program (None: no filter)."""
 
     abi: int
     rules: tuple[tuple[str, int], ...]
@@ -152,16 +198,15 @@ class Confinement:
     handled_net: int = 0
     scoped: int = 0
     notes: tuple[str, ...] = field(default=())
+    syscall_filter: bytes | None = None
 
     def apply_to_current_thread(self) -> None:
         """Confine the calling thread and everything it starts from now on. Irreversible."""
         landlock.restrict_thread(
             self.rules, handled_fs=self.handled_fs, handled_net=self.handled_net, scoped=self.scoped
         )
-
-
-def _root_paths(roots: RootSet | Iterable[str | os.PathLike[str]]) -> list[str]:
-    return [os.fspath(r.path if isinstance(r, Root) else r) for r in roots]
+        if self.syscall_filter is not None:
+            seccomp.apply_to_thread(self.syscall_filter)
 
 
 def _python_paths(executable: str) -> list[str]:
@@ -197,7 +242,7 @@ def _program(argv: Any, options: Mapping[str, Any]) -> str | None:
 
 
 def plan(
-    roots: RootSet | Iterable[str | os.PathLike[str]],
+    roots: RootPaths,
     *,
     write: bool = False,
     network: bool = True,
@@ -206,28 +251,49 @@ def plan(
     system_paths: Sequence[str | os.PathLike[str]] | None = None,
     extra_read: Sequence[str | os.PathLike[str]] = (),
     scope_signals: bool = True,
+    syscall_filter: bool = True,
 ) -> Confinement | None:
     """The confinement for a child, or None where Landlock is missing and ``allow_unconfined`` (warned).
 
-    Raises ``SandboxUnavailable`` naming the reason when the kernel cannot enforce what was asked.
+    ``roots`` are canonical directory (or file) paths, each granted read (``write=True``: read-write).
+    Raises ``SandboxUnavailable`` naming the reason when the kernel cannot enforce what was asked: no
+    Landlock, or (with ``syscall_filter``) no seccomp filter here.
     """
     kernel = support()
     if not kernel.available:
         _refuse_or_warn(f"no kernel confinement: {kernel.reason}", allow_unconfined)
         return None
     abi = kernel.abi
+    notes: list[str] = []
+    program_bytes: bytes | None = None
+    if syscall_filter:
+        if kernel.filter_reason is None:
+            program_bytes = seccomp.program(network=network, write=write)
+        else:
+            what = (
+                "network=False and the metadata rules need it"
+                if not network
+                else "the metadata rules need it"
+            )
+            _refuse_or_warn(
+                f"no system-call filter ({what}): {kernel.filter_reason}",
+                allow_unconfined,
+                "WITHOUT THE SYSTEM-CALL FILTER (Landlock only)",
+            )
+            notes.append("no system-call filter")
     handled_fs = landlock.fs_rights_for(abi)
     handled_net = 0
     scoped = landlock.SCOPE_SIGNAL if scope_signals and abi >= 6 else 0
-    notes: list[str] = []
     if not network:
+        # socket() is refused by the filter; Landlock's TCP rules are a second layer where the ABI has them.
         if abi >= _NETWORK_ABI:
             handled_net = landlock.ACCESS_NET_BIND_TCP | landlock.ACCESS_NET_CONNECT_TCP
             if abi >= 6:
                 scoped |= landlock.SCOPE_ABSTRACT_UNIX_SOCKET
-        else:
+        elif program_bytes is None:
             _refuse_or_warn(
-                f"network=False needs Landlock ABI {_NETWORK_ABI} (Linux 6.7); this kernel has ABI {abi}",
+                f"network=False needs the system-call filter or Landlock ABI {_NETWORK_ABI}; this kernel has "
+                f"ABI {abi} and {kernel.filter_reason}",
                 allow_unconfined,
             )
             notes.append("network not confined")
@@ -240,11 +306,11 @@ def plan(
         rules.append((program, _FS.READ_FILE | _FS.EXECUTE))
         rules.extend((path, _READ) for path in _python_paths(program))
     granted = _READ | (_WRITE if write else 0)
-    rules.extend((path, granted | landlock.EXACT_PATH) for path in _root_paths(roots))
-    return Confinement(abi, tuple(rules), handled_fs, handled_net, scoped, tuple(notes))
+    rules.extend((os.fspath(path), granted | landlock.EXACT_PATH) for path in roots)
+    return Confinement(abi, tuple(rules), handled_fs, handled_net, scoped, tuple(notes), program_bytes)
 
 
-def _refuse_or_warn(reason: str, allow_unconfined: bool) -> None:
+def _refuse_or_warn(reason: str, allow_unconfined: bool, how: str = "UNCONFINED") -> None:
     if not allow_unconfined:
         raise SandboxUnavailable(
             f"{reason}; pass allow_unconfined=True (mcp-roots run --allow-unconfined) to run without it"
@@ -253,14 +319,29 @@ def _refuse_or_warn(reason: str, allow_unconfined: bool) -> None:
         first = reason not in _warned
         _warned.add(reason)
     if first:
-        logger.warning("running subprocesses UNCONFINED (allow_unconfined=True): %s", reason)
+        logger.warning("running subprocesses %s (allow_unconfined=True): %s", how, reason)
+
+
+def clean_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default ``os.environ``) keeping only ``CLEAN_ENV_NAMES`` and ``MCP_ROOTS_*``: no agent
+    socket (``SSH_AUTH_SOCK``), token or proxy setting reaches the child."""
+    source = os.environ if environ is None else environ
+    return {k: v for k, v in source.items() if k in CLEAN_ENV_NAMES or k.startswith("MCP_ROOTS_")}
 
 
 # --- Starting confined children --------------------------------------------------------------------------
 
 
+def _own_stdio_closed(popen_kwargs: dict[str, Any]) -> None:
+    # Never this process's own stdin/stdout unless asked by name: in a stdio MCP server they are the
+    # protocol channel (a child could read the client's next message, or forge one). stdin=None/stdout=None
+    # passed explicitly still hand them over, as in subprocess.
+    popen_kwargs.setdefault("stdin", subprocess.DEVNULL)
+    popen_kwargs.setdefault("stdout", subprocess.DEVNULL)
+
+
 def popen(
-    roots: RootSet | Iterable[str | os.PathLike[str]],
+    roots: RootPaths,
     argv: Any,
     *,
     write: bool = False,
@@ -271,6 +352,7 @@ def popen(
     **popen_kwargs: Any,
 ) -> subprocess.Popen[Any]:
     """``subprocess.Popen(argv, **popen_kwargs)``, confined to ``roots`` by the kernel (see ``run``)."""
+    _own_stdio_closed(popen_kwargs)
     confinement = plan(
         roots,
         write=write,
@@ -288,10 +370,10 @@ def popen(
 def _spawn_confined(
     confinement: Confinement, argv: Any, popen_kwargs: Mapping[str, Any]
 ) -> subprocess.Popen[Any]:
-    # Landlock confines the calling thread and what it creates afterwards. A fresh thread of our own
-    # confines itself, forks+execs the child (which inherits the domain), and ends: the confinement
-    # happens before fork instead of between fork and exec, with the same effect, no preexec_fn and no
-    # interpreter start. Never a pooled thread: it would stay confined for whatever it runs next.
+    # Landlock and seccomp confine the calling thread and what it creates afterwards. A fresh thread of our
+    # own confines itself, forks+execs the child (which inherits both), and ends: no preexec_fn, no
+    # interpreter start, and nothing executed before the confinement. Never a pooled thread: it would stay
+    # confined for whatever it runs next.
     outcome: list[subprocess.Popen[Any] | BaseException] = []
 
     def confine_and_spawn() -> None:
@@ -315,7 +397,7 @@ def _spawn_confined(
 
 
 def run(
-    roots: RootSet | Iterable[str | os.PathLike[str]],
+    roots: RootPaths,
     argv: Any,
     *,
     write: bool = False,
@@ -333,8 +415,12 @@ def run(
 
     The child (and all its descendants) may read beneath the roots, and write there with ``write=True``,
     plus read what a program needs (``SYSTEM_READ_PATHS`` or ``system_paths``, ``extra_read``, its own
-    binary). ``network=False`` also refuses TCP bind/connect. Raises ``SandboxUnavailable`` where the
-    kernel cannot do this, unless ``allow_unconfined=True`` (then a warning, once per reason).
+    binary). It may not change metadata by path (chmod, chown, utime, xattr), type into a terminal
+    (TIOCSTI) or use io_uring. ``network=False`` refuses every ``socket()`` and ``connect()`` (and TCP by
+    Landlock). stdin and stdout default to ``/dev/null`` (never this process's own: pass ``stdin=None``
+    or ``stdout=None`` to hand them over); ``env`` defaults to this process's environment, as in
+    subprocess (``clean_env()`` gives a reduced one). Raises ``SandboxUnavailable`` where the kernel
+    cannot do this, unless ``allow_unconfined=True`` (then a warning, once per reason).
     """
     if input is not None:
         if popen_kwargs.get("stdin") is not None:
@@ -371,25 +457,8 @@ def run(
     return subprocess.CompletedProcess(process.args, code, stdout, stderr)
 
 
-def launcher_argv(confinement: Confinement, argv: Sequence[str]) -> list[str]:
-    """The command line that applies ``confinement`` in a new process, then execs ``argv`` in it."""
-    rules = [item for path, rights in confinement.rules for item in (format(rights, "x"), path)]
-    head = [
-        sys.executable,
-        "-I",
-        "-S",
-        LAUNCHER,
-        "1",
-        format(confinement.handled_fs, "x"),
-        format(confinement.handled_net, "x"),
-        format(confinement.scoped, "x"),
-        str(len(confinement.rules)),
-    ]
-    return [*head, *rules, *argv]
-
-
 async def run_async(
-    roots: RootSet | Iterable[str | os.PathLike[str]],
+    roots: RootPaths,
     argv: str | Sequence[str],
     *,
     write: bool = False,
@@ -398,19 +467,24 @@ async def run_async(
     system_paths: Sequence[str | os.PathLike[str]] | None = None,
     extra_read: Sequence[str | os.PathLike[str]] = (),
     input: bytes | None = None,
-    stdin: int | IO[Any] | None = None,
+    stdin: int | IO[Any] | None = subprocess.DEVNULL,
     stdout: int | IO[Any] | None = subprocess.PIPE,
     stderr: int | IO[Any] | None = subprocess.PIPE,
     check: bool = True,
     cwd: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """``anyio.run_process`` (its defaults: output captured, ``check=True``) with the child confined to
-    ``roots``, through the launcher (the event loop spawns the process, so no thread of ours can)."""
+    """``anyio.run_process`` (its defaults: output captured, ``check=True``; stdin ``/dev/null``) with the
+    child confined to ``roots`` as ``run`` does. The spawn and the wait run on a worker thread (the spawn
+    itself on a throwaway thread that confines itself first); cancelling kills the child."""
     import anyio
 
     command = ["/bin/sh", "-c", argv] if isinstance(argv, str) else [os.fspath(a) for a in argv]
-    options: dict[str, Any] = {"cwd": cwd, "env": env}
+    if input is not None:
+        if stdin not in (None, subprocess.DEVNULL):
+            raise ValueError("stdin and input arguments may not both be used.")
+        stdin = subprocess.PIPE
+    options: dict[str, Any] = {"cwd": cwd, "env": env, "stdin": stdin, "stdout": stdout, "stderr": stderr}
     confinement = plan(
         roots,
         write=write,
@@ -420,16 +494,35 @@ async def run_async(
         system_paths=system_paths,
         extra_read=extra_read,
     )
-    if confinement is not None:
-        command = launcher_argv(confinement, command)
-    result = await anyio.run_process(
-        command, input=input, stdin=stdin, stdout=stdout, stderr=stderr, check=False, cwd=cwd, env=env
-    )
-    if confinement is not None:
-        result.args = argv
-    if check and result.returncode:
-        raise subprocess.CalledProcessError(result.returncode, argv, result.stdout, result.stderr)
-    return result
+    lock = threading.Lock()
+    started: list[subprocess.Popen[bytes]] = []
+    cancelled = False
+
+    def spawn_and_wait() -> tuple[int, bytes | None, bytes | None]:
+        if confinement is None:
+            process: subprocess.Popen[bytes] = subprocess.Popen(command, **options)
+        else:
+            process = _spawn_confined(confinement, command, options)
+        with lock:
+            started.append(process)
+            if cancelled:
+                process.kill()
+        with process:
+            out, err = process.communicate(input)
+        return process.returncode, out, err
+
+    try:
+        code, out, err = await anyio.to_thread.run_sync(spawn_and_wait, abandon_on_cancel=True)
+    except BaseException:
+        with lock:
+            cancelled = True
+            for process in started:
+                if process.poll() is None:
+                    process.kill()
+        raise
+    if check and code:
+        raise subprocess.CalledProcessError(code, argv, out, err)
+    return subprocess.CompletedProcess(argv, code, out, err)
 
 
 # --- Confining this process --------------------------------------------------------------------------------
@@ -464,7 +557,7 @@ def _python_needs() -> list[str]:
 
 
 def confine_process(
-    roots: RootSet | Iterable[str | os.PathLike[str]],
+    roots: Iterable[str | os.PathLike[str] | _RootLike],
     *,
     write: bool = True,
     extra_read: Sequence[str | os.PathLike[str]] = (),
@@ -485,11 +578,19 @@ def confine_process(
             "only the calling thread and what it starts afterwards, so the others would stay unconfined; "
             "create RootsGuard(confine=True) before anything starts a thread (at the top of the program)"
         )
-    confinement = plan(roots, write=write, extra_read=[*_python_needs(), *extra_read], scope_signals=False)
+    # A RootSet (from _guard) iterates Root objects, whose .path is the canonical path.
+    paths = [os.fspath(root.path if hasattr(root, "path") else root) for root in roots]
+    confinement = plan(
+        paths,
+        write=write,
+        extra_read=[*_python_needs(), *extra_read],
+        scope_signals=False,
+        syscall_filter=False,
+    )
     assert confinement is not None
     try:
         confinement.apply_to_current_thread()
     except OSError as exc:
         raise SandboxUnavailable(f"the kernel refused to confine the server process: {exc}") from exc
-    logger.info("server process confined by Landlock ABI %d to %s", confinement.abi, _root_paths(roots))
+    logger.info("server process confined by Landlock ABI %d to %s", confinement.abi, paths)
     return confinement

@@ -255,17 +255,28 @@ EXIT_NOT_FOUND = 127  # 'run': the command does not exist (as env(1) and timeout
 def _add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentParser]) -> None:
     run = command(
         "run",
-        "run a command confined by the kernel to the roots (Landlock); its exit code passes through",
+        "run a command confined by the kernel to the roots (Landlock, seccomp); its exit code passes through",
         "Run COMMAND so that the kernel (Landlock) lets it, and every process it starts, read only beneath "
         "the roots (and write there with --write), plus read-only what a program needs to start "
-        "(/usr, /lib*, the dynamic loader's files in /etc, locale and time zone data, /dev/null...). "
+        "(/usr, /lib*, the dynamic loader's files in /etc, locale and time zone data, /dev/null...); a "
+        "seccomp filter refuses chmod/chown/utime/xattr by path and typing into the terminal (TIOCSTI). "
+        "The command runs in a new session, without a controlling terminal; it gets this terminal's "
+        "stdin, stdout and stderr, and the environment (only PATH, HOME, LANG, TERM and MCP_ROOTS_* with "
+        "--clean-env). "
         "Exit code: the command's own (128+N if signal N ended it); 127 if it does not exist, 126 if it "
         "cannot be executed; 2 for a usage or configuration error, or no kernel confinement here (see "
         f"'{PROG} doctor') without --allow-unconfined.",
     )
     run.add_argument("--write", action="store_true", help="let the command write beneath the roots")
     run.add_argument(
-        "--no-network", action="store_true", help="refuse TCP bind and connect (Landlock ABI >= 4)"
+        "--no-network",
+        action="store_true",
+        help="refuse every socket() and connect() (seccomp) and TCP bind/connect (Landlock ABI >= 4)",
+    )
+    run.add_argument(
+        "--clean-env",
+        action="store_true",
+        help="pass only PATH, HOME, LANG, TERM and MCP_ROOTS_* to the command",
     )
     run.add_argument(
         "--allow-unconfined",
@@ -276,9 +287,9 @@ def _add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentPa
     command(
         "doctor",
         "report whether the kernel can confine subprocesses, and what is enforced",
-        "Report the Landlock ABI of this kernel (or why there is none), what a confined command is "
-        "refused at this ABI, and the read-only system paths it is given. Exit code 0 when the kernel can "
-        "confine, 1 when it cannot.",
+        "Report the Landlock ABI of this kernel (or why there is none), whether the seccomp filter and "
+        "no_new_privs are available, what a confined command is refused here, and the read-only system "
+        "paths it is given. Exit code 0 when every layer is there, 1 when one is missing.",
     )
 
 
@@ -294,13 +305,20 @@ def _run(roots: RootSet, args: argparse.Namespace) -> int:
     from . import _sandbox
 
     try:
-        code = _sandbox.run(
-            roots,
+        # The terminal's stdio on purpose (stdin/stdout=None), but in a new session: the command has no
+        # controlling terminal, so it cannot take over the user's shell's (TIOCSTI is also filtered).
+        process = _sandbox.popen(
+            roots.paths,
             argv,
             write=args.write,
             network=not args.no_network,
             allow_unconfined=args.allow_unconfined,
-        ).returncode
+            stdin=None,
+            stdout=None,
+            start_new_session=True,
+            env=_sandbox.clean_env() if args.clean_env else None,
+        )
+        code = _wait_forwarding_signals(process)
     except FileNotFoundError:
         _say(sys.stderr, f"{PROG}: error: {argv[0]}: command not found")
         return EXIT_NOT_FOUND
@@ -310,14 +328,34 @@ def _run(roots: RootSet, args: argparse.Namespace) -> int:
     return 128 - code if code < 0 else code
 
 
+def _wait_forwarding_signals(process: Any) -> int:
+    # In its own session the command no longer gets the terminal's Ctrl-C, quit or hangup: pass them on.
+    import contextlib
+    import signal
+
+    def forward(signum: int, frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signum)
+
+    names = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+    previous = {signum: signal.signal(signum, forward) for signum in names}
+    try:
+        code: int = process.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return code
+
+
 def _doctor(as_json: bool) -> tuple[str, int]:
     from . import _sandbox
     from ._sys import landlock
 
     kernel = _sandbox.support()
+    nnp = _sandbox.no_new_privs() if sys.platform == "linux" else "not Linux"
     features = kernel.enforced()
     paths = [(p, os.path.exists(p)) for p in (*_sandbox.SYSTEM_READ_PATHS, *_sandbox.SYSTEM_DEVICE_PATHS)]
-    code = EXIT_OK if kernel.available else EXIT_SANDBOX_MISSING
+    code = EXIT_OK if kernel.complete and nnp is None else EXIT_SANDBOX_MISSING
     if as_json:
         document = {
             "platform": sys.platform,
@@ -325,6 +363,10 @@ def _doctor(as_json: bool) -> tuple[str, int]:
             "landlock_abi": kernel.abi,
             "available": kernel.available,
             "reason": kernel.reason,
+            "seccomp": kernel.filter_reason is None,
+            "seccomp_reason": kernel.filter_reason,
+            "no_new_privs": nnp is None,
+            "no_new_privs_reason": nnp,
             "enforced": [{"what": what, "enforced": on, "needs": needs} for what, on, needs in features],
             "read_only_paths": [p for p in _sandbox.SYSTEM_READ_PATHS if os.path.exists(p)],
             "read_write_devices": [p for p in _sandbox.SYSTEM_DEVICE_PATHS if os.path.exists(p)],
@@ -337,6 +379,14 @@ def _doctor(as_json: bool) -> tuple[str, int]:
     else:
         lines.append(f"Landlock: unavailable: {kernel.reason}")
         lines.append("  RootSet.run() raises SandboxUnavailable; allow_unconfined=True runs UNCONFINED")
+    if kernel.filter_reason is None:
+        lines.append("seccomp: the system-call filter is installed with every confined command")
+    else:
+        lines.append(f"seccomp: unavailable: {kernel.filter_reason}")
+        lines.append(
+            "  RootSet.run() raises SandboxUnavailable; allow_unconfined=True runs without the filter"
+        )
+    lines.append("no_new_privs: available" if nnp is None else f"no_new_privs: unavailable: {nnp}")
     lines.append("enforced for a confined command:")
     lines += [f"  [{'x' if on else ' '}] {what}  ({needs})" for what, on, needs in features]
     lines.append("read-only for every confined command (besides the roots and its own binary):")

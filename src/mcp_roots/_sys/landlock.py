@@ -27,6 +27,7 @@ __all__ = [
     "fs_rights_for",
     "restrict_thread",
     "scopes_for",
+    "set_no_new_privs",
     "thread_count",
 ]
 
@@ -212,14 +213,14 @@ def restrict_thread(
                 raise OSError(exc.errno, f"Landlock rule for {path!r}: {exc.strerror}") from None
             finally:
                 os.close(fd)
-        _set_no_new_privs()
+        set_no_new_privs()
         _syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
     finally:
         os.close(ruleset)
     return skipped
 
 
-def _set_no_new_privs() -> None:
+def set_no_new_privs() -> None:
     # prctl(PR_SET_NO_NEW_PRIVS, 1): per thread, inherited, irreversible; execve can no longer grant
     # privileges (setuid bits, file capabilities), which is what lets an unprivileged thread self-restrict.
     global _libc
