@@ -544,3 +544,44 @@ async def test_restore_gives_back_what_revoke_took_without_a_callback(root: Path
     assert (await refused(broker, "files/stat", {"path": "docs"})).data["consent"] == "revoked"
     broker.restore()
     assert (await broker.handle("files/stat", {"path": "docs"}))["type"] == "directory"
+
+
+# --- issue 20, observation 5: name and path lengths are bytes, never characters -------------------------
+
+CLEF = "\U0001d11e"  # four bytes in UTF-8
+
+
+@pytest.mark.parametrize(
+    ("name", "accepted"),
+    [
+        (CLEF * 63, True),  # 252 bytes: a legal name of 63 characters
+        ("a" * 255, True),  # NAME_MAX exactly
+        (CLEF * 64, False),  # 256 bytes
+        ("a" * 256, False),
+    ],
+    ids=["252-byte-multibyte", "255-byte-ascii", "256-byte-multibyte", "256-byte-ascii"],
+)
+async def test_a_name_is_measured_in_bytes(root: Path, name: str, accepted: bool) -> None:
+    broker = FileBroker(RootSet.from_paths([root]), rate=None)
+    params = {"path": f"docs/{name}", "content": base64.b64encode(b"data").decode()}
+    if accepted:
+        done = await broker.handle("files/write", params)
+        assert done["size"] == 4
+        assert (root / "docs" / name).read_bytes() == b"data"
+    else:
+        error = await refused(broker, "files/write", params)
+        assert error.reason == "INVALID_PATH"
+        assert "too long" in error.message
+    assert sorted(os.listdir(root / "docs")) == sorted(["private", "open.txt", *([name] if accepted else [])])
+
+
+def test_a_wire_path_is_measured_in_bytes() -> None:
+    from mcp_roots.broker._protocol import check_relative_path
+
+    names = [CLEF * 63] * 16  # 16 names of 252 bytes and 15 slashes: 4047 bytes, 1023 characters
+    assert check_relative_path("/".join(names)) == "/".join(names)
+    longer = "/".join(names) + "/" + "a" * (4095 - 4047 - 1)  # 4095 bytes: the longest path
+    assert check_relative_path(longer) == longer
+    with pytest.raises(BrokerError) as caught:
+        check_relative_path(longer + "a")  # 4096 bytes
+    assert caught.value.reason == "INVALID_PATH"

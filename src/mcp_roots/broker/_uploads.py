@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from .._beneath import TEMP_NAME_BYTES
 from .._errors import RootsError
+from .._pathtext import cut_to_bytes
 from .._rootset import Root, RootSet
 from . import _protocol as p
 from ._hostops import check_target, join, rename
@@ -100,9 +102,11 @@ class Uploads:
 
 
 def staging_name(rel: str) -> str:
-    """``.<name>.<random>.upload`` beside the target, relative to the root."""
+    """``.<name>.<random>.upload`` beside the target, relative to the root. The name is cut by its encoded
+    bytes, never by characters: '.' + 200 + '.' + 16 hex + '.upload' = 225 bytes <= NAME_MAX, whatever
+    the target's name is made of (63 four-byte characters are 252 bytes, a legal name)."""
     parent, name = posixpath.split(rel)
-    return posixpath.join(parent, f".{name[:200]}.{secrets.token_hex(8)}.upload")
+    return posixpath.join(parent, f".{cut_to_bytes(name, TEMP_NAME_BYTES)}.{secrets.token_hex(8)}.upload")
 
 
 def create_staging(rootset: RootSet, full_tmp: str) -> int:
