@@ -191,7 +191,8 @@ def check_relative_path(path: object) -> str:
         if len(name) > MAX_NAME_BYTES // 4 and len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
             raise broker_error(
                 "INVALID_PATH",
-                f"path {path[:80]!r}: the name {name[:40]!r}... is too long (more than {MAX_NAME_BYTES} bytes)",
+                f"path {path[:80]!r}: the name {name[:40]!r}... is too long "
+                f"(more than {MAX_NAME_BYTES} bytes)",
                 path=path[:80],
             )
     return "/".join(parts)
