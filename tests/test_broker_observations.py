@@ -585,3 +585,108 @@ def test_a_wire_path_is_measured_in_bytes() -> None:
     with pytest.raises(BrokerError) as caught:
         check_relative_path(longer + "a")  # 4096 bytes
     assert caught.value.reason == "INVALID_PATH"
+
+
+# --- issue 25, item 11: changes go through the descriptor that was checked -------------------------------
+
+
+def _effects(folder: int, before: set[str]) -> tuple[int, int, int]:
+    """(files written, files created, files deleted) in the folder open as ``folder``, by identity."""
+    now = set(os.listdir(folder))
+    return (
+        sum(n.startswith("w") for n in now - before),
+        sum(n.startswith("c") for n in now - before),
+        sum(n.startswith("d") for n in before - now),
+    )
+
+
+async def test_a_revoked_folder_swapped_in_by_name_gets_no_change(root: Path) -> None:
+    """A local program swaps the revoked folder and a consented one back and forth (RENAME_EXCHANGE) while
+    the server writes, creates and deletes under the consented name: nothing is written, created or
+    deleted in the revoked folder. The control, which checks the name and then acts by name as the broker
+    did before, puts changes there."""
+    public, private = root / "docs" / "public", root / "docs" / "private"
+    public.mkdir()
+    rounds = 200
+    for folder in (public, private):
+        for i in range(rounds):
+            (folder / f"d{i}").write_text("keep")
+            (folder / f"dc{i}").write_text("keep")
+    revoked = os.open(private, os.O_RDONLY | os.O_DIRECTORY)  # the revoked folder, whatever its name
+    before = set(os.listdir(revoked))
+    broker = FileBroker(RootSet.from_paths([root]), rate=None)
+    broker.revoke([private])
+    stop = threading.Event()
+    swapper = threading.Thread(target=_exchange, args=(private, public, stop))
+    swapper.start()
+    outcomes: list[str] = []
+    control = (0, 0, 0)
+    try:
+        for i in range(rounds):
+            for method, params in [
+                ("files/write", {"path": f"docs/public/w{i}", "content": base64.b64encode(b"x").decode()}),
+                ("files/create", {"path": f"docs/public/c{i}", "type": "file"}),
+                ("files/delete", {"path": f"docs/public/d{i}"}),
+            ]:
+                try:
+                    await broker.handle(method, params)
+                    outcomes.append("ok")
+                except BrokerError as exc:
+                    outcomes.append(exc.reason)
+        broker_effects = _effects(revoked, before)
+        seen = set(os.listdir(revoked))
+        for i in range(rounds):  # the naive control: check the name, then act by name
+            target = public / f"wc{i}"
+            if not str(target).startswith(str(private) + "/"):
+                with contextlib.suppress(OSError):
+                    target.write_text("x")
+            with contextlib.suppress(OSError):
+                (public / f"dc{i}").unlink()
+        control = _effects(revoked, seen)
+    finally:
+        stop.set()
+        swapper.join()
+        os.close(revoked)
+    assert control[0] + control[2] > 0  # the swap does carry a by-name change into the revoked folder
+    assert broker_effects == (0, 0, 0)
+    assert outcomes.count("ok") > 0  # not a broker that refuses everything
+    assert set(outcomes) <= {"ok", "PERMISSION_DENIED", "FILE_NOT_FOUND", "CONCURRENCY_CONFLICT"}
+    leftovers = [n for f in (public, private) for n in os.listdir(f) if n.startswith(".")]
+    assert leftovers == []  # no staging file or renamed-aside victim survives
+
+
+# --- issue 25, item 1: a rewrite never carries set-user-id bits, never changes the owner -----------------
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file another user's uid needs root")
+async def test_another_users_setuid_file_keeps_its_owner_and_loses_its_setuid_bits(root: Path) -> None:
+    """As root: another user's 6755 file, rewritten through the broker, stays that user's file, with its
+    permission bits but no set-user-id / set-group-id bit (before: a root-owned 6755 file with the server's
+    content)."""
+    target = root / "docs" / "tool"
+    target.write_bytes(b"#!/bin/sh\necho old\n")
+    os.chown(target, 12345, 23456)
+    os.chmod(target, 0o6755)
+    assert target.stat().st_mode & 0o7777 == 0o6755
+    broker = FileBroker(RootSet.from_paths([root]), rate=None)
+    content = base64.b64encode(b"#!/bin/sh\necho new\n").decode()
+    await broker.handle("files/write", {"path": "docs/tool", "content": content})
+    st = target.stat()
+    assert target.read_bytes() == b"#!/bin/sh\necho new\n"
+    assert (st.st_uid, st.st_gid) == (12345, 23456)
+    assert st.st_mode & 0o7777 == 0o755
+
+
+@pytest.mark.parametrize("mode", [0o4755, 0o2750, 0o1644])
+async def test_a_rewrite_keeps_the_permission_bits_but_never_a_setid_or_sticky_bit(
+    root: Path, mode: int
+) -> None:
+    target = root / "docs" / "own"
+    target.write_bytes(b"old")
+    os.chmod(target, mode)
+    broker = FileBroker(RootSet.from_paths([root]), rate=None)
+    await broker.handle("files/write", {"path": "docs/own", "content": base64.b64encode(b"new").decode()})
+    st = target.stat()
+    assert target.read_bytes() == b"new"
+    assert st.st_mode & 0o7777 == mode & 0o777
+    assert (st.st_uid, st.st_gid) == (os.geteuid(), os.getegid())
