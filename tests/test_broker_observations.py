@@ -9,6 +9,7 @@ import ctypes
 import logging
 import os
 import resource
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterator, Mapping
@@ -24,7 +25,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
 from mcp_roots import BrokerError, RootSet, RootsProvider
-from mcp_roots.broker import FileBroker, FileConsentRequest, _sdk, enable_brokering, files
+from mcp_roots.broker import ConsentItem, FileBroker, FileConsentRequest, _sdk, enable_brokering, files
 from mcp_roots.broker._watch import MAX_DEPTH, snapshot
 
 pytestmark = pytest.mark.anyio
@@ -635,14 +636,17 @@ async def test_a_revoked_folder_swapped_in_by_name_gets_no_change(root: Path) ->
                     outcomes.append(exc.reason)
         broker_effects = _effects(revoked, before)
         seen = set(os.listdir(revoked))
-        for i in range(rounds):  # the naive control: check the name, then act by name
+        for i in range(20_000):  # the naive control, until the swap shows: check the name, act by name
             target = public / f"wc{i}"
             if not str(target).startswith(str(private) + "/"):
                 with contextlib.suppress(OSError):
                     target.write_text("x")
             with contextlib.suppress(OSError):
-                (public / f"dc{i}").unlink()
-        control = _effects(revoked, seen)
+                (public / f"dc{i % rounds}").unlink()
+            if i % 100 == 99:
+                control = _effects(revoked, seen)
+                if control[0] + control[2]:
+                    break
     finally:
         stop.set()
         swapper.join()
@@ -690,3 +694,101 @@ async def test_a_rewrite_keeps_the_permission_bits_but_never_a_setid_or_sticky_b
     assert target.read_bytes() == b"new"
     assert st.st_mode & 0o7777 == mode & 0o777
     assert (st.st_uid, st.st_gid) == (os.geteuid(), os.getegid())
+
+
+async def test_a_symlink_swapped_in_for_a_consented_folder_gets_no_change(root: Path) -> None:
+    """The user consented to docs/public only; a local program swaps that folder with a symlink to
+    docs/other back and forth. Changes under docs/public never land in docs/other: the directory a change
+    goes through is checked where it is (the control, checking the name and acting by name, writes there)."""
+    public, other = root / "docs" / "public", root / "docs" / "other"
+    public.mkdir()
+    other.mkdir()
+    link = root / "docs" / "link"
+    link.symlink_to("other")
+
+    def only_public(request: FileConsentRequest) -> set[ConsentItem]:
+        return {i for i in request.items if i.path == "docs/public" or i.path.startswith("docs/public/")}
+
+    broker = FileBroker(RootSet.from_paths([root]), consent=only_public, prompts=None, rate=None)
+    message = {"message": "m", "paths": [{"path": "docs/public"}], "access": "write"}
+    assert (await broker.handle("files/consent", message))["granted"]
+    stop = threading.Event()
+    swapper = threading.Thread(target=_exchange, args=(public, link, stop))
+    swapper.start()
+    outcomes: list[str] = []
+    try:
+        for i in range(200):
+            for method, params in [
+                ("files/write", {"path": f"docs/public/w{i}", "content": base64.b64encode(b"x").decode()}),
+                ("files/create", {"path": f"docs/public/c{i}", "type": "directory"}),
+            ]:
+                try:
+                    await broker.handle(method, params)
+                    outcomes.append("ok")
+                except BrokerError as exc:
+                    outcomes.append(exc.reason)
+        broker_effects = sorted(os.listdir(other))
+        control: list[str] = []
+        for i in range(20_000):  # the naive control, until the swap shows
+            target = public / f"wc{i}"
+            if str(target).startswith(str(public) + "/"):
+                with contextlib.suppress(OSError):
+                    target.write_text("x")
+            if i % 100 == 99:
+                control = sorted(set(os.listdir(other)) - set(broker_effects))
+                if control:
+                    break
+    finally:
+        stop.set()
+        swapper.join()
+    assert control  # the swap does carry a by-name write into docs/other
+    assert broker_effects == []
+    assert outcomes.count("ok") > 0
+    assert set(outcomes) <= {"ok", "PERMISSION_DENIED", "FILE_NOT_FOUND", "CONCURRENCY_CONFLICT"}
+
+
+async def test_a_revoked_folder_swapped_in_for_a_deleted_one_keeps_its_files(root: Path) -> None:
+    """The revoked folder is swapped back and forth with docs/public/victim while the server deletes that
+    folder recursively (and the victim is made again after each delete): no file of the revoked folder is
+    deleted. The control, checking the name and then removing the tree by name, deletes some."""
+    private, victim = root / "docs" / "private", root / "docs" / "public" / "victim"
+    victim.parent.mkdir()
+    for i in range(50):
+        (private / f"r{i}").write_text("keep")
+    revoked = os.open(private, os.O_RDONLY | os.O_DIRECTORY)
+    before = set(os.listdir(revoked))
+    broker = FileBroker(RootSet.from_paths([root]), rate=None)
+    broker.revoke([private])
+    stop = threading.Event()
+    swapper = threading.Thread(target=_exchange, args=(private, victim, stop))
+    outcomes: list[str] = []
+    control_lost = 0
+    try:
+        swapper.start()
+        for _ in range(200):
+            with contextlib.suppress(OSError):
+                victim.mkdir()
+                (victim / "v").write_text("v")
+            try:
+                await broker.handle("files/delete", {"path": "docs/public/victim", "recursive": True})
+                outcomes.append("ok")
+            except BrokerError as exc:
+                outcomes.append(exc.reason)
+        broker_lost = len(before - set(os.listdir(revoked)))
+        for _ in range(20_000):  # the naive control, until the swap shows: check the name, remove by name
+            with contextlib.suppress(OSError):
+                victim.mkdir()
+            if not str(victim).startswith(str(private) + "/"):
+                with contextlib.suppress(OSError):
+                    shutil.rmtree(victim)
+            control_lost = len(before - set(os.listdir(revoked)))
+            if control_lost:
+                break
+    finally:
+        stop.set()
+        swapper.join()
+        os.close(revoked)
+    assert control_lost > 0
+    assert broker_lost == 0
+    assert outcomes.count("ok") > 0
+    assert set(outcomes) <= {"ok", "PERMISSION_DENIED", "FILE_NOT_FOUND", "CONCURRENCY_CONFLICT", "IO_ERROR"}
