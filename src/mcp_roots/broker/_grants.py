@@ -24,6 +24,7 @@ import anyio
 import mcp_types
 
 from .._rootset import Root
+from .._sys import linux
 from . import _protocol as p
 
 __all__ = [
@@ -156,8 +157,10 @@ def _directory_of(fd: int, st: os.stat_result) -> int | None:
     if stat.S_ISDIR(st.st_mode):
         return os.open("..", _DIR_FLAGS, dir_fd=fd)
     for _ in range(_FENCE_TRIES):
+        now = linux.fd_path(fd)
+        if now is None:
+            return None  # deleted, or no procfs: the caller fails closed
         try:
-            now = os.readlink(f"/proc/self/fd/{fd}")
             parent = os.open(os.path.dirname(now), _DIR_FLAGS)
         except OSError:
             continue
@@ -194,13 +197,8 @@ class _Revocation:
 
     def places(self) -> tuple[Path, ...]:
         """Where the revoked location is: its old path, and where the kernel says it is now."""
-        if self.fd is None:
-            return (self.where,)
-        try:
-            now = os.readlink(f"/proc/self/fd/{self.fd}")
-        except OSError:
-            return (self.where,)
-        if now.endswith(" (deleted)") or not now.startswith("/"):
+        now = None if self.fd is None else linux.fd_path(self.fd)
+        if now is None:
             return (self.where,)
         return (self.where, Path(now)) if Path(now) != self.where else (self.where,)
 
@@ -278,11 +276,8 @@ class Grants:
         so a rename between the consent check and the open cannot carry a read into a revoked folder."""
         if not self._revocations:
             return
-        try:
-            now = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # pragma: no cover - no procfs: the check before the open stands alone
-            return
-        if now.startswith("/") and self.revoked(Path(now)):
+        now = linux.fd_path(fd) or ""  # "": deleted, or no procfs; the identity walk decides (fail closed)
+        if now and self.revoked(Path(now)):
             raise Revoked(now)
         # By name is not enough: the revoked folder may move between the two looks. Walk up from the
         # opened file by identity; a revoked folder on the way is a refusal unless a grant the user
@@ -306,12 +301,11 @@ class Grants:
         into a folder the user did not approve or revoked: it fails with :class:`Unconsented` or
         :class:`Revoked` instead."""
         if self.callback is not None:
-            try:
-                now = os.readlink(f"/proc/self/fd/{dirfd}")
-            except OSError:  # pragma: no cover - no procfs: fail closed
-                raise Unconsented(name) from None
+            now = linux.fd_path(dirfd)
+            if now is None:  # deleted, or no procfs: fail closed
+                raise Unconsented(name)
             where = Path(now) / name if name else Path(now)
-            if not now.startswith("/") or not self.covered(where, access):
+            if not self.covered(where, access):
                 raise Unconsented(str(where))
         self.fence(dirfd)
 
