@@ -3,6 +3,7 @@ reading it locally, one run, with the CPU time each process spent and where the 
 
 Usage: python benchmarks/bench_broker.py [--size-mib 100] [--chunk-mib 1 ...]
        python benchmarks/bench_broker.py --watch-cost [--watches 60] [--entries 1000] [--seconds 3]
+       python benchmarks/bench_broker.py --change-cost [--rounds 2000]
 The server is examples/brokered_server.py (a subprocess); its tool streams the file with fs.open_read() and
 hashes it (and, in a second row, reads it whole with fs.read(), two requests in flight). The local figure
 reads the same file in the same chunk size and hashes it too, so both sides do the same consumer work.
@@ -211,6 +212,52 @@ def main_watch_cost(watches: int, entries: int, seconds: float) -> None:
             print(f"| {backend} | {accepted} | {cpu / seconds * 100:.1f}% | {descriptors} |")
 
 
+async def change_cost(root: Path, rounds: int, setup: str) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``rounds`` x (write 1 KiB, create, delete) through FileBroker.handle (in this
+    process, no SDK), or through RootSet's own operations by name for ``setup`` "rootset"."""
+    folder = root / setup
+    folder.mkdir()
+    content = encode_content(b"x" * 1024)
+    rootset = RootSet.from_paths([root])
+    if setup == "callback":
+        broker = FileBroker(rootset, rate=None, consent=lambda request: True, prompts=None)
+        await broker.handle("files/consent", {"message": "m", "paths": [{"path": ""}], "access": "write"})
+    else:
+        broker = FileBroker(rootset, rate=None)
+    if setup == "revocation":
+        (root / "revoked").mkdir(exist_ok=True)
+        broker.revoke([root / "revoked"])
+    started, cpu = time.perf_counter(), time.process_time()
+    for i in range(rounds):
+        if setup == "rootset":
+            rootset.write_bytes(folder / f"w{i}", b"x" * 1024)
+            os.close(rootset.open_fd(folder / f"c{i}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            rootset.remove(folder / f"w{i}")
+            continue
+        await broker.handle("files/write", {"path": f"{setup}/w{i}", "content": content})
+        await broker.handle("files/create", {"path": f"{setup}/c{i}", "type": "file"})
+        await broker.handle("files/delete", {"path": f"{setup}/w{i}"})
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+def main_change_cost(rounds: int) -> None:
+    logging.getLogger("mcp_roots.audit").setLevel(logging.WARNING)
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"{rounds} rounds of write 1 KiB + create + delete; load average {load} on {os.cpu_count()} CPUs\n")
+    print("| through | µs per change (wall) | µs per change (CPU) |")
+    print("|---|---:|---:|")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(os.path.realpath(tmp))
+        for setup, label in [
+            ("rootset", "RootSet by name (no broker, no checks)"),
+            ("plain", "FileBroker, roots as consent"),
+            ("callback", "FileBroker, a consent callback (grant checked on the descriptor)"),
+            ("revocation", "FileBroker, one revocation in force (identity checks, delete renamed aside)"),
+        ]:
+            wall, cpu = anyio.run(change_cost, root, rounds, setup)
+            print(f"| {label} | {wall / rounds / 3 * 1e6:.0f} | {cpu / rounds / 3 * 1e6:.0f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=100)
@@ -220,7 +267,12 @@ def main() -> None:
     parser.add_argument("--watches", type=int, default=60)
     parser.add_argument("--entries", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--change-cost", action="store_true", help="measure writes, creates and deletes")
+    parser.add_argument("--rounds", type=int, default=2000)
     args = parser.parse_args()
+    if args.change_cost:
+        main_change_cost(args.rounds)
+        return
     if args.watch_cost:
         main_watch_cost(args.watches, args.entries, args.seconds)
         return

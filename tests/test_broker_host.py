@@ -514,3 +514,35 @@ async def test_a_watch_never_follows_a_symlink_out_of_the_root(tmp_path: Path, r
                 await anyio.sleep(0.3)  # many poll intervals
                 (root / "inside.txt").write_text("y")
     assert results[0].structured_content == {"result": ["created inside.txt"]}
+
+
+# --- one rule each (issue 20, observation 2) -------------------------------------------------------------
+
+
+def test_the_broker_has_no_rename_or_file_kind_rule_of_its_own() -> None:
+    """The no-replace rename (with its fallbacks and the forced resolution strategy) and NotRegularFile
+    exist once, in the path layer; the broker calls them instead of keeping copies."""
+    broker_src = Path(__file__).resolve().parent.parent / "src" / "mcp_roots" / "broker"
+    for module in sorted(broker_src.glob("*.py")):
+        text = module.read_text()
+        assert "renameat2" not in text, module.name
+        assert "class NotRegularFile" not in text, module.name
+        assert "O_PATH" not in text or module.name == "_grants.py", (
+            module.name
+        )  # dir_fd flags: the path layer's
+
+
+@pytest.mark.parametrize("strategy", ["openat2", "walk", "walk-no-opath"])
+async def test_changes_work_under_every_resolution_strategy(root: Path, strategy: str) -> None:
+    from mcp_roots._beneath import forced
+
+    with forced(strategy):
+        broker = FileBroker(RootSet.from_paths([root]), rate=None)
+        await broker.handle("files/create", {"path": "d/e", "type": "directory", "parents": True})
+        await broker.handle("files/write", {"path": "d/e/f.txt", "content": b64(b"one")})
+        clash = await refused(broker, "files/rename", {"path": "a.txt", "newPath": "d/e/f.txt"})
+        assert clash.reason == "CONCURRENCY_CONFLICT"
+        await broker.handle("files/rename", {"path": "d/e/f.txt", "newPath": "g.txt"})
+        await broker.handle("files/delete", {"path": "d", "recursive": True})
+    assert sorted(os.listdir(root)) == ["a.txt", "g.txt"]
+    assert (root / "g.txt").read_bytes() == b"one"

@@ -9,6 +9,7 @@ import ctypes
 import logging
 import os
 import resource
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterator, Mapping
@@ -24,7 +25,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
 from mcp_roots import BrokerError, RootSet, RootsProvider
-from mcp_roots.broker import FileBroker, FileConsentRequest, _sdk, enable_brokering, files
+from mcp_roots.broker import ConsentItem, FileBroker, FileConsentRequest, _sdk, enable_brokering, files
 from mcp_roots.broker._watch import MAX_DEPTH, snapshot
 
 pytestmark = pytest.mark.anyio
@@ -544,3 +545,250 @@ async def test_restore_gives_back_what_revoke_took_without_a_callback(root: Path
     assert (await refused(broker, "files/stat", {"path": "docs"})).data["consent"] == "revoked"
     broker.restore()
     assert (await broker.handle("files/stat", {"path": "docs"}))["type"] == "directory"
+
+
+# --- issue 20, observation 5: name and path lengths are bytes, never characters -------------------------
+
+CLEF = "\U0001d11e"  # four bytes in UTF-8
+
+
+@pytest.mark.parametrize(
+    ("name", "accepted"),
+    [
+        (CLEF * 63, True),  # 252 bytes: a legal name of 63 characters
+        ("a" * 255, True),  # NAME_MAX exactly
+        (CLEF * 64, False),  # 256 bytes
+        ("a" * 256, False),
+    ],
+    ids=["252-byte-multibyte", "255-byte-ascii", "256-byte-multibyte", "256-byte-ascii"],
+)
+async def test_a_name_is_measured_in_bytes(root: Path, name: str, accepted: bool) -> None:
+    broker = FileBroker(RootSet.from_paths([root]), rate=None)
+    params = {"path": f"docs/{name}", "content": base64.b64encode(b"data").decode()}
+    if accepted:
+        done = await broker.handle("files/write", params)
+        assert done["size"] == 4
+        assert (root / "docs" / name).read_bytes() == b"data"
+    else:
+        error = await refused(broker, "files/write", params)
+        assert error.reason == "INVALID_PATH"
+        assert "too long" in error.message
+    assert sorted(os.listdir(root / "docs")) == sorted(["private", "open.txt", *([name] if accepted else [])])
+
+
+def test_a_wire_path_is_measured_in_bytes() -> None:
+    from mcp_roots.broker._protocol import check_relative_path
+
+    names = [CLEF * 63] * 16  # 16 names of 252 bytes and 15 slashes: 4047 bytes, 1023 characters
+    assert check_relative_path("/".join(names)) == "/".join(names)
+    longer = "/".join(names) + "/" + "a" * (4095 - 4047 - 1)  # 4095 bytes: the longest path
+    assert check_relative_path(longer) == longer
+    with pytest.raises(BrokerError) as caught:
+        check_relative_path(longer + "a")  # 4096 bytes
+    assert caught.value.reason == "INVALID_PATH"
+
+
+# --- issue 25, item 11: changes go through the descriptor that was checked -------------------------------
+
+
+def _effects(folder: int, before: set[str]) -> tuple[int, int, int]:
+    """(files written, files created, files deleted) in the folder open as ``folder``, by identity."""
+    now = set(os.listdir(folder))
+    return (
+        sum(n.startswith("w") for n in now - before),
+        sum(n.startswith("c") for n in now - before),
+        sum(n.startswith("d") for n in before - now),
+    )
+
+
+async def test_a_revoked_folder_swapped_in_by_name_gets_no_change(root: Path) -> None:
+    """A local program swaps the revoked folder and a consented one back and forth (RENAME_EXCHANGE) while
+    the server writes, creates and deletes under the consented name: nothing is written, created or
+    deleted in the revoked folder. The control, which checks the name and then acts by name as the broker
+    did before, puts changes there."""
+    public, private = root / "docs" / "public", root / "docs" / "private"
+    public.mkdir()
+    rounds = 200
+    for folder in (public, private):
+        for i in range(rounds):
+            (folder / f"d{i}").write_text("keep")
+            (folder / f"dc{i}").write_text("keep")
+    revoked = os.open(private, os.O_RDONLY | os.O_DIRECTORY)  # the revoked folder, whatever its name
+    before = set(os.listdir(revoked))
+    broker = FileBroker(RootSet.from_paths([root]), rate=None)
+    broker.revoke([private])
+    stop = threading.Event()
+    swapper = threading.Thread(target=_exchange, args=(private, public, stop))
+    swapper.start()
+    outcomes: list[str] = []
+    control = (0, 0, 0)
+    try:
+        for i in range(rounds):
+            for method, params in [
+                ("files/write", {"path": f"docs/public/w{i}", "content": base64.b64encode(b"x").decode()}),
+                ("files/create", {"path": f"docs/public/c{i}", "type": "file"}),
+                ("files/delete", {"path": f"docs/public/d{i}"}),
+            ]:
+                try:
+                    await broker.handle(method, params)
+                    outcomes.append("ok")
+                except BrokerError as exc:
+                    outcomes.append(exc.reason)
+        broker_effects = _effects(revoked, before)
+        seen = set(os.listdir(revoked))
+        for i in range(20_000):  # the naive control, until the swap shows: check the name, act by name
+            target = public / f"wc{i}"
+            if not str(target).startswith(str(private) + "/"):
+                with contextlib.suppress(OSError):
+                    target.write_text("x")
+            with contextlib.suppress(OSError):
+                (public / f"dc{i % rounds}").unlink()
+            if i % 100 == 99:
+                control = _effects(revoked, seen)
+                if control[0] + control[2]:
+                    break
+    finally:
+        stop.set()
+        swapper.join()
+        os.close(revoked)
+    assert control[0] + control[2] > 0  # the swap does carry a by-name change into the revoked folder
+    assert broker_effects == (0, 0, 0)
+    assert outcomes.count("ok") > 0  # not a broker that refuses everything
+    assert set(outcomes) <= {"ok", "PERMISSION_DENIED", "FILE_NOT_FOUND", "CONCURRENCY_CONFLICT"}
+    leftovers = [n for f in (public, private) for n in os.listdir(f) if n.startswith(".")]
+    assert leftovers == []  # no staging file or renamed-aside victim survives
+
+
+# --- issue 25, item 1: a rewrite never carries set-user-id bits, never changes the owner -----------------
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file another user's uid needs root")
+async def test_another_users_setuid_file_keeps_its_owner_and_loses_its_setuid_bits(root: Path) -> None:
+    """As root: another user's 6755 file, rewritten through the broker, stays that user's file, with its
+    permission bits but no set-user-id / set-group-id bit (before: a root-owned 6755 file with the server's
+    content)."""
+    target = root / "docs" / "tool"
+    target.write_bytes(b"#!/bin/sh\necho old\n")
+    os.chown(target, 12345, 23456)
+    os.chmod(target, 0o6755)
+    assert target.stat().st_mode & 0o7777 == 0o6755
+    broker = FileBroker(RootSet.from_paths([root]), rate=None)
+    content = base64.b64encode(b"#!/bin/sh\necho new\n").decode()
+    await broker.handle("files/write", {"path": "docs/tool", "content": content})
+    st = target.stat()
+    assert target.read_bytes() == b"#!/bin/sh\necho new\n"
+    assert (st.st_uid, st.st_gid) == (12345, 23456)
+    assert st.st_mode & 0o7777 == 0o755
+
+
+@pytest.mark.parametrize("mode", [0o4755, 0o2750, 0o1644])
+async def test_a_rewrite_keeps_the_permission_bits_but_never_a_setid_or_sticky_bit(
+    root: Path, mode: int
+) -> None:
+    target = root / "docs" / "own"
+    target.write_bytes(b"old")
+    os.chmod(target, mode)
+    broker = FileBroker(RootSet.from_paths([root]), rate=None)
+    await broker.handle("files/write", {"path": "docs/own", "content": base64.b64encode(b"new").decode()})
+    st = target.stat()
+    assert target.read_bytes() == b"new"
+    assert st.st_mode & 0o7777 == mode & 0o777
+    assert (st.st_uid, st.st_gid) == (os.geteuid(), os.getegid())
+
+
+async def test_a_symlink_swapped_in_for_a_consented_folder_gets_no_change(root: Path) -> None:
+    """The user consented to docs/public only; a local program swaps that folder with a symlink to
+    docs/other back and forth. Changes under docs/public never land in docs/other: the directory a change
+    goes through is checked where it is (the control, checking the name and acting by name, writes there)."""
+    public, other = root / "docs" / "public", root / "docs" / "other"
+    public.mkdir()
+    other.mkdir()
+    link = root / "docs" / "link"
+    link.symlink_to("other")
+
+    def only_public(request: FileConsentRequest) -> set[ConsentItem]:
+        return {i for i in request.items if i.path == "docs/public" or i.path.startswith("docs/public/")}
+
+    broker = FileBroker(RootSet.from_paths([root]), consent=only_public, prompts=None, rate=None)
+    message = {"message": "m", "paths": [{"path": "docs/public"}], "access": "write"}
+    assert (await broker.handle("files/consent", message))["granted"]
+    stop = threading.Event()
+    swapper = threading.Thread(target=_exchange, args=(public, link, stop))
+    swapper.start()
+    outcomes: list[str] = []
+    try:
+        for i in range(200):
+            for method, params in [
+                ("files/write", {"path": f"docs/public/w{i}", "content": base64.b64encode(b"x").decode()}),
+                ("files/create", {"path": f"docs/public/c{i}", "type": "directory"}),
+            ]:
+                try:
+                    await broker.handle(method, params)
+                    outcomes.append("ok")
+                except BrokerError as exc:
+                    outcomes.append(exc.reason)
+        broker_effects = sorted(os.listdir(other))
+        control: list[str] = []
+        for i in range(20_000):  # the naive control, until the swap shows
+            target = public / f"wc{i}"
+            if str(target).startswith(str(public) + "/"):
+                with contextlib.suppress(OSError):
+                    target.write_text("x")
+            if i % 100 == 99:
+                control = sorted(set(os.listdir(other)) - set(broker_effects))
+                if control:
+                    break
+    finally:
+        stop.set()
+        swapper.join()
+    assert control  # the swap does carry a by-name write into docs/other
+    assert broker_effects == []
+    assert outcomes.count("ok") > 0
+    assert set(outcomes) <= {"ok", "PERMISSION_DENIED", "FILE_NOT_FOUND", "CONCURRENCY_CONFLICT"}
+
+
+async def test_a_revoked_folder_swapped_in_for_a_deleted_one_keeps_its_files(root: Path) -> None:
+    """The revoked folder is swapped back and forth with docs/public/victim while the server deletes that
+    folder recursively (and the victim is made again after each delete): no file of the revoked folder is
+    deleted. The control, checking the name and then removing the tree by name, deletes some."""
+    private, victim = root / "docs" / "private", root / "docs" / "public" / "victim"
+    victim.parent.mkdir()
+    for i in range(50):
+        (private / f"r{i}").write_text("keep")
+    revoked = os.open(private, os.O_RDONLY | os.O_DIRECTORY)
+    before = set(os.listdir(revoked))
+    broker = FileBroker(RootSet.from_paths([root]), rate=None)
+    broker.revoke([private])
+    stop = threading.Event()
+    swapper = threading.Thread(target=_exchange, args=(private, victim, stop))
+    outcomes: list[str] = []
+    control_lost = 0
+    try:
+        swapper.start()
+        for _ in range(200):
+            with contextlib.suppress(OSError):
+                victim.mkdir()
+                (victim / "v").write_text("v")
+            try:
+                await broker.handle("files/delete", {"path": "docs/public/victim", "recursive": True})
+                outcomes.append("ok")
+            except BrokerError as exc:
+                outcomes.append(exc.reason)
+        broker_lost = len(before - set(os.listdir(revoked)))
+        for _ in range(20_000):  # the naive control, until the swap shows: check the name, remove by name
+            with contextlib.suppress(OSError):
+                victim.mkdir()
+            if not str(victim).startswith(str(private) + "/"):
+                with contextlib.suppress(OSError):
+                    shutil.rmtree(victim)
+            control_lost = len(before - set(os.listdir(revoked)))
+            if control_lost:
+                break
+    finally:
+        stop.set()
+        swapper.join()
+        os.close(revoked)
+    assert control_lost > 0
+    assert broker_lost == 0
+    assert outcomes.count("ok") > 0
+    assert set(outcomes) <= {"ok", "PERMISSION_DENIED", "FILE_NOT_FOUND", "CONCURRENCY_CONFLICT", "IO_ERROR"}

@@ -24,6 +24,7 @@ import anyio
 import mcp_types
 
 from .._rootset import Root
+from .._sys import linux
 from . import _protocol as p
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "Grants",
     "Revoked",
     "TokenBucket",
+    "Unconsented",
     "under",
 ]
 
@@ -155,8 +157,10 @@ def _directory_of(fd: int, st: os.stat_result) -> int | None:
     if stat.S_ISDIR(st.st_mode):
         return os.open("..", _DIR_FLAGS, dir_fd=fd)
     for _ in range(_FENCE_TRIES):
+        now = linux.fd_path(fd)
+        if now is None:
+            return None  # deleted, or no procfs: the caller fails closed
         try:
-            now = os.readlink(f"/proc/self/fd/{fd}")
             parent = os.open(os.path.dirname(now), _DIR_FLAGS)
         except OSError:
             continue
@@ -174,6 +178,11 @@ class Revoked(Exception):
     """An opened file or folder turned out to lie in a revoked location (see :meth:`Grants.fence`)."""
 
 
+class Unconsented(Exception):
+    """The folder a change was about to happen in is not one the user consented to (it was swapped in
+    after the consent check; see :meth:`Grants.fence_at`)."""
+
+
 class _Revocation:
     """A revoked location: its path when revoked, and (while it exists) a descriptor that follows it."""
 
@@ -188,13 +197,8 @@ class _Revocation:
 
     def places(self) -> tuple[Path, ...]:
         """Where the revoked location is: its old path, and where the kernel says it is now."""
-        if self.fd is None:
-            return (self.where,)
-        try:
-            now = os.readlink(f"/proc/self/fd/{self.fd}")
-        except OSError:
-            return (self.where,)
-        if now.endswith(" (deleted)") or not now.startswith("/"):
+        now = None if self.fd is None else linux.fd_path(self.fd)
+        if now is None:
             return (self.where,)
         return (self.where, Path(now)) if Path(now) != self.where else (self.where,)
 
@@ -272,11 +276,8 @@ class Grants:
         so a rename between the consent check and the open cannot carry a read into a revoked folder."""
         if not self._revocations:
             return
-        try:
-            now = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # pragma: no cover - no procfs: the check before the open stands alone
-            return
-        if now.startswith("/") and self.revoked(Path(now)):
+        now = linux.fd_path(fd) or ""  # "": deleted, or no procfs; the identity walk decides (fail closed)
+        if now and self.revoked(Path(now)):
             raise Revoked(now)
         # By name is not enough: the revoked folder may move between the two looks. Walk up from the
         # opened file by identity; a revoked folder on the way is a refusal unless a grant the user
@@ -291,6 +292,51 @@ class Grants:
             hit = _ancestor_hit(directory, by_identity)
         if hit is not None and not self._lifted(by_identity[hit], Path(now)):
             raise Revoked(now)
+
+    def fence_at(self, dirfd: int, name: str, access: Access) -> None:
+        """The check before a change to ``name`` in the opened directory ``dirfd``, made on that very
+        descriptor, which the change then goes through: where the directory is now must be consented
+        (``access``, when a callback decides consent) and must not lie in a revoked location, by name or
+        by identity. A rename or swap between the consent check and the change cannot carry the change
+        into a folder the user did not approve or revoked: it fails with :class:`Unconsented` or
+        :class:`Revoked` instead."""
+        if self.callback is not None:
+            now = linux.fd_path(dirfd)
+            if now is None:  # deleted, or no procfs: fail closed
+                raise Unconsented(name)
+            where = Path(now) / name if name else Path(now)
+            if not self.covered(where, access):
+                raise Unconsented(str(where))
+        self.fence(dirfd)
+
+    def in_force(self) -> frozenset[tuple[int, int]]:
+        """The identities of the revoked locations that exist and that no grant the user approved since
+        has lifted (judged where they are now: take this before a change moves anything)."""
+        return frozenset(
+            r.identity
+            for r in self._revocations
+            if r.identity is not None and any(self.revoked(place) for place in r.places())
+        )
+
+    def holds_revoked(self, st: os.stat_result, in_force: Collection[tuple[int, int]]) -> bool:
+        """The file or folder ``st`` describes is one of the revoked locations ``in_force`` or holds one,
+        by identity (a folder is found above a revoked location by walking up from it through ``..``
+        descriptors, whatever either is called now)."""
+        target = _identity(st)
+        if target in in_force:
+            return True
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+        for revocation in self._revocations:
+            if revocation.fd is None or revocation.identity not in in_force:
+                continue
+            try:
+                start = _directory_of(revocation.fd, os.fstat(revocation.fd))
+            except OSError:
+                continue
+            if start is None or _ancestor_hit(start, {target}) is not None:
+                return True  # (None: it kept moving; fail closed)
+        return False
 
     def _lifted(self, revocation: _Revocation, where: Path) -> bool:
         """A grant the user approved at or beneath the revoked location covers ``where``."""

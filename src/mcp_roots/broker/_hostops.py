@@ -1,6 +1,7 @@
-"""The blocking file operations behind files/*, run in worker threads: each goes through RootSet's public,
-race-free operations on one root (or, for a no-replace rename, through directory descriptors RootSet
-opened beneath the root). They raise plain exceptions; ``_reasons`` maps them to protocol errors.
+"""The blocking file operations behind files/*, run in worker threads. Reads go through RootSet's public,
+race-free operations on one root and check the opened descriptor; every change goes through the
+descriptor of its parent directory, opened beneath the root and checked itself (consent, revocations by
+identity). They raise plain exceptions; ``_reasons`` maps them to protocol errors.
 """
 
 from __future__ import annotations
@@ -9,21 +10,24 @@ import contextlib
 import errno
 import os
 import posixpath
+import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
+from .._beneath import LIST_FLAGS, TEMP_NAME_BYTES, NotRegularFile, mkdir_at, remove_at, strategy
 from .._errors import FileTooLarge
+from .._ops import rename_noreplace
+from .._pathtext import cut_to_bytes, file_kind
 from .._rootset import Root, RootSet
-from .._sys import linux
 from . import _protocol as p
-from ._reasons import NotRegularFile
+from ._grants import Grants, Revoked
 
 __all__ = [
-    "DIR_FLAGS",
     "LIST_FLAGS",
     "LIST_PAGE",
     "check_target",
+    "checked_parent",
     "create",
     "delete",
     "describe_stat",
@@ -37,12 +41,6 @@ __all__ = [
 
 LIST_PAGE = 1000
 """Entries per ``files/list`` page."""
-
-LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-"""A directory we read entries from."""
-
-DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
-"""A directory used only as ``dir_fd``."""
 
 
 def join(root: Root, rel: str) -> str:
@@ -83,7 +81,7 @@ def pread(
         if stat.S_ISDIR(st.st_mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory; list it with files/list")
         if not stat.S_ISREG(st.st_mode):
-            raise NotRegularFile(full)
+            raise NotRegularFile(file_kind(st.st_mode))
         if max_file is not None and st.st_size > max_file:
             raise FileTooLarge(f"{st.st_size} > {max_file}")
         if offset >= st.st_size:
@@ -114,67 +112,117 @@ def check_target(rootset: RootSet, full: str, rel: str, if_match: str | None, cr
         )
 
 
-def create(rootset: RootSet, root: Root, rel: str, kind: str, parents: bool) -> os.stat_result:
-    """Create an empty file or a directory (exclusive). ``parents`` creates the missing folders one level
-    at a time from a directory descriptor, without recursion and without re-resolving the path per level,
-    so a 2,000-level path costs 2,000 mkdir calls, not a RecursionError."""
-    if not parents:
-        full = join(root, rel)
-        if kind == "directory":
-            rootset.mkdir(full)
-        else:
-            os.close(rootset.open_fd(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666))
-        return rootset.stat(full)
-    parts = rel.split("/")
-    fd = rootset.open_fd(join(root, ""), DIR_FLAGS)
+@contextlib.contextmanager
+def checked_parent(rootset: RootSet, root: Root, rel: str, checks: Grants) -> Iterator[tuple[int, str]]:
+    """``(descriptor of the parent directory, final name)`` of ``rel``: the parent opened beneath the
+    root and checked (consent and revocations, on the descriptor itself); every change goes through this
+    descriptor, so what was checked is where it happens, whatever is renamed meanwhile."""
+    parent, name = posixpath.split(rel)
+    fd = rootset.open_fd(join(root, parent), strategy().dir_flags)
     try:
-        for depth, name in enumerate(parts[:-1], start=1):
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(name, 0o777, dir_fd=fd)
-            try:  # O_NOFOLLOW: a folder we just made, or found, is entered as itself
-                inner = os.open(name, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-            except NotADirectoryError:  # a symlink (or a file): let RootSet follow it beneath the root
-                inner = rootset.open_fd(join(root, "/".join(parts[:depth])), DIR_FLAGS)
-            os.close(fd)
-            fd = inner
-        last = parts[-1]
-        if kind == "directory":
-            os.mkdir(last, 0o777, dir_fd=fd)
-        else:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            os.close(os.open(last, flags, 0o666, dir_fd=fd))
-        return os.stat(last, dir_fd=fd, follow_symlinks=False)
+        checks.fence_at(fd, name, "write")
+        yield fd, name
     finally:
         os.close(fd)
 
 
-def delete(rootset: RootSet, full: str, rel: str, recursive: bool, if_match: str | None) -> None:
+def _make(dirfd: int, name: str, kind: str) -> os.stat_result:
+    if kind == "directory":
+        mkdir_at(dirfd, name)
+    else:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        os.close(os.open(name, flags, 0o666, dir_fd=dirfd))
+    return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+
+
+def create(
+    rootset: RootSet, root: Root, rel: str, kind: str, parents: bool, checks: Grants
+) -> os.stat_result:
+    """Create an empty file or a directory (exclusive) in its checked parent. ``parents`` creates the
+    missing folders one level at a time from a directory descriptor, without recursion and without
+    re-resolving the path per level, so a 2,000-level path costs 2,000 mkdir calls, not a RecursionError;
+    a folder that existed is checked (revocations, by identity) before anything is made in it."""
+    if not parents:
+        with checked_parent(rootset, root, rel, checks) as (fd, name):
+            return _make(fd, name, kind)
+    parts = rel.split("/")
+    dir_flags = strategy().dir_flags
+    fd = rootset.open_fd(join(root, ""), dir_flags)
+    ours = False  # whether the directory ``fd`` is one this call made (checked when its parent was)
+    try:
+        for depth, name in enumerate(parts[:-1], start=1):
+            try:
+                os.stat(name, dir_fd=fd, follow_symlinks=False)
+                made = False
+            except FileNotFoundError:
+                if not ours:
+                    checks.fence(fd)
+                with contextlib.suppress(FileExistsError):
+                    mkdir_at(fd, name)
+                made = True
+            try:  # O_NOFOLLOW: a folder we just made, or found, is entered as itself
+                inner = os.open(name, dir_flags | os.O_NOFOLLOW, dir_fd=fd)
+            except NotADirectoryError:  # a symlink (or a file): let RootSet follow it beneath the root
+                inner = rootset.open_fd(join(root, "/".join(parts[:depth])), dir_flags)
+                made = False
+            os.close(fd)
+            fd, ours = inner, made
+        checks.fence_at(fd, parts[-1], "write")
+        return _make(fd, parts[-1], kind)
+    finally:
+        os.close(fd)
+
+
+def delete(
+    rootset: RootSet, root: Root, rel: str, recursive: bool, if_match: str | None, checks: Grants
+) -> None:
+    """Remove ``rel`` (recursively: a tree walked by descriptors) from its checked parent. While some
+    location is revoked, the victim is first renamed aside in that parent and checked by identity: if it is
+    (or holds) a revoked location, it is put back and nothing is removed."""
     if if_match is not None:
-        current = etag_now(rootset, full)
+        current = etag_now(rootset, join(root, rel))
         if current != if_match:
             raise p.broker_error("CONCURRENCY_CONFLICT", f"{rel!r} changed (ifMatch)", path=rel, etag=current)
-    rootset.remove(full, recursive=recursive)
-
-
-def rename(rootset: RootSet, src: str, dst: str, overwrite: bool) -> None:
-    """Rename within the roots; without ``overwrite`` an existing target is EEXIST, atomically."""
-    if overwrite:
-        rootset.rename(src, dst)
-        return
-    src_dir = rootset.open_fd(posixpath.dirname(src), DIR_FLAGS)
-    try:
-        dst_dir = rootset.open_fd(posixpath.dirname(dst), DIR_FLAGS)
+    with checked_parent(rootset, root, rel, checks) as (fd, name):
+        in_force = checks.in_force()
+        if not in_force:
+            remove_at(fd, name, recursive)
+            return
+        aside = f".{cut_to_bytes(name, TEMP_NAME_BYTES)}.{secrets.token_hex(8)}.delete"
+        rename_noreplace(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
         try:
-            rename_noreplace(src_dir, posixpath.basename(src), dst_dir, posixpath.basename(dst))
-        finally:
-            os.close(dst_dir)
-    finally:
-        os.close(src_dir)
+            if checks.holds_revoked(os.stat(aside, dir_fd=fd, follow_symlinks=False), in_force):
+                raise Revoked(rel)
+            remove_at(fd, aside, recursive)
+        except BaseException:
+            with contextlib.suppress(OSError):  # put it back (whatever is left of it)
+                rename_noreplace(aside, name, src_dir_fd=fd, dst_dir_fd=fd)
+            raise
 
 
-def rename_noreplace(src_dir: int, src: str, dst_dir: int, dst: str) -> None:
-    """renameat2(RENAME_NOREPLACE): EEXIST instead of replacing, with no check-then-act window."""
-    linux.renameat2(src_dir, src, dst_dir, dst, linux.RENAME_NOREPLACE)
+def rename(
+    src: tuple[RootSet, Root, str], dst: tuple[RootSet, Root, str], overwrite: bool, checks: Grants
+) -> None:
+    """Rename between two checked parents (the path layer's no-replace rename unless ``overwrite``).
+    While some location is revoked, what was moved is checked by identity at its new name and moved
+    back if it is (or holds) a revoked location; a replaced target is checked before."""
+    with (
+        checked_parent(*src, checks) as (src_dir, old),
+        checked_parent(*dst, checks) as (dst_dir, new),
+    ):
+        in_force = checks.in_force()
+        if overwrite and in_force:
+            with contextlib.suppress(FileNotFoundError):
+                if checks.holds_revoked(os.stat(new, dir_fd=dst_dir, follow_symlinks=False), in_force):
+                    raise Revoked(dst[2])
+        if overwrite:
+            os.rename(old, new, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+        else:
+            rename_noreplace(old, new, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+        if in_force and checks.holds_revoked(os.stat(new, dir_fd=dst_dir, follow_symlinks=False), in_force):
+            with contextlib.suppress(OSError):
+                rename_noreplace(new, old, src_dir_fd=dst_dir, dst_dir_fd=src_dir)
+            raise Revoked(src[2])
 
 
 def list_page(rootset: RootSet, full: str, start: int, fence: Fence = _no_fence) -> dict[str, Any]:

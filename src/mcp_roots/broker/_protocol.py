@@ -23,6 +23,7 @@ __all__ = [
     "ERROR_CODES",
     "INVALID_PARAMS",
     "MAX_CHUNK_SIZE",
+    "MAX_NAME_BYTES",
     "MAX_PATH_BYTES",
     "METHODS",
     "NOTIFICATION_CHANGED",
@@ -70,6 +71,10 @@ MAX_CHUNK_SIZE: Final = 8 * 1024 * 1024
 
 MAX_PATH_BYTES: Final = PATH_MAX
 """A protocol path must be shorter than this many UTF-8 bytes (Linux's PATH_MAX)."""
+
+MAX_NAME_BYTES: Final = 255  # merge: take NAME_MAX from _pathtext if the path layer states it there
+"""One name (a path segment) may hold at most this many UTF-8 bytes (Linux's NAME_MAX). Bytes, never
+characters: 63 four-byte characters (252 bytes) are a legal name, 256 ASCII characters are not."""
 
 DEFAULT_TIMEOUT: Final = 60.0
 """Seconds a server waits for one ``files/*`` answer, and a host allows one operation, by default."""
@@ -159,7 +164,8 @@ def check_relative_path(path: object) -> str:
     """Return ``path`` in canonical relative form ('' for the root itself), or raise ``INVALID_PATH``.
 
     A protocol path is relative and lexical: no leading '/', no drive, no '\\', no NUL or control
-    character, no '..' segment. '.' and empty segments are dropped. This is only the wire check; the
+    character, no '..' segment, shorter than PATH_MAX and no name over NAME_MAX, both counted in UTF-8
+    bytes. '.' and empty segments are dropped. This is only the wire check; the
     host still resolves the result beneath the root with the race-free RootSet operations, which is what
     stops symlinks.
     """
@@ -181,6 +187,14 @@ def check_relative_path(path: object) -> str:
     parts = [p for p in path.split("/") if p not in ("", ".")]
     if ".." in parts:
         raise broker_error("INVALID_PATH", f"path {path!r} contains a '..' segment", path=path)
+    for name in parts:
+        if len(name) > MAX_NAME_BYTES // 4 and len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+            raise broker_error(
+                "INVALID_PATH",
+                f"path {path[:80]!r}: the name {name[:40]!r}... is too long "
+                f"(more than {MAX_NAME_BYTES} bytes)",
+                path=path[:80],
+            )
     return "/".join(parts)
 
 

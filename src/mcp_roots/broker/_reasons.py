@@ -12,16 +12,13 @@ from collections.abc import Mapping
 
 from pydantic import ValidationError
 
+from .._beneath import NotRegularFile
 from .._errors import BrokerError, FileTooLarge, InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError
-from ._grants import Revoked
+from ._grants import Revoked, Unconsented
 from ._protocol import Reason, broker_error
 from ._wire import error_of
 
-__all__ = ["NotRegularFile", "TooDeep", "WatchTooLarge", "error_for"]
-
-
-class NotRegularFile(Exception):
-    """A read named a FIFO, device or socket (opened without blocking, then refused)."""
+__all__ = ["TooDeep", "WatchTooLarge", "error_for"]
 
 
 class TooDeep(Exception):
@@ -39,6 +36,7 @@ class WatchTooLarge(Exception):
 # Most specific first: the first row whose type matches decides. (TimeoutError is an OSError.)
 REASONS: tuple[tuple[type[BaseException], Reason, str], ...] = (
     (Revoked, "PERMISSION_DENIED", "lies in a folder whose consent the user revoked"),
+    (Unconsented, "PERMISSION_DENIED", "was moved to a folder the user did not consent to"),
     (PathOutsideRoots, "PERMISSION_DENIED", "leads outside its root"),
     (FileTooLarge, "QUOTA_EXCEEDED", "is larger than the file limit"),
     (WatchTooLarge, "QUOTA_EXCEEDED", "has more entries than one watch may hold"),
@@ -78,6 +76,8 @@ def error_for(exc: BaseException, rel: str) -> BrokerError:
     data: dict[str, object] = {"path": rel}
     if isinstance(exc, Revoked):
         data["consent"] = "revoked"
+    elif isinstance(exc, Unconsented):
+        data["consent"] = "denied"
     if isinstance(exc, (FileTooLarge, WatchTooLarge)):
         data["kind"] = "file" if isinstance(exc, FileTooLarge) else "watch-entries"
         if isinstance(exc, WatchTooLarge):

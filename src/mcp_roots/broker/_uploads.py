@@ -1,5 +1,6 @@
 """Chunked uploads of files/write: a staging file beside the target, written chunk by chunk at checked
 offsets, renamed over the target after the last chunk; discarded on failure, expiry, revocation or close.
+Every step goes through the descriptor of the target's directory that was checked when the upload began.
 """
 
 from __future__ import annotations
@@ -12,13 +13,17 @@ import secrets
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 import anyio
 
-from .._errors import RootsError
+from .._beneath import TEMP_NAME_BYTES, strategy
+from .._ops import rename_noreplace
+from .._pathtext import cut_to_bytes
 from .._rootset import Root, RootSet
 from . import _protocol as p
-from ._hostops import check_target, join, rename
+from ._grants import Grants, Revoked
+from ._hostops import check_target, join
 
 __all__ = ["MAX_UPLOADS", "Upload", "Uploads", "commit_staging", "create_staging", "pwrite_all"]
 
@@ -30,11 +35,15 @@ MAX_UPLOADS = 16
 
 @dataclass
 class Upload:
-    """One upload in progress: its staging file (``tmp``, relative to the root) and open descriptor."""
+    """One upload in progress: the checked directory (``dir_fd``) it lands in, the target's ``name`` and
+    the staging file's (``tmp``) there, and the staging file's open descriptor. ``path`` is the target
+    relative to the root, for messages and revocations."""
 
     id: str
     root: Root
     path: str
+    dir_fd: int
+    name: str
     tmp: str
     fd: int
     last_active: float
@@ -47,9 +56,8 @@ class Upload:
 class Uploads:
     """The open uploads of one broker, bounded by ``MAX_UPLOADS``."""
 
-    def __init__(self, rootset_of: Callable[[Root], RootSet], clock: Callable[[], float]) -> None:
+    def __init__(self, clock: Callable[[], float]) -> None:
         self._open: dict[str, Upload] = {}
-        self._rootset_of = rootset_of
         self._clock = clock
 
     def __len__(self) -> int:
@@ -67,19 +75,29 @@ class Uploads:
                 limit=MAX_UPLOADS,
             )
 
-    def open(
-        self, root: Root, rel: str, fd: int, tmp: str, if_match: str | None, create_only: bool
-    ) -> Upload:
+    def open(self, root: Root, rel: str, staged: Staged, if_match: str | None, create_only: bool) -> Upload:
+        dir_fd, name, tmp, fd = staged
         upload = Upload(
-            secrets.token_urlsafe(16), root, rel, tmp, fd, self._clock(), 0, if_match, create_only
+            secrets.token_urlsafe(16),
+            root,
+            rel,
+            dir_fd,
+            name,
+            tmp,
+            fd,
+            self._clock(),
+            0,
+            if_match,
+            create_only,
         )
         self._open[upload.id] = upload
         return upload
 
     def finished(self, upload: Upload) -> None:
-        """The upload was committed: forget it and close its descriptor (the staging name is gone)."""
+        """The upload was committed: forget it and close its descriptors (the staging name is gone)."""
         if self._open.pop(upload.id, None) is not None:
             os.close(upload.fd)
+            os.close(upload.dir_fd)
 
     def touch(self, upload: Upload) -> None:
         upload.last_active = self._clock()
@@ -94,20 +112,37 @@ class Uploads:
             del self._open[upload.id]
             with contextlib.suppress(OSError):
                 os.close(upload.fd)
-            with contextlib.suppress(OSError, RootsError):
-                self._rootset_of(upload.root).remove(join(upload.root, upload.tmp))
+            with contextlib.suppress(OSError):
+                os.unlink(upload.tmp, dir_fd=upload.dir_fd)
+            with contextlib.suppress(OSError):
+                os.close(upload.dir_fd)
             logger.info("discarded the upload to %r", upload.path)
 
 
-def staging_name(rel: str) -> str:
-    """``.<name>.<random>.upload`` beside the target, relative to the root."""
+Staged: TypeAlias = "tuple[int, str, str, int]"
+"""A staging file just made: (checked directory descriptor, target name, staging name, its descriptor)."""
+
+
+def staging_name(name: str) -> str:
+    """``.<name>.<random>.upload``, beside the target. The name is cut by its encoded bytes, never by
+    characters: '.' + 200 + '.' + 16 hex + '.upload' = 225 bytes <= NAME_MAX, whatever the target's name
+    is made of (63 four-byte characters are 252 bytes, a legal name)."""
+    return f".{cut_to_bytes(name, TEMP_NAME_BYTES)}.{secrets.token_hex(8)}.upload"
+
+
+def create_staging(rootset: RootSet, root: Root, rel: str, checks: Grants) -> Staged:
+    """Open the target's directory beneath the root, check it, and create the staging file in it
+    (``O_CREAT|O_EXCL|O_NOFOLLOW``); the directory descriptor is kept for every later step."""
     parent, name = posixpath.split(rel)
-    return posixpath.join(parent, f".{name[:200]}.{secrets.token_hex(8)}.upload")
-
-
-def create_staging(rootset: RootSet, full_tmp: str) -> int:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    return rootset.open_fd(full_tmp, flags, 0o666)
+    dir_fd = rootset.open_fd(join(root, parent), strategy().dir_flags)
+    try:
+        checks.fence_at(dir_fd, name, "write")
+        tmp = staging_name(name)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        return dir_fd, name, tmp, os.open(tmp, flags, 0o666, dir_fd=dir_fd)
+    except BaseException:
+        os.close(dir_fd)
+        raise
 
 
 def pwrite_all(fd: int, data: bytes, offset: int) -> None:
@@ -118,22 +153,44 @@ def pwrite_all(fd: int, data: bytes, offset: int) -> None:
         offset += written
 
 
-def commit_staging(rootset: RootSet, upload: Upload) -> os.stat_result:
-    """Make the staged upload the file: keep the old file's mode, fsync, re-check ``ifMatch`` /
-    ``createOnly``, check the staging name is still ours, rename (never replacing under createOnly)."""
-    full_tmp, full = join(upload.root, upload.tmp), join(upload.root, upload.path)
+def _keep_metadata(fd: int, old: os.stat_result) -> None:  # merge: use the path layer's keep_metadata
+    """Give the new content at ``fd`` the owner and permission bits the replaced file had, never its
+    set-user-id, set-group-id or sticky bit. An owner this process may not give it is a refusal
+    (PermissionError): the file never changes hands."""
+    mine = os.fstat(fd)
+    if (mine.st_uid, mine.st_gid) != (old.st_uid, old.st_gid):
+        os.fchown(fd, old.st_uid, old.st_gid)
+    os.fchmod(fd, stat.S_IMODE(old.st_mode) & 0o777)
+
+
+def commit_staging(rootset: RootSet, upload: Upload, checks: Grants) -> os.stat_result:
+    """Make the staged upload the file: keep the old file's owner and permission bits, fsync, re-check
+    the directory, ``ifMatch`` / ``createOnly`` and that the staging name is still ours, then rename in the
+    checked directory (the path layer's no-replace rename under createOnly)."""
+    full = join(upload.root, upload.path)
     try:
         old = rootset.stat(full)
     except FileNotFoundError:
         old = None
     if old is not None and stat.S_ISREG(old.st_mode):
-        os.fchmod(upload.fd, stat.S_IMODE(old.st_mode))
+        _keep_metadata(upload.fd, old)
     os.fsync(upload.fd)
+    checks.fence_at(upload.dir_fd, upload.name, "write")
     check_target(rootset, full, upload.path, upload.if_match, upload.create_only)
-    mine, there = os.fstat(upload.fd), rootset.stat(full_tmp)
+    mine = os.fstat(upload.fd)
+    there = os.stat(upload.tmp, dir_fd=upload.dir_fd, follow_symlinks=False)
     if (mine.st_dev, mine.st_ino) != (there.st_dev, there.st_ino):
         raise p.broker_error(
             "IO_ERROR", f"the staging file of {upload.path!r} was replaced; upload again", path=upload.path
         )
-    rename(rootset, full_tmp, full, overwrite=not upload.create_only)
+    if upload.create_only:
+        rename_noreplace(upload.tmp, upload.name, src_dir_fd=upload.dir_fd, dst_dir_fd=upload.dir_fd)
+    else:
+        in_force = checks.in_force()
+        if in_force:
+            with contextlib.suppress(FileNotFoundError):
+                there = os.stat(upload.name, dir_fd=upload.dir_fd, follow_symlinks=False)
+                if checks.holds_revoked(there, in_force):
+                    raise Revoked(upload.path)
+        os.rename(upload.tmp, upload.name, src_dir_fd=upload.dir_fd, dst_dir_fd=upload.dir_fd)
     return os.fstat(upload.fd)
