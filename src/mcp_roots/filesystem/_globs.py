@@ -1,20 +1,41 @@
-"""Glob patterns as the official filesystem server reads them (minimatch with ``dot: true``), compiled once.
+"""Glob patterns as the official filesystem server reads them (minimatch with ``dot: true``), matched in
+time bounded by the pattern and the name: never by a backtracking regular expression.
 
 ``*`` and ``?`` stay inside one path component, ``**`` as a whole component spans any number of them,
-``[...]`` is a character class (``!`` or ``^`` negates) and ``{a,b}`` alternates. Patterns match the path
-relative to the directory the search started in, with '/' separators.
+``[...]`` is a character class (``!`` or ``^`` negates) and ``{a,b}`` alternates. A pattern is a small
+automaton over path components: its state is the set of places the match may be at, stepped one name at a
+time (a walk carries its parent's state down, so a name costs one step, not a match of its whole path).
+Within a component, a ``*`` never backtracks past the last one seen (the two-pointer wildcard match).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["compile_glob", "excluder"]
+__all__ = [
+    "MAX_ALTERNATIVES",
+    "MAX_EXCLUDE_CHARS",
+    "MAX_EXCLUDE_PATTERNS",
+    "MAX_PATTERN_LENGTH",
+    "Glob",
+    "State",
+    "compile_glob",
+    "excluder",
+]
 
 #: A pattern is a few dozen characters in practice; this bounds the work and the alternation blow-up.
 MAX_PATTERN_LENGTH = 1024
 MAX_ALTERNATIVES = 256
+#: excludePatterns of one call: how many, and how many characters all together.
+MAX_EXCLUDE_PATTERNS = 64
+MAX_EXCLUDE_CHARS = 8192
+
+State = frozenset[int]
+
+_BRACE = re.compile(r"\{([^{}]*)\}")  # no nested quantifier: linear
 
 
 def _expand_braces(pattern: str) -> list[str]:
@@ -24,7 +45,7 @@ def _expand_braces(pattern: str) -> list[str]:
         expanded: list[str] = []
         changed = False
         for text in results:
-            match = re.search(r"\{([^{}]*)\}", text)
+            match = _BRACE.search(text)
             if match is None or "," not in match.group(1):
                 expanded.append(text)
                 continue
@@ -39,75 +60,286 @@ def _expand_braces(pattern: str) -> list[str]:
     return results
 
 
-def _component(text: str) -> str:
-    """The regex of one path component (no '/' inside)."""
-    out: list[str] = []
+@dataclass(frozen=True)
+class _Class:
+    """``[...]``: single characters and ranges, maybe negated."""
+
+    chars: frozenset[str]
+    ranges: tuple[tuple[str, str], ...]
+    negate: bool
+
+    def matches(self, char: str) -> bool:
+        inside = char in self.chars or any(low <= char <= high for low, high in self.ranges)
+        return inside != self.negate
+
+
+_STAR = object()  # any run of characters within the component
+_ANY = object()  # '?': one character
+_Token = str | _Class | object
+
+
+def _parse_class(body: str, pattern: str) -> _Class:
+    negate = body[:1] in ("!", "^")
+    if negate:
+        body = body[1:]
+    chars: set[str] = set()
+    ranges: list[tuple[str, str]] = []
+    i = 0
+    while i < len(body):
+        if i + 2 < len(body) and body[i + 1] == "-":
+            low, high = body[i], body[i + 2]
+            if low > high:
+                raise ValueError(
+                    f"glob pattern {pattern!r} has the character range {low}-{high}, which is backwards "
+                    f"(write {high}-{low})"
+                )
+            ranges.append((low, high))
+            i += 3
+            continue
+        chars.add(body[i])
+        i += 1
+    return _Class(frozenset(chars), tuple(ranges), negate)
+
+
+def _tokens(text: str, pattern: str) -> tuple[_Token, ...]:
+    """The tokens of one path component (no '/' inside)."""
+    out: list[_Token] = []
     i = 0
     while i < len(text):
         char = text[i]
         if char == "*":
             while i + 1 < len(text) and text[i + 1] == "*":
                 i += 1  # '**' inside a component is a plain '*'
-            out.append("[^/]*")
+            out.append(_STAR)
         elif char == "?":
-            out.append("[^/]")
+            out.append(_ANY)
         elif char == "[":
             end = text.find("]", i + 2 if i + 1 < len(text) and text[i + 1] in "!^" else i + 1)
             if end == -1:
-                out.append(re.escape(char))
+                out.append(char)
             else:
                 body = text[i + 1 : end]
-                negate = body[:1] in ("!", "^")
-                if negate:
-                    body = body[1:]
-                body = body.replace("\\", "\\\\").replace("[", "\\[")
-                out.append(f"[^/{body}]" if negate else f"[{body}]")
+                if body in ("", "!", "^"):
+                    raise ValueError(f"glob pattern {pattern!r} has an empty character class []")
+                out.append(_parse_class(body, pattern))
                 i = end
         elif char == "\\" and i + 1 < len(text):
             i += 1
-            out.append(re.escape(text[i]))
+            out.append(text[i])
         else:
-            out.append(re.escape(char))
+            out.append(char)
         i += 1
-    return "".join(out)
+    return tuple(out)
 
 
-def _one(pattern: str) -> str:
-    parts = pattern.split("/")
-    pieces: list[str] = []
-    for index, part in enumerate(parts):
-        last = index == len(parts) - 1
-        if part == "**":
-            # Zero or more whole components: the separator that follows belongs to the match.
-            pieces.append(".*" if last else "(?:[^/]*(?:/[^/]*)*/)?")
-            continue
-        pieces.append(_component(part) + ("" if last else "/"))
-    return "".join(pieces)
+class _Component:
+    """One component of a pattern, matched against one name in O(len(pattern) * len(name)) at worst."""
+
+    __slots__ = ("exact", "prefix", "suffix", "tokens")
+
+    def __init__(self, tokens: tuple[_Token, ...]) -> None:
+        self.tokens = tokens
+        literal = all(type(t) is str for t in tokens)
+        self.exact: str | None = "".join(tokens) if literal else None  # type: ignore[arg-type]
+        # '*' with literal text around it ('*.py', 'test_*'): a prefix and a suffix test.
+        self.prefix: str | None = None
+        self.suffix: str | None = None
+        stars = [i for i, t in enumerate(tokens) if t is _STAR]
+        if len(stars) == 1 and all(type(t) is str for t in tokens if t is not _STAR):
+            self.prefix = "".join(tokens[: stars[0]])  # type: ignore[arg-type]
+            self.suffix = "".join(tokens[stars[0] + 1 :])  # type: ignore[arg-type]
+
+    def matches(self, name: str) -> bool:
+        if self.exact is not None:
+            return name == self.exact
+        if self.prefix is not None and self.suffix is not None:
+            return (
+                len(name) >= len(self.prefix) + len(self.suffix)
+                and name.startswith(self.prefix)
+                and name.endswith(self.suffix)
+            )
+        return _wildcard(self.tokens, name)
 
 
-@lru_cache(maxsize=256)
-def compile_glob(pattern: str) -> re.Pattern[str]:
-    """The compiled matcher of ``pattern`` (``fullmatch`` it against a relative path)."""
+def _wildcard(tokens: tuple[_Token, ...], name: str) -> bool:
+    """The two-pointer wildcard match: on a mismatch, only the last '*' takes one more character, so the
+    work is at most len(tokens) * len(name), whatever the number of stars."""
+    p = n = 0
+    star = -1
+    mark = 0
+    count, length = len(tokens), len(name)
+    while n < length:
+        if p < count:
+            token = tokens[p]
+            if token is _STAR:
+                star, mark = p, n
+                p += 1
+                continue
+            char = name[n]
+            if token is _ANY or (token == char if type(token) is str else token.matches(char)):  # type: ignore[union-attr]
+                p += 1
+                n += 1
+                continue
+        if star < 0:
+            return False
+        p = star + 1
+        mark += 1
+        n = mark
+    while p < count and tokens[p] is _STAR:
+        p += 1
+    return p == count
+
+
+# What a place in the automaton does with the next name.
+_MATCH = 0  # the name must match this component, then on to the next place
+_SPAN = 1  # '**' before more components: takes any names, or none (the next place is reachable now)
+_SPAN_LAST = 2  # '**' at the end: takes one name or more, then accepts
+_REST = 3  # after a last '**': takes any names, accepts
+_END = 4  # the whole pattern matched: accepts, takes no more names
+
+
+class _Steps:
+    """Where a state goes on a name, precomputed once per state: exact names by dictionary."""
+
+    __slots__ = ("by_name", "stay", "tests")
+
+    def __init__(self, glob: Glob, state: State) -> None:
+        self.by_name: dict[str, set[int]] = {}
+        self.tests: list[tuple[_Component, int]] = []
+        stay: set[int] = set()
+        for place in state:
+            kind = glob.kinds[place]
+            if kind == _MATCH:
+                component = glob.components[place]
+                assert component is not None
+                if component.exact is not None:
+                    self.by_name.setdefault(component.exact, set()).add(place + 1)
+                else:
+                    self.tests.append((component, place + 1))
+            elif kind in (_SPAN, _REST):
+                stay.add(place)
+            elif kind == _SPAN_LAST:
+                stay.add(place + 1)
+        self.stay = frozenset(stay)
+
+
+class Glob:
+    """A compiled pattern (or several, for excludePatterns): ``start()``, ``step(state, name)`` for each
+    path component in turn, ``accepts(state)``; an empty state can never match again."""
+
+    def __init__(self, alternatives: Sequence[str], source: str) -> None:
+        self.source = source
+        self.kinds: list[int] = []
+        self.components: list[_Component | None] = []
+        starts: list[int] = []
+        interned: dict[tuple[_Token, ...], _Component] = {}
+        for alternative in alternatives:
+            parts = alternative.split("/")
+            starts.append(len(self.kinds))
+            for index, part in enumerate(parts):
+                if part == "**":
+                    self.kinds.append(_SPAN if index < len(parts) - 1 else _SPAN_LAST)
+                    self.components.append(None)
+                    continue
+                tokens = _tokens(part, source)
+                self.kinds.append(_MATCH)
+                self.components.append(interned.setdefault(tokens, _Component(tokens)))
+            if parts[-1] == "**":
+                self.kinds.append(_REST)
+                self.components.append(None)
+            else:
+                self.kinds.append(_END)
+                self.components.append(None)
+        self.accepting = frozenset(i for i, kind in enumerate(self.kinds) if kind in (_END, _REST))
+        self._start = self._closure(starts)
+        self._steps: dict[State, _Steps] = {}
+
+    def _closure(self, places: Sequence[int] | set[int]) -> State:
+        out: set[int] = set()
+        for place in places:
+            while place not in out:
+                out.add(place)
+                if self.kinds[place] != _SPAN:
+                    break
+                place += 1  # '**' may take no names at all
+        return frozenset(out)
+
+    def start(self) -> State:
+        return self._start
+
+    def step(self, state: State, name: str) -> State:
+        """The state after one more path component ``name``."""
+        if not state:
+            return state
+        steps = self._steps.get(state)
+        if steps is None:
+            if len(self._steps) > 4096:  # a walk meets few distinct states; bound the memo anyway
+                self._steps.clear()
+            steps = self._steps[state] = _Steps(self, state)
+        reached = set(steps.stay)
+        exact = steps.by_name.get(name)
+        if exact is not None:
+            reached |= exact
+        for component, place in steps.tests:
+            if place not in reached and component.matches(name):
+                reached.add(place)
+        return self._closure(reached) if reached else frozenset()
+
+    def accepts(self, state: State) -> bool:
+        return not self.accepting.isdisjoint(state)
+
+    def fullmatch(self, path: str) -> bool:
+        """Whether ``path`` (relative, '/'-separated) matches."""
+        state = self._start
+        for name in path.split("/"):
+            state = self.step(state, name)
+            if not state:
+                return False
+        return self.accepts(state)
+
+
+def _check(pattern: object) -> str:
     if not isinstance(pattern, str) or not pattern:
         raise ValueError("a glob pattern must be a non-empty string")
     if len(pattern) > MAX_PATTERN_LENGTH:
         raise ValueError(f"glob pattern is longer than {MAX_PATTERN_LENGTH} characters")
-    alternatives = _expand_braces(pattern)
-    return re.compile("|".join(f"(?:{_one(p)})" for p in alternatives), re.DOTALL)
+    return pattern
 
 
-def excluder(patterns: list[str], *, anywhere: bool) -> re.Pattern[str] | None:
-    """One matcher for a list of exclude patterns, or None when there are none.
+@lru_cache(maxsize=256)
+def compile_glob(pattern: str) -> Glob:
+    """The compiled matcher of ``pattern``; ValueError naming the pattern if it is not usable."""
+    return Glob(_expand_braces(_check(pattern)), pattern)
 
-    With ``anywhere`` (``directory_tree``), a pattern without ``*`` also excludes that name at any depth
-    and everything below it (``node_modules`` excludes ``src/node_modules/x``), as the official server does.
-    """
-    regexes: list[str] = []
+
+@lru_cache(maxsize=64)
+def _excluder(patterns: tuple[str, ...], anywhere: bool) -> Glob:
+    alternatives: list[str] = []
     for pattern in patterns:
         variants = [pattern]
         if anywhere and "*" not in pattern:
             variants += [f"**/{pattern}", f"**/{pattern}/**"]
-        regexes += [compile_glob(v).pattern for v in variants]
-    if not regexes:
+        for variant in variants:
+            alternatives += _expand_braces(variant)
+        if len(alternatives) > 4 * MAX_ALTERNATIVES:
+            raise ValueError(f"the patterns expand to more than {4 * MAX_ALTERNATIVES} alternatives")
+    return Glob(alternatives, ", ".join(patterns))
+
+
+def excluder(patterns: Sequence[str], *, anywhere: bool) -> Glob | None:
+    """One matcher for a list of exclude patterns, or None when there are none.
+
+    With ``anywhere`` (``directory_tree``), a pattern without ``*`` also excludes that name at any depth
+    and everything below it (``node_modules`` excludes ``src/node_modules/x``), as the official server does.
+    At most MAX_EXCLUDE_PATTERNS patterns of MAX_EXCLUDE_CHARS characters in all.
+    """
+    if not patterns:
         return None
-    return re.compile("|".join(f"(?:{r})" for r in regexes), re.DOTALL)
+    if len(patterns) > MAX_EXCLUDE_PATTERNS:
+        raise ValueError(f"at most {MAX_EXCLUDE_PATTERNS} patterns; got {len(patterns)}")
+    total = sum(len(p) if isinstance(p, str) else 0 for p in patterns)
+    if total > MAX_EXCLUDE_CHARS:
+        raise ValueError(f"at most {MAX_EXCLUDE_CHARS} characters of patterns in all; got {total:,}")
+    for pattern in patterns:
+        _check(pattern)
+    return _excluder(tuple(patterns), anywhere)

@@ -1,4 +1,5 @@
-"""A stdio transport for an ``mcp`` 2.x ``MCPServer`` without a worker-thread hop per line.
+"""The stdio transport of ``mcp-roots serve``: an ``mcp`` 2.x ``MCPServer`` without a worker-thread hop
+per line.
 
 The SDK's ``stdio_server()`` reads each line, writes and flushes each answer in a worker thread; here the
 pipes are read and written from the event loop (``anyio.wait_readable`` + ``os.read``), and the SDK's own
@@ -8,7 +9,6 @@ pipes are read and written from the event loop (``anyio.wait_readable`` + ``os.r
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import os
 import re
@@ -22,17 +22,14 @@ from typing import Any, cast
 import anyio
 import anyio.to_thread
 from mcp.server import MCPServer
-from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from .._errors import SDKChanged
+from ..adapters.mcp2_sdk import check_stdio_server, lowlevel_of
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
     "StdinLines",
     "StdoutWriter",
-    "check_stdio_server",
-    "lowlevel_of",
     "pipes_claimed",
     "serve_stdio",
 ]
@@ -212,23 +209,6 @@ def pipes_claimed() -> Iterator[tuple[int, int]]:
             os.dup2(wire_out, 1)
         os.close(wire_in)
         os.close(wire_out)
-
-
-def lowlevel_of(server: MCPServer) -> Server[Any]:
-    """The low-level ``Server`` behind an ``MCPServer`` (a private attribute in mcp 2.3), checked."""
-    lowlevel = getattr(server, "_lowlevel_server", None)
-    if not isinstance(lowlevel, Server):
-        raise SDKChanged("mcp's MCPServer._lowlevel_server is gone or no longer a mcp.server.lowlevel.Server")
-    for name in ("run", "create_initialization_options"):
-        if not callable(getattr(lowlevel, name, None)):
-            raise SDKChanged(f"mcp's lowlevel Server.{name} is gone")
-    return lowlevel
-
-
-def check_stdio_server() -> None:
-    parameters = inspect.signature(stdio_server).parameters
-    if "stdin" not in parameters or "stdout" not in parameters:
-        raise SDKChanged("mcp's stdio_server() no longer takes stdin= and stdout= streams")
 
 
 async def serve_stdio(server: MCPServer, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
