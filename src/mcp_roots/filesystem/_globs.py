@@ -5,7 +5,8 @@ time bounded by the pattern and the name: never by a backtracking regular expres
 ``[...]`` is a character class (``!`` or ``^`` negates) and ``{a,b}`` alternates. A pattern is a small
 automaton over path components: its state is the set of places the match may be at, stepped one name at a
 time (a walk carries its parent's state down, so a name costs one step, not a match of its whole path).
-Within a component, a ``*`` never backtracks past the last one seen (the two-pointer wildcard match).
+Within a component, the places a match may be at are stepped all at once per character (bit-parallel),
+so a ``*`` is never backtracked into.
 """
 
 from __future__ import annotations
@@ -133,12 +134,25 @@ def _tokens(text: str, pattern: str) -> tuple[_Token, ...]:
 
 
 class _Component:
-    """One component of a pattern, matched against one name in O(len(pattern) * len(name)) at worst."""
+    """One component of a pattern, matched against one name in one pass over the name: the places a match
+    may be at are the bits of one integer, all stepped at once per character (bit-parallel, "shift-and"),
+    so no '*' is ever backtracked into. Work: len(name) steps of a few integer operations on
+    len(pattern) bits."""
 
-    __slots__ = ("exact", "prefix", "suffix", "tokens")
+    __slots__ = (
+        "_any",
+        "_cache",
+        "_classes",
+        "_final",
+        "_literal",
+        "_stay",
+        "exact",
+        "prefix",
+        "size",
+        "suffix",
+    )
 
     def __init__(self, tokens: tuple[_Token, ...]) -> None:
-        self.tokens = tokens
         literal = all(type(t) is str for t in tokens)
         self.exact: str | None = "".join(tokens) if literal else None  # type: ignore[arg-type]
         # '*' with literal text around it ('*.py', 'test_*'): a prefix and a suffix test.
@@ -148,6 +162,40 @@ class _Component:
         if len(stars) == 1 and all(type(t) is str for t in tokens if t is not _STAR):
             self.prefix = "".join(tokens[: stars[0]])  # type: ignore[arg-type]
             self.suffix = "".join(tokens[stars[0] + 1 :])  # type: ignore[arg-type]
+        # Bit i: the first i one-character tokens are matched. A '*' after token i lets bit i stay set.
+        self._literal: dict[str, int] = {}
+        self._any = 0
+        self._classes: list[tuple[int, _Class]] = []
+        self._stay = 0
+        position = 0
+        for token in tokens:
+            if token is _STAR:
+                self._stay |= 1 << position
+                continue
+            position += 1
+            bit = 1 << position
+            if token is _ANY:
+                self._any |= bit
+            elif isinstance(token, _Class):
+                self._classes.append((bit, token))
+            else:
+                assert isinstance(token, str)
+                self._literal[token] = self._literal.get(token, 0) | bit
+        self.size = position  # the fewest characters a matching name has
+        self._final = 1 << position
+        self._cache: dict[str, int] = {}
+
+    def _mask(self, char: str) -> int:
+        """The bits of the tokens that take ``char``."""
+        mask = self._cache.get(char)
+        if mask is None:
+            mask = self._literal.get(char, 0) | self._any
+            for bit, klass in self._classes:
+                if klass.matches(char):
+                    mask |= bit
+            if len(self._cache) < 4096:
+                self._cache[char] = mask
+        return mask
 
     def matches(self, name: str) -> bool:
         if self.exact is not None:
@@ -158,36 +206,14 @@ class _Component:
                 and name.startswith(self.prefix)
                 and name.endswith(self.suffix)
             )
-        return _wildcard(self.tokens, name)
-
-
-def _wildcard(tokens: tuple[_Token, ...], name: str) -> bool:
-    """The two-pointer wildcard match: on a mismatch, only the last '*' takes one more character, so the
-    work is at most len(tokens) * len(name), whatever the number of stars."""
-    p = n = 0
-    star = -1
-    mark = 0
-    count, length = len(tokens), len(name)
-    while n < length:
-        if p < count:
-            token = tokens[p]
-            if token is _STAR:
-                star, mark = p, n
-                p += 1
-                continue
-            char = name[n]
-            if token is _ANY or (token == char if type(token) is str else token.matches(char)):  # type: ignore[union-attr]
-                p += 1
-                n += 1
-                continue
-        if star < 0:
+        if len(name) < self.size:
             return False
-        p = star + 1
-        mark += 1
-        n = mark
-    while p < count and tokens[p] is _STAR:
-        p += 1
-    return p == count
+        state, stay = 1, self._stay
+        for char in name:
+            state = ((state << 1) & self._mask(char)) | (state & stay)
+            if not state:
+                return False
+        return bool(state & self._final)
 
 
 # What a place in the automaton does with the next name.

@@ -17,10 +17,13 @@ from pydantic import Field
 
 from .. import RootSet
 from . import _globs, _walk
-from ._results import READ, TextOutput, ToolFailure, format_size, ok, run_blocking
+from ._results import READ, Lane, TextOutput, ToolFailure, format_size, ok, run_blocking
 from ._toolbox import Toolbox
 
-__all__ = ["register"]
+__all__ = ["WALKS_AT_ONCE", "register"]
+
+#: directory_tree and search_files calls that walk at the same time; more wait their turn.
+WALKS_AT_ONCE = 1
 
 
 def _with_note(text: str, truncated: str | None) -> str:
@@ -124,6 +127,7 @@ def _answer(result: str | CallToolResult) -> CallToolResult:
 def register(box: Toolbox) -> None:
     """Put the listing tools on ``box``'s server."""
     guard, limits = box.guard, box.settings.walk
+    walks = Lane(WALKS_AT_ONCE)  # whole-tree walks of this server, across its clients
 
     @box.tool(
         "list_directory",
@@ -170,7 +174,9 @@ def register(box: Toolbox) -> None:
     async def directory_tree(path: str, ctx: Context, excludePatterns: Sequence[str] = ()) -> TextOutput:
         roots = await guard.roots(ctx)
         return _answer(
-            await run_blocking(lambda stop: tree_text(roots, path, excludePatterns, limits, stop), path)
+            await run_blocking(
+                lambda stop: tree_text(roots, path, excludePatterns, limits, stop), path, lane=walks
+            )
         )
 
     @box.tool(
@@ -188,7 +194,9 @@ def register(box: Toolbox) -> None:
         roots = await guard.roots(ctx)
         return _answer(
             await run_blocking(
-                lambda stop: search_text(roots, path, pattern, excludePatterns, limits, stop), path
+                lambda stop: search_text(roots, path, pattern, excludePatterns, limits, stop),
+                path,
+                lane=walks,
             )
         )
 

@@ -21,6 +21,7 @@ __all__ = [
     "INLINE_READ_BYTES",
     "MIB",
     "READ",
+    "Lane",
     "MediaOutput",
     "TextOutput",
     "ToolFailure",
@@ -100,8 +101,24 @@ def failure_line(exc: Exception, where: str) -> str | None:
     return None
 
 
+class Lane:
+    """A capacity limiter for one kind of long work, made on first use (inside the serving event loop).
+
+    The walks hold the GIL while they match names: run side by side, they would take turns with the event
+    loop for it, and every other request would wait its turn behind each of them."""
+
+    def __init__(self, total: int) -> None:
+        self._total = total
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    def limiter(self) -> anyio.CapacityLimiter:
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self._total)
+        return self._limiter
+
+
 async def run_blocking(
-    fn: Callable[[threading.Event], _T], where: str, *, inline: bool = False
+    fn: Callable[[threading.Event], _T], where: str, *, inline: bool = False, lane: Lane | None = None
 ) -> _T | CallToolResult:
     """Run blocking file work in a worker thread (or ``inline``, for work cheaper than the thread hop).
 
@@ -113,7 +130,8 @@ async def run_blocking(
     try:
         if inline:
             return fn(stop)
-        return await anyio.to_thread.run_sync(fn, stop, abandon_on_cancel=True)
+        limiter = None if lane is None else lane.limiter()
+        return await anyio.to_thread.run_sync(fn, stop, abandon_on_cancel=True, limiter=limiter)
     except Exception as exc:
         line = failure_line(exc, where)
         if line is None:
