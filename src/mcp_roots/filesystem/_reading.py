@@ -20,7 +20,7 @@ from mcp_types import (
 )
 from pydantic import Field
 
-from .. import RootsError, RootSet, path_to_uri
+from .. import PathOutsideRoots, RootsError, RootSet, path_to_uri
 from . import _text
 from ._results import (
     INLINE_READ_BYTES,
@@ -116,8 +116,10 @@ def read_several(roots: RootSet, settings: Settings, paths: list[str], stop: thr
             parts.append(f"{given}:\n{_text.decode_text(data)}\n")
         except _text.BinaryFile as exc:
             parts.append(f"{given}: Error - {exc}")
-        except RootsError as exc:  # outside, or not a usable path: one wording whatever lies out there
-            parts.append(f"{given}: Error - {refusal_line(given, exc)}")
+        except PathOutsideRoots:  # one wording, whatever lies out there and however the path got there
+            parts.append(f"{given}: Error - {refusal_line(roots, given)}")
+        except RootsError as exc:  # not a usable path: the message is about the text given
+            parts.append(f"{given}: Error - {exc}")
         except Exception as exc:
             line = failure_line(exc, given)
             if line is None:
@@ -126,9 +128,10 @@ def read_several(roots: RootSet, settings: Settings, paths: list[str], stop: thr
     return "\n---\n".join(parts)
 
 
-def refusal_line(given: str, exc: RootsError) -> str:
-    """A refused path of read_multiple_files, worded by what was asked only."""
-    return str(exc)
+def refusal_line(roots: RootSet, given: str) -> str:
+    """A path of read_multiple_files outside the roots, worded from what the client sent and the roots only:
+    nothing in it (the reason, an absolute form of a relative path) depends on what lies outside."""
+    return f"Access denied: {given!r} is outside the allowed roots ({roots.describe()})"
 
 
 def register(box: Toolbox) -> None:

@@ -241,7 +241,10 @@ def _grouped_opcodes(
         raise OverBudget("cancelled")
     middle: list[_Opcode]
     if max_work is not None and work > max_work:
-        middle = [("replace", 0, len(mid_a), 0, len(mid_b))]
+        # Many equal lines: the shortest edit script (Myers), whose work grows with the number of lines
+        # changed, not with the equal ones; past the budget, the changed part shown whole.
+        found = _shortest_edit(mid_a, mid_b, max_work, stop)
+        middle = found if found is not None else [("replace", 0, len(mid_a), 0, len(mid_b))]
     else:
         matcher = difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False)
         middle = [(tag, x1, x2, y1, y2) for tag, x1, x2, y1, y2 in matcher.get_opcodes()]
@@ -262,6 +265,89 @@ def _grouped_opcodes(
             code = ("equal", last[1], code[2], last[3], code[4])
         merged.append(code)
     return _grouped(merged, context)
+
+
+def _shortest_edit(
+    a: list[str], b: list[str], max_work: int, stop: threading.Event | None
+) -> list[_Opcode] | None:
+    """Myers' greedy shortest edit script of ``a`` -> ``b`` as opcodes, or None once it has cost
+    ``max_work`` steps (or ``stop`` is set). Time O((N+M)·D) and memory O(D²) for D lines changed, both
+    bounded by ``max_work``: the furthest point of each diagonal k is kept per round d, as a list."""
+    n, m = len(a), len(b)
+    limit = min(n + m, max_work)
+    offset = limit + 1  # diagonal k lives at index k + offset
+    frontier = [0] * (2 * limit + 3)
+    trace: list[list[int]] = []  # trace[d][k + d + 1]: the frontier of diagonals -d-1..d+1 before round d
+    work = 0
+    for d in range(limit + 1):
+        trace.append(frontier[offset - d - 1 : offset + d + 2])
+        for k in range(-d, d + 1, 2):
+            if k == -d or (k != d and frontier[offset + k - 1] < frontier[offset + k + 1]):
+                x = frontier[offset + k + 1]
+            else:
+                x = frontier[offset + k - 1] + 1
+            y = x - k
+            start = x
+            while x < n and y < m and a[x] == b[y]:
+                x += 1
+                y += 1
+            work += 1 + x - start
+            frontier[offset + k] = x
+            if x >= n and y >= m:
+                return _opcodes(_path(trace, n, m))
+        work += d  # the round's copy of the frontier
+        if work > max_work or (stop is not None and stop.is_set()):
+            return None
+    return None
+
+
+def _path(trace: list[list[int]], x: int, y: int) -> list[tuple[str, int, int]]:
+    """The edit script's single steps, first to last: ("equal" | "delete" | "insert", i, j)."""
+    steps: list[tuple[str, int, int]] = []
+    for d in range(len(trace) - 1, -1, -1):
+        frontier = trace[d]
+        k = x - y
+        if k == -d or (k != d and frontier[k - 1 + d + 1] < frontier[k + 1 + d + 1]):
+            previous_k = k + 1
+        else:
+            previous_k = k - 1
+        previous_x = frontier[previous_k + d + 1] if d > 0 else 0
+        previous_y = previous_x - previous_k if d > 0 else 0
+        while x > previous_x and y > previous_y:
+            x -= 1
+            y -= 1
+            steps.append(("equal", x, y))
+        if d > 0:
+            steps.append(("insert", x, y - 1) if x == previous_x else ("delete", x - 1, y))
+        x, y = previous_x, previous_y
+    steps.reverse()
+    return steps
+
+
+def _opcodes(steps: list[tuple[str, int, int]]) -> list[_Opcode]:
+    """Single steps as SequenceMatcher's opcodes: runs of equal lines, and what changed between them."""
+    codes: list[_Opcode] = []
+    i = j = 0
+    index = 0
+    while index < len(steps):
+        kind = steps[index][0]
+        end = index
+        if kind == "equal":
+            while end < len(steps) and steps[end][0] == "equal":
+                end += 1
+            count = end - index
+            codes.append(("equal", i, i + count, j, j + count))
+            i, j = i + count, j + count
+        else:
+            while end < len(steps) and steps[end][0] != "equal":
+                end += 1
+            removed = sum(1 for step in steps[index:end] if step[0] == "delete")
+            added = end - index - removed
+            tag = "replace" if removed and added else ("delete" if removed else "insert")
+            codes.append((tag, i, i + removed, j, j + added))
+            i, j = i + removed, j + added
+        index = end
+    return codes
 
 
 def _grouped(codes: list[_Opcode], n: int) -> list[list[_Opcode]]:
