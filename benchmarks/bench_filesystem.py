@@ -215,8 +215,8 @@ async def run(args: argparse.Namespace, root: Path) -> None:
     print("|---|---:|---:|---:|")
     mib = {name: (idle[name] / 1024, peak[name] / 1024) for name in pids}
     for index, what in enumerate(("idle, after one call (VmRSS)", "peak, after every round (VmHWM)")):
-        o, m = mib["official"][index], mib["mcp-roots"][index]
-        print(f"| {what} | {o:.0f} MiB | {m:.0f} MiB | **{m / o:.2f}x** |")
+        theirs, ours = mib["official"][index], mib["mcp-roots"][index]
+        print(f"| {what} | {theirs:.0f} MiB | {ours:.0f} MiB | **{ours / theirs:.2f}x** |")
     print(
         f"| the same for a bare MCPServer (the Python SDK's floor) | - | {mib['bare MCPServer'][0]:.0f} / "
         f"{mib['bare MCPServer'][1]:.0f} MiB | - |"

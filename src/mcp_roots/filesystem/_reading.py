@@ -79,7 +79,7 @@ async def read_text(roots: RootSet, settings: Settings, path: str, tail: int, he
                 return _text.tail_lines(stream, size, tail, max_bytes=cap)
             if head:
                 return _text.head_lines(stream, head, max_bytes=cap)
-            return _text.decode_text(read_stream(stream, path, cap))
+            return _text.decode_text(read_stream(stream, path, cap, size))
 
         result = await run_blocking(work, path, inline=size <= INLINE_READ_BYTES)
     return result if isinstance(result, CallToolResult) else ok(result)

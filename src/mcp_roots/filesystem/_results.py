@@ -126,19 +126,29 @@ async def run_blocking(
     work checks it and stops, so a cancelled call does not keep a worker busy. Expected failures become
     one-line error results; a RootsError passes through (the guard turns it into its refusal).
     """
+    if inline:  # on the loop: nothing can cancel it midway, so no event to make
+        try:
+            return fn(_NEVER)
+        except Exception as exc:
+            return _failure_of(exc, where)
     stop = threading.Event()
     try:
-        if inline:
-            return fn(stop)
         limiter = None if lane is None else lane.limiter()
         return await anyio.to_thread.run_sync(fn, stop, abandon_on_cancel=True, limiter=limiter)
     except Exception as exc:
-        line = failure_line(exc, where)
-        if line is None:
-            raise
-        return failure(line)
+        return _failure_of(exc, where)
     finally:
         stop.set()
+
+
+_NEVER = threading.Event()  # the stop event of work done in place: never set
+
+
+def _failure_of(exc: Exception, where: str) -> CallToolResult:
+    line = failure_line(exc, where)
+    if line is None:
+        raise exc
+    return failure(line)
 
 
 def format_size(size: int) -> str:
@@ -168,9 +178,13 @@ def read_capped(roots: RootSet, path: str, cap: int) -> bytes:
         raise too_large(path, cap) from None
 
 
-def read_stream(stream: IO[bytes], path: str, cap: int) -> bytes:
-    """The rest of an open file, refused past ``cap`` bytes (never holding more than ``cap`` + 1)."""
-    data = stream.read(cap + 1)
+def read_stream(stream: IO[bytes], path: str, cap: int, size: int) -> bytes:
+    """The rest of an open file of ``size`` bytes (its fstat), refused past ``cap`` bytes (never holding
+    more than ``cap`` + 1). The first read asks for the size, not the cap: a buffered read allocates what
+    it is asked for, and a 16 MiB buffer per small file costs more than the read."""
+    data = stream.read(min(cap, size) + 1)
+    if len(data) > size:  # it grew since: read on, up to the cap
+        data += stream.read(cap + 1 - len(data))
     if len(data) > cap:
         raise too_large(path, cap)
     return data

@@ -41,6 +41,7 @@ DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
 dropped (the SDK's transport has no bound: a client could make it hold any amount of memory)."""
 
 _READ_CHUNK = 64 * 1024
+_ENCODE_CHUNK = 1024 * 1024
 # Line ends as the SDK's text wrapper sees them (universal newlines): \r\n, \r or \n.
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
@@ -148,8 +149,14 @@ class StdoutWriter:
         return len(text)
 
     async def flush(self) -> None:
-        data = "".join(self._pending).encode("utf-8")
+        text = "".join(self._pending)
         self._pending.clear()
+        if len(text) > _ENCODE_CHUNK and text.isascii():
+            # A large answer (a whole directory_tree): encoded a piece at a time as it is written, so
+            # the process never holds a second, encoded copy of it (ASCII: no piece can fail to encode).
+            await anyio.to_thread.run_sync(_write_pieces, self._fd, text)
+            return
+        data = text.encode("utf-8")
         if len(data) <= select.PIPE_BUF and self._poll.poll(0):
             # A pipe that polls writable has a free page: a write of at most PIPE_BUF bytes neither blocks
             # nor splits (POSIX pipe atomicity), so it cannot stall the event loop.
@@ -162,6 +169,11 @@ class StdoutWriter:
 
 def _nothing() -> None:
     pass
+
+
+def _write_pieces(fd: int, text: str) -> None:
+    for start in range(0, len(text), _ENCODE_CHUNK):
+        _write_all(fd, text[start : start + _ENCODE_CHUNK].encode("ascii"))
 
 
 def _write_all(fd: int, data: bytes) -> None:

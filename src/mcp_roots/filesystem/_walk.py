@@ -155,13 +155,13 @@ def tree(
     the JSON text ``JSON.stringify(tree, null, 2)`` prints, written in one pass and cut at
     ``limits.max_tree_bytes`` (the text stays valid JSON)."""
     budget = _Budget(limits, stop, clock)
-    parts: list[str] = []
-    size = 0
-    # '{\n' + name line + type line + ... : what an entry costs besides its name and its indentation.
+    parts: list[str] = []  # one string per entry (and one per directory's end): few objects, one join
+    size = 2  # "[" and "]"
+    pending = 0  # bytes of the ends of the directories open now (so that a cut tree stays valid JSON)
     no_state: State = frozenset()
 
     def build(dirfd: int, state: State, depth: int) -> None:
-        nonlocal size
+        nonlocal size, pending
         children = _children(dirfd)
         if not budget.visit(len(children)):
             return
@@ -177,11 +177,16 @@ def tree(
                 if exclude.accepts(below):
                     continue
             head = (
-                f'{"" if first else ","}\n{pad}{{\n{inner}"name": {encode_basestring(name)},\n'
-                f'{inner}"type": "{"directory" if is_dir else "file"}"'
+                f'{"" if first else ","}\n{pad}{{\n{inner}"name": {encode_basestring(name)},\n{inner}"type": '
             )
-            cost = _size(head) + len(inner) * 2 + len(pad) + 20
-            if size + cost > limits.max_tree_bytes:
+            if is_dir:
+                entry = f'{head}"directory",\n{inner}"children": ['
+                end = f"\n{inner}]\n{pad}}}"  # "]\n{pad}}" when it stays empty: shorter
+            else:
+                entry = f'{head}"file"\n{pad}}}'
+                end = ""
+            cost = _size(entry) + len(end)
+            if size + cost + pending + (2 if depth == 0 and first else 0) > limits.max_tree_bytes:
                 budget.stopped = (
                     f"the tree is larger than {limits.max_tree_bytes:,} bytes; only its first part is "
                     "shown; narrow the path or add excludePatterns"
@@ -189,14 +194,13 @@ def tree(
                 break
             if not budget.take():
                 break
-            size += cost
-            parts.append(head)
+            parts.append(entry)
+            size += _size(entry)
             first = False
             if not is_dir:
-                parts.append(f"\n{pad}}}")
                 continue
-            parts.append(f',\n{inner}"children": [')
             mark = len(parts)
+            pending += len(end)
             if budget.deeper(depth + 1):
                 child = _open_child(dirfd, name)
                 if child is not None:
@@ -204,13 +208,19 @@ def tree(
                         build(child, below, depth + 1)
                     finally:
                         os.close(child)
-            parts.append(f"\n{inner}]\n{pad}}}" if len(parts) > mark else f"]\n{pad}}}")
+            pending -= len(end)
+            if len(parts) == mark:
+                end = f"]\n{pad}}}"
+            parts.append(end)
+            size += len(end)
 
     def run(fd: int) -> None:
         build(fd, exclude.start() if exclude is not None else no_state, 0)
 
     _walk_from(roots, start, run)
-    text = "[" + "".join(parts) + ("\n]" if parts else "]")
+    parts.append("\n]" if parts else "]")
+    text = "[" + "".join(parts)
+    parts.clear()
     return TreeResult(text, budget.truncated)
 
 
