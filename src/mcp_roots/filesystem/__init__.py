@@ -1,9 +1,5 @@
-"""A drop-in for the official ``@modelcontextprotocol/server-filesystem``, built on mcp-roots' public API.
-
-``build_server(guard, Settings(...))`` returns an ``MCPServer`` with the official server's 14 tools (same
-names, arguments and result shapes); ``mcp-roots serve`` runs it. Every file is touched through the
-race-free ``RootSet`` operations of the roots in force for the connection. ``shared_request_state(file)``
-gives replicas behind a load balancer one key for the 2026-07-28 multi-round-trip state. The names load
+"""A drop-in for the official ``@modelcontextprotocol/server-filesystem`` on mcp-roots' public API:
+``build_server(guard, Settings(...))`` gives the ``MCPServer`` that ``mcp-roots serve`` runs. The names load
 the mcp SDK when first used, so that ``mcp-roots serve`` can say when it is not installed.
 """
 

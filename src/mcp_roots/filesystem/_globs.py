@@ -1,12 +1,6 @@
 """Glob patterns as the official filesystem server reads them (minimatch with ``dot: true``), matched in
-time bounded by the pattern and the name: never by a backtracking regular expression.
-
-``*`` and ``?`` stay inside one path component, ``**`` as a whole component spans any number of them,
-``[...]`` is a character class (``!`` or ``^`` negates) and ``{a,b}`` alternates. A pattern is a small
-automaton over path components: its state is the set of places the match may be at, stepped one name at a
-time (a walk carries its parent's state down, so a name costs one step, not a match of its whole path).
-Within a component, the places a match may be at are stepped all at once per character (bit-parallel),
-so a ``*`` is never backtracked into.
+time bounded by the pattern and the name (an automaton over path components, bit-parallel within one):
+never by a backtracking regular expression.
 """
 
 from __future__ import annotations
@@ -251,7 +245,12 @@ class _Steps:
 
 class Glob:
     """A compiled pattern (or several, for excludePatterns): ``start()``, ``step(state, name)`` for each
-    path component in turn, ``accepts(state)``; an empty state can never match again."""
+    path component in turn, ``accepts(state)``; an empty state can never match again.
+
+    ``*`` and ``?`` stay inside one path component, ``**`` as a whole component spans any number of them,
+    ``[...]`` is a character class (``!`` or ``^`` negates) and ``{a,b}`` alternates. The state is the set
+    of places the match may be at; a walk carries its parent's state down, so a name costs one step, not a
+    match of its whole path."""
 
     def __init__(self, alternatives: Sequence[str], source: str) -> None:
         self.source = source

@@ -26,6 +26,7 @@ __all__ = [
     "TextOutput",
     "ToolFailure",
     "failure",
+    "failure_line",
     "format_size",
     "ok",
     "read_capped",

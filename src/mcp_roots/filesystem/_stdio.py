@@ -1,9 +1,6 @@
-"""The stdio transport of ``mcp-roots serve``: an ``mcp`` 2.x ``MCPServer`` without a worker-thread hop
-per line.
-
-The SDK's ``stdio_server()`` reads each line, writes and flushes each answer in a worker thread; here the
-pipes are read and written from the event loop (``anyio.wait_readable`` + ``os.read``), and the SDK's own
-``stdio_server(stdin=..., stdout=...)`` still does the framing, so parsing and errors are the SDK's.
+"""The stdio transport of ``mcp-roots serve``: the pipes read and written from the event loop, not a
+worker-thread hop per line as the SDK's ``stdio_server()`` does; the SDK's own ``stdio_server(stdin=...,
+stdout=...)`` still does the framing, so parsing and errors are the SDK's.
 """
 
 from __future__ import annotations

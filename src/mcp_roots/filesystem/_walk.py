@@ -1,11 +1,6 @@
-"""Recursive walks for directory_tree and search_files, through directory descriptors only, and the
-directory listings.
-
-The start directory is opened beneath a root with the public ``RootSet.open_fd``; every directory below is
-opened relative to its parent's descriptor with ``O_NOFOLLOW``, so a symlink (or a directory swapped for
-one during the walk) is never descended into and the walk cannot leave the root. Entries, bytes of the
-answer, depth, names looked at and seconds are capped, and a cancelled call stops the walk; a walk that
-hits a cap says so instead of growing without bound.
+"""The directory listings, and the recursive walks of directory_tree and search_files through directory
+descriptors only (``O_NOFOLLOW`` below the start, so a walk never leaves the root), each capped in entries,
+bytes, depth, names looked at and seconds, and stopped when its call is cancelled.
 """
 
 from __future__ import annotations
