@@ -25,7 +25,6 @@ PROG = "mcp-roots"
 EXIT_OK = 0
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
-DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024  # the stdio transport's own default (filesystem/_stdio.py)
 
 
 def add_serve_command(command: Any) -> None:
@@ -121,8 +120,10 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def _max_message_bytes(args: argparse.Namespace) -> int:
+    from ._stdio import DEFAULT_MAX_LINE_BYTES
+
     if args.max_message_bytes is None:
-        return DEFAULT_MAX_MESSAGE_BYTES
+        return DEFAULT_MAX_LINE_BYTES
     if args.max_message_bytes < 1:
         raise ConfigError(f"--max-message-bytes must be at least 1, not {args.max_message_bytes}")
     return int(args.max_message_bytes)

@@ -29,6 +29,7 @@ MAX_EXCLUDE_PATTERNS = 64
 MAX_EXCLUDE_CHARS = 8192
 
 State = frozenset[int]
+_MAX_MEMO_PLACES = 100_000
 
 _BRACE = re.compile(r"\{([^{}]*)\}")  # no nested quantifier: linear
 
@@ -278,6 +279,7 @@ class Glob:
         self.accepting = frozenset(i for i, kind in enumerate(self.kinds) if kind in (_END, _REST))
         self._start = self._closure(starts)
         self._steps: dict[State, _Steps] = {}
+        self._memo_places = 0
 
     def _closure(self, places: Sequence[int] | set[int]) -> State:
         out: set[int] = set()
@@ -298,8 +300,11 @@ class Glob:
             return state
         steps = self._steps.get(state)
         if steps is None:
-            if len(self._steps) > 4096:  # a walk meets few distinct states; bound the memo anyway
+            # A walk meets few distinct states; bound the memo anyway, by the places it holds.
+            self._memo_places += len(state)
+            if self._memo_places > _MAX_MEMO_PLACES:
                 self._steps.clear()
+                self._memo_places = len(state)
             steps = self._steps[state] = _Steps(self, state)
         reached = set(steps.stay)
         exact = steps.by_name.get(name)
