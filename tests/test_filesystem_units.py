@@ -175,7 +175,7 @@ def test_walks_stop_at_their_caps(tmp_path: Path) -> None:
         shallow = tree(roots, str(tmp_path), None, Limits(max_depth=2))
         assert shallow.truncated is not None
         assert "deeper than 2 levels" in shallow.truncated
-        d1 = shallow.entries[0]["children"][0]
+        d1 = json.loads(shallow.text)[0]["children"][0]
         assert d1["name"] == "d1"
         assert d1["children"] == []  # d0/d1 is shown, not entered
         looked = search(roots, str(tmp_path), compile_glob("**"), None, Limits(max_visited=20))
@@ -212,7 +212,7 @@ def test_a_directory_swapped_for_a_symlink_during_a_walk_never_leads_outside(tmp
             for _ in range(300):
                 found = search(roots, str(root), compile_glob("**"), None, Limits())
                 assert not any("SECRET" in m for m in found.matches)
-                shown = json.dumps(tree(roots, str(root), None, Limits()).entries)
+                shown = tree(roots, str(root), None, Limits()).text
                 assert "SECRET" not in shown
     finally:
         stop.set()

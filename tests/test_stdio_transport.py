@@ -1,4 +1,4 @@
-"""The stdio transport of `mcp-roots serve` (adapters/mcp2_stdio.py) against the SDK's own: the same bytes in
+"""The stdio transport of `mcp-roots serve` (filesystem/_stdio.py) against the SDK's own: the same bytes in
 give the same answers out (framing, bad lines, \\r\\n, non-UTF-8, EOF), plus the bound on a line's length.
 
 The filesystem test suite (tests/test_filesystem*.py) runs `mcp-roots serve` on this transport too, through
@@ -22,7 +22,8 @@ from mcp.server import MCPServer
 from mcp.server.lowlevel import Server
 
 from mcp_roots import SDKChanged
-from mcp_roots.adapters.mcp2_stdio import StdinLines, check_stdio_server, lowlevel_of
+from mcp_roots.adapters.mcp2_sdk import check_stdio_server, lowlevel_of
+from mcp_roots.filesystem._stdio import StdinLines
 
 SERVER = Path(__file__).parent / "servers" / "fs_stdio_server.py"
 GIVE_UP = 120.0  # seconds without a byte from the server: fail instead of hanging (not a timing check)

@@ -123,8 +123,9 @@ _OS_ERROR_WORDS = {
 """The one table from an OS error to the words a client reads (the rest use the OS's own text)."""
 
 
-def os_error_line(exc: OSError) -> str:
-    """``exc`` as one readable line naming the file: ``No such file: '/p/notes.txt'``."""
+def os_error_line(exc: OSError, where: str | None = None) -> str:
+    """``exc`` as one readable line naming the file: ``No such file: '/p/notes.txt'`` (``where`` names it
+    when the error itself carries no file name)."""
     words = _OS_ERROR_WORDS.get(exc.errno or 0) or exc.strerror or type(exc).__name__
-    names = [n for n in (exc.filename, exc.filename2) if n is not None]
+    names = [n for n in (exc.filename, exc.filename2) if n is not None] or ([] if where is None else [where])
     return f"{words}: " + " -> ".join(repr(os.fsdecode(n)) for n in names) if names else words

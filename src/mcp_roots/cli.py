@@ -5,11 +5,9 @@ them as environment variables for subprocesses. Errors are one line on stderr, n
 from __future__ import annotations
 
 import argparse
-import functools
 import io
 import json
 import logging
-import math
 import os
 import shlex
 import sys
@@ -29,6 +27,7 @@ from ._sources import (
     fallback_roots,
     how_to_configure,
 )
+from .filesystem._command import add_serve_command, serve
 
 __all__ = ["build_parser", "main"]
 
@@ -146,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the current directory. Exit code 0 only if every PATH is inside.",
     )
     check.add_argument("paths", nargs="+", metavar="PATH", help="a file or directory (it need not exist)")
-    _add_serve_command(command)
+    add_serve_command(command)  # mcp_roots.filesystem: the filesystem MCP server
     command(
         "env",
         "print the roots as MCP_ROOTS_* variables (shell exports, or JSON)",
@@ -394,147 +393,6 @@ def _doctor(as_json: bool) -> tuple[str, int]:
     return "\n".join(lines), code
 
 
-# --- serve: the filesystem MCP server (mcp_roots.filesystem) ------------------------------------------
-
-
-def _add_serve_command(command: Any) -> None:
-    serve = command(
-        "serve",
-        "run the filesystem MCP server (a drop-in for @modelcontextprotocol/server-filesystem)",
-        "Run an MCP server with the official filesystem server's 14 tools over stdio (or streamable HTTP "
-        "on 127.0.0.1 with --http). The directories given (DIR... or --roots) are both the fallback roots "
-        "for clients that send none and the ceiling: client roots can narrow them, never widen them. "
-        "--ceiling sets a different ceiling. Logs go to stderr.",
-    )
-    serve.add_argument("dirs", nargs="*", metavar="DIR", help="directories to serve (like --roots)")
-    serve.add_argument(
-        "--ceiling", action="append", metavar="A,B", help="directories client roots may not leave"
-    )
-    serve.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT/mcp")
-    serve.add_argument("--read-only", action="store_true", help="leave out the tools that write")
-    serve.add_argument(
-        "--confine", action="store_true", help="also confine the server process to the roots with Landlock"
-    )
-    serve.add_argument(
-        "--max-results",
-        type=int,
-        metavar="N",
-        help="the most entries directory_tree, search_files and the listings return (default 100000)",
-    )
-    serve.add_argument(
-        "--max-message-bytes",
-        type=int,
-        metavar="N",
-        help="the longest message (one JSON line) taken from a stdio client; longer ones are dropped "
-        "(default 33554432, 32 MiB)",
-    )
-    serve.add_argument(
-        "--timeout",
-        type=float,
-        metavar="SECONDS",
-        help="how long to wait for a client's answer to roots/list (default 5)",
-    )
-    serve.add_argument(
-        "--state-key-file",
-        metavar="FILE",
-        help="with --http: a secret (at least 32 bytes) every replica behind a load balancer reads, so that "
-        "any replica can finish a 2026-07-28 call another one started (default: a key of this process only)",
-    )
-    serve.add_argument(
-        "--log-level",
-        default="WARNING",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="default WARNING",
-    )
-
-
-def _serve(args: argparse.Namespace) -> int:
-    """Run ``mcp-roots serve`` until the client goes away; errors before serving are one line, exit 2."""
-    logging.basicConfig(
-        level=getattr(logging, args.log_level),
-        stream=sys.stderr,
-        format=f"{PROG} serve: %(levelname)s %(message)s",
-    )
-    try:
-        server = _build_filesystem_server(args)
-        max_message = _max_message_bytes(args)
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
-            raise
-        _say(
-            sys.stderr,
-            f"{PROG}: error: '{PROG} serve' needs the official mcp SDK, which is not installed here; "
-            "install it with: pip install 'mcp-roots[mcp]' (or pipx install 'mcp-roots[mcp]')",
-        )
-        return EXIT_ERROR
-    except (RootsError, OSError, ValueError) as exc:
-        _say(sys.stderr, f"{PROG}: error: {exc}")
-        return EXIT_ERROR
-    try:
-        if args.http is not None:
-            server.run("streamable-http", host="127.0.0.1", port=args.http)
-        else:
-            import anyio
-
-            from .adapters.mcp2_stdio import serve_stdio
-
-            anyio.run(functools.partial(serve_stdio, server, max_line_bytes=max_message))
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    return EXIT_OK
-
-
-def _max_message_bytes(args: argparse.Namespace) -> int:
-    from .adapters.mcp2_stdio import DEFAULT_MAX_LINE_BYTES
-
-    if args.max_message_bytes is None:
-        return DEFAULT_MAX_LINE_BYTES
-    if args.max_message_bytes < 1:
-        raise ConfigError(f"--max-message-bytes must be at least 1, not {args.max_message_bytes}")
-    return int(args.max_message_bytes)
-
-
-def _build_filesystem_server(args: argparse.Namespace) -> Any:
-    from . import RootsGuard
-    from .filesystem import Limits, Settings, build_server, shared_request_state
-
-    def split(values: list[str] | None, flag: str) -> list[str] | None:
-        if values is None:
-            return None
-        entries = [entry for value in values for entry in value.split(",") if entry]
-        if not entries:
-            raise ConfigError(f"{flag} {','.join(values)!r} names no directories; give at least one path")
-        return entries
-
-    roots = (args.dirs or []) + (split(getattr(args, "roots", None), "--roots") or [])
-    ceiling = split(args.ceiling, "--ceiling")
-    if not roots and ceiling is None and ENV_VAR not in os.environ and getattr(args, "project", None) is None:
-        raise ConfigError(
-            "mcp-roots serve needs the directories it may serve: mcp-roots serve DIR..., --roots A,B, "
-            f"{ENV_VAR}, or --ceiling (then only client roots inside it are served)"
-        )
-    # Finite: a client that never answers roots/list must not hold a request (and its memory) forever.
-    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
-        raise ConfigError(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
-    timeout = {} if args.timeout is None else {"timeout": args.timeout}
-    fallback = fallback_roots(roots or None, project_root=getattr(args, "project", None))
-    # The directories given are the ceiling unless one is named: client roots narrow them, never widen them.
-    guard = RootsGuard(
-        roots or None,
-        project_root=getattr(args, "project", None),
-        ceiling=ceiling if ceiling is not None else fallback,
-        confine=args.confine,
-        **timeout,
-    )
-    if args.max_results is not None and args.max_results < 1:
-        raise ConfigError(f"--max-results must be at least 1, not {args.max_results}")
-    limits = Limits() if args.max_results is None else Limits(max_results=args.max_results)
-    security = shared_request_state(args.state_key_file) if args.state_key_file is not None else None
-    return build_server(
-        guard, Settings(read_only=args.read_only, walk=limits), request_state_security=security
-    )
-
-
 # --- Entry point -----------------------------------------------------------------------------------------
 
 
@@ -570,7 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version, or a usage error argparse already reported
         return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_ERROR)
     if args.command == "serve":
-        return _serve(args)
+        return serve(args)
     handler = _setup_logging()
     try:
         if args.command in ("audit", "doctor"):

@@ -1,5 +1,5 @@
 """The filesystem server of `mcp-roots serve` on one of two stdio transports, for the transport's
-differential tests: ``sdk`` (the SDK's own ``stdio_server()``) or ``fast`` (``adapters.mcp2_stdio``).
+differential tests: ``sdk`` (the SDK's own ``stdio_server()``) or ``fast`` (``filesystem._stdio``).
 
 Usage: python tests/servers/fs_stdio_server.py sdk|fast ROOT [MAX_LINE_BYTES]
 """
@@ -13,8 +13,8 @@ import sys
 import anyio
 
 from mcp_roots import RootsGuard
-from mcp_roots.adapters.mcp2_stdio import DEFAULT_MAX_LINE_BYTES, serve_stdio
 from mcp_roots.filesystem import Settings, build_server
+from mcp_roots.filesystem._stdio import DEFAULT_MAX_LINE_BYTES, serve_stdio
 
 
 def main() -> None:

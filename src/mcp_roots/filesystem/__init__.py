@@ -1,13 +1,35 @@
-"""A drop-in for the official ``@modelcontextprotocol/server-filesystem``, built on mcp-roots' public API.
-
-``build_server(guard, Settings(...))`` returns an ``MCPServer`` with the official server's 14 tools (same
-names, arguments and result shapes); ``mcp-roots serve`` runs it. Every file is touched through the
-race-free ``RootSet`` operations of the roots in force for the connection. ``shared_request_state(file)``
-gives replicas behind a load balancer one key for the 2026-07-28 multi-round-trip state.
+"""A drop-in for the official ``@modelcontextprotocol/server-filesystem`` on mcp-roots' public API:
+``build_server(guard, Settings(...))`` gives the ``MCPServer`` that ``mcp-roots serve`` runs. The names load
+the mcp SDK when first used, so that ``mcp-roots serve`` can say when it is not installed.
 """
 
-from ._state import shared_request_state
-from ._tools import READ_ONLY_TOOLS, WRITE_TOOLS, Settings, build_server
-from ._walk import Limits
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._server import build_server
+    from ._state import shared_request_state
+    from ._toolbox import READ_ONLY_TOOLS, WRITE_TOOLS, Settings
+    from ._walk import Limits
 
 __all__ = ["READ_ONLY_TOOLS", "WRITE_TOOLS", "Limits", "Settings", "build_server", "shared_request_state"]
+
+_HOMES = {
+    "READ_ONLY_TOOLS": "_toolbox",
+    "WRITE_TOOLS": "_toolbox",
+    "Settings": "_toolbox",
+    "Limits": "_walk",
+    "build_server": "_server",
+    "shared_request_state": "_state",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value

@@ -1,42 +1,47 @@
-"""Recursive walks for directory_tree and search_files, through directory descriptors only.
-
-The start directory is opened beneath a root with the public ``RootSet.open_fd``; every directory below is
-opened relative to its parent's descriptor with ``O_NOFOLLOW``, so a symlink (or a directory swapped for
-one during the walk) is never descended into and the walk cannot leave the root. Entries, depth and
-visited names are capped; a walk that hits a cap says so instead of growing without bound.
+"""The directory listings, and the recursive walks of directory_tree and search_files through directory
+descriptors only (``O_NOFOLLOW`` below the start, so a walk never leaves the root), each capped in entries,
+bytes, depth, names looked at and seconds, and stopped when its call is cancelled.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import posixpath
-import re
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from json.encoder import encode_basestring
 
 from .. import RootsError, RootSet
+from ._globs import Glob, State
 
-__all__ = ["Limits", "SearchResult", "TreeResult", "listing", "search", "tree", "tree_json"]
+__all__ = ["Limits", "SearchResult", "TreeResult", "listing", "search", "tree"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _CHILD_FLAGS = _DIR_FLAGS | os.O_NOFOLLOW
+#: How many names a walk looks at between two readings of the clock.
+_CLOCK_EVERY = 256
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What one walk may cost: entries returned, directory levels (descriptors held) and names looked at."""
+    """What one walk may cost: entries returned, bytes of a tree's JSON, directory levels (descriptors
+    held), names looked at, seconds; and the excludePatterns one call may send."""
 
     max_results: int = 100_000
     max_depth: int = 128
     max_visited: int = 2_000_000
+    max_tree_bytes: int = 16 * 1024 * 1024
+    max_seconds: float = 30.0
 
 
 @dataclass
 class TreeResult:
-    entries: list[dict[str, Any]]
+    """directory_tree's JSON text (``JSON.stringify(tree, null, 2)``), and why it was cut, if it was."""
+
+    text: str
     truncated: str | None = None
 
 
@@ -63,12 +68,16 @@ def _open_child(dirfd: int, name: str) -> int | None:
 
 
 class _Budget:
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, stop: threading.Event | None, clock: Callable[[], float]) -> None:
         self.limits = limits
         self.results = 0
         self.visited = 0
         self.stopped: str | None = None  # why the walk stopped early
         self.too_deep: str | None = None  # the walk went on, without the deepest directories
+        self._stop = stop
+        self._clock = clock
+        self._deadline = clock() + limits.max_seconds
+        self._next_look = _CLOCK_EVERY
 
     @property
     def truncated(self) -> str | None:
@@ -83,6 +92,21 @@ class _Budget:
             )
             return False
         return True
+
+    def in_time(self) -> bool:
+        """False once the call is cancelled or its seconds are spent (the clock is read every few names)."""
+        self._next_look -= 1
+        if self._next_look > 0:
+            return self.stopped is None
+        self._next_look = _CLOCK_EVERY
+        if self._stop is not None and self._stop.is_set():
+            self.stopped = "the call was cancelled"
+        elif self._clock() > self._deadline:
+            self.stopped = (
+                f"stopped after {self.limits.max_seconds:g} seconds; narrow the path, the pattern or add "
+                "excludePatterns"
+            )
+        return self.stopped is None
 
     def take(self) -> bool:
         if self.results >= self.limits.max_results:
@@ -109,70 +133,128 @@ def _walk_from(roots: RootSet, start: str, body: Callable[[int], None]) -> None:
         os.close(fd)
 
 
-def tree(roots: RootSet, start: str, exclude: re.Pattern[str] | None, limits: Limits) -> TreeResult:
-    """The official server's ``directory_tree`` structure below ``start``: ``{name, type, children}``."""
-    budget = _Budget(limits)
+def _size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
-    def build(dirfd: int, prefix: str, depth: int) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+
+def tree(
+    roots: RootSet,
+    start: str,
+    exclude: Glob | None,
+    limits: Limits,
+    *,
+    stop: threading.Event | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> TreeResult:
+    """The official server's ``directory_tree`` below ``start`` (``{name, type, children}`` entries), as
+    the JSON text ``JSON.stringify(tree, null, 2)`` prints, written in one pass and cut at
+    ``limits.max_tree_bytes`` (the text stays valid JSON)."""
+    budget = _Budget(limits, stop, clock)
+    parts: list[str] = []  # one string per entry (and one per directory's end): few objects, one join
+    size = 2  # "[" and "]"
+    pending = 0  # bytes of the ends of the directories open now (so that a cut tree stays valid JSON)
+    no_state: State = frozenset()
+
+    def build(dirfd: int, state: State, depth: int) -> None:
+        nonlocal size, pending
         children = _children(dirfd)
         if not budget.visit(len(children)):
-            return out
+            return
+        pad = "  " * (2 * depth + 1)
+        inner = pad + "  "
+        first = True
         for name, is_dir, _ in children:
-            if budget.stopped is not None:
+            if not budget.in_time():
                 break
-            rel = prefix + name
-            if exclude is not None and exclude.fullmatch(rel):
-                continue
+            below = no_state
+            if exclude is not None:
+                below = exclude.step(state, name)
+                if exclude.accepts(below):
+                    continue
+            head = (
+                f'{"" if first else ","}\n{pad}{{\n{inner}"name": {encode_basestring(name)},\n{inner}"type": '
+            )
+            if is_dir:
+                entry = f'{head}"directory",\n{inner}"children": ['
+                end = f"\n{inner}]\n{pad}}}"  # "]\n{pad}}" when it stays empty: shorter
+            else:
+                entry = f'{head}"file"\n{pad}}}'
+                end = ""
+            cost = _size(entry) + len(end)
+            if size + cost + pending + (2 if depth == 0 and first else 0) > limits.max_tree_bytes:
+                budget.stopped = (
+                    f"the tree is larger than {limits.max_tree_bytes:,} bytes; only its first part is "
+                    "shown; narrow the path or add excludePatterns"
+                )
+                break
             if not budget.take():
                 break
-            entry: dict[str, Any] = {"name": name, "type": "directory" if is_dir else "file"}
-            if is_dir:
-                entry["children"] = []
-                if budget.deeper(depth + 1):
-                    child = _open_child(dirfd, name)
-                    if child is not None:
-                        try:
-                            entry["children"] = build(child, rel + "/", depth + 1)
-                        finally:
-                            os.close(child)
-            out.append(entry)
-        return out
-
-    result = TreeResult([])
+            parts.append(entry)
+            size += _size(entry)
+            first = False
+            if not is_dir:
+                continue
+            mark = len(parts)
+            pending += len(end)
+            if budget.deeper(depth + 1):
+                child = _open_child(dirfd, name)
+                if child is not None:
+                    try:
+                        build(child, below, depth + 1)
+                    finally:
+                        os.close(child)
+            pending -= len(end)
+            if len(parts) == mark:
+                end = f"]\n{pad}}}"
+            parts.append(end)
+            size += len(end)
 
     def run(fd: int) -> None:
-        result.entries = build(fd, "", 0)
+        build(fd, exclude.start() if exclude is not None else no_state, 0)
 
     _walk_from(roots, start, run)
-    result.truncated = budget.truncated
-    return result
+    parts.append("\n]" if parts else "]")
+    text = "[" + "".join(parts)
+    parts.clear()
+    return TreeResult(text, budget.truncated)
 
 
 def search(
     roots: RootSet,
     start: str,
-    pattern: re.Pattern[str],
-    exclude: re.Pattern[str] | None,
+    pattern: Glob,
+    exclude: Glob | None,
     limits: Limits,
+    *,
+    stop: threading.Event | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> SearchResult:
     """Full paths below ``start`` whose path relative to it matches ``pattern``, depth first, in name
-    order; excluded paths are neither listed nor descended into; a symlink leading outside the roots is
-    not listed."""
-    budget = _Budget(limits)
+    order; excluded paths are neither listed nor descended into, nor is a directory below which the
+    pattern can no longer match; a symlink leading outside the roots is not listed."""
+    budget = _Budget(limits, stop, clock)
     result = SearchResult()
     base = start.rstrip("/") or "/"
     sep = "" if base.endswith("/") else "/"
+    no_state: State = frozenset()
 
-    def visit(dirfd: int, prefix: str, depth: int) -> bool:
+    def visit(dirfd: int, prefix: str, state: State, excluded: State, depth: int) -> bool:
         children = _children(dirfd)
         if not budget.visit(len(children)):
             return False
         for name, is_dir, is_link in children:
+            if not budget.in_time():
+                return False
+            below_excluded = no_state
+            if exclude is not None:
+                below_excluded = exclude.step(excluded, name)
+                if exclude.accepts(below_excluded):
+                    continue
+            below = pattern.step(state, name)
+            if not below:
+                continue  # nothing at or below this name can match
             rel = prefix + name
-            if exclude is not None and exclude.fullmatch(rel):
-                continue
-            if pattern.fullmatch(rel):
+            if pattern.accepts(below):
                 full = base + sep + rel
                 if not is_link or roots.contains(full):
                     if not budget.take():
@@ -182,23 +264,18 @@ def search(
                 child = _open_child(dirfd, name)
                 if child is not None:
                     try:
-                        if not visit(child, rel + "/", depth + 1):
+                        if not visit(child, rel + "/", below, below_excluded, depth + 1):
                             return False
                     finally:
                         os.close(child)
         return True
 
     def run(fd: int) -> None:
-        visit(fd, "", 0)
+        visit(fd, "", pattern.start(), exclude.start() if exclude is not None else no_state, 0)
 
     _walk_from(roots, start, run)
     result.truncated = budget.truncated
     return result
-
-
-def tree_json(entries: list[dict[str, Any]]) -> str:
-    """The tree as the official server prints it (``JSON.stringify(tree, null, 2)``)."""
-    return json.dumps(entries, indent=2, ensure_ascii=False)
 
 
 def listing(

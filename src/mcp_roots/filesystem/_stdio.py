@@ -1,14 +1,11 @@
-"""A stdio transport for an ``mcp`` 2.x ``MCPServer`` without a worker-thread hop per line.
-
-The SDK's ``stdio_server()`` reads each line, writes and flushes each answer in a worker thread; here the
-pipes are read and written from the event loop (``anyio.wait_readable`` + ``os.read``), and the SDK's own
-``stdio_server(stdin=..., stdout=...)`` still does the framing, so parsing and errors are the SDK's.
+"""The stdio transport of ``mcp-roots serve``: the pipes read and written from the event loop, not a
+worker-thread hop per line as the SDK's ``stdio_server()`` does; the SDK's own ``stdio_server(stdin=...,
+stdout=...)`` still does the framing, so parsing and errors are the SDK's.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import os
 import re
@@ -22,17 +19,14 @@ from typing import Any, cast
 import anyio
 import anyio.to_thread
 from mcp.server import MCPServer
-from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from .._errors import SDKChanged
+from ..adapters.mcp2_sdk import check_stdio_server, lowlevel_of
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
     "StdinLines",
     "StdoutWriter",
-    "check_stdio_server",
-    "lowlevel_of",
     "pipes_claimed",
     "serve_stdio",
 ]
@@ -44,6 +38,7 @@ DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
 dropped (the SDK's transport has no bound: a client could make it hold any amount of memory)."""
 
 _READ_CHUNK = 64 * 1024
+_ENCODE_CHUNK = 1024 * 1024
 # Line ends as the SDK's text wrapper sees them (universal newlines): \r\n, \r or \n.
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
@@ -151,8 +146,14 @@ class StdoutWriter:
         return len(text)
 
     async def flush(self) -> None:
-        data = "".join(self._pending).encode("utf-8")
+        text = "".join(self._pending)
         self._pending.clear()
+        if len(text) > _ENCODE_CHUNK and text.isascii():
+            # A large answer (a whole directory_tree): encoded a piece at a time as it is written, so
+            # the process never holds a second, encoded copy of it (ASCII: no piece can fail to encode).
+            await anyio.to_thread.run_sync(_write_pieces, self._fd, text)
+            return
+        data = text.encode("utf-8")
         if len(data) <= select.PIPE_BUF and self._poll.poll(0):
             # A pipe that polls writable has a free page: a write of at most PIPE_BUF bytes neither blocks
             # nor splits (POSIX pipe atomicity), so it cannot stall the event loop.
@@ -165,6 +166,11 @@ class StdoutWriter:
 
 def _nothing() -> None:
     pass
+
+
+def _write_pieces(fd: int, text: str) -> None:
+    for start in range(0, len(text), _ENCODE_CHUNK):
+        _write_all(fd, text[start : start + _ENCODE_CHUNK].encode("ascii"))
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -212,23 +218,6 @@ def pipes_claimed() -> Iterator[tuple[int, int]]:
             os.dup2(wire_out, 1)
         os.close(wire_in)
         os.close(wire_out)
-
-
-def lowlevel_of(server: MCPServer) -> Server[Any]:
-    """The low-level ``Server`` behind an ``MCPServer`` (a private attribute in mcp 2.3), checked."""
-    lowlevel = getattr(server, "_lowlevel_server", None)
-    if not isinstance(lowlevel, Server):
-        raise SDKChanged("mcp's MCPServer._lowlevel_server is gone or no longer a mcp.server.lowlevel.Server")
-    for name in ("run", "create_initialization_options"):
-        if not callable(getattr(lowlevel, name, None)):
-            raise SDKChanged(f"mcp's lowlevel Server.{name} is gone")
-    return lowlevel
-
-
-def check_stdio_server() -> None:
-    parameters = inspect.signature(stdio_server).parameters
-    if "stdin" not in parameters or "stdout" not in parameters:
-        raise SDKChanged("mcp's stdio_server() no longer takes stdin= and stdout= streams")
 
 
 async def serve_stdio(server: MCPServer, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:

@@ -1,0 +1,174 @@
+"""``mcp-roots serve``: its options and its run (build the filesystem server from them, then serve stdio or
+streamable HTTP). Imports no SDK until it runs, so that the rest of the command works without one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import math
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from .. import RootsError, RootsGuard, fallback_roots
+from .._errors import ConfigError
+from .._sources import ENV_VAR
+
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
+
+__all__ = ["add_serve_command", "serve"]
+
+PROG = "mcp-roots"
+EXIT_OK = 0
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+def add_serve_command(command: Any) -> None:
+    """Add ``serve`` through the command-line's ``command(name, summary, description)`` factory."""
+    serve = command(
+        "serve",
+        "run the filesystem MCP server (a drop-in for @modelcontextprotocol/server-filesystem)",
+        "Run an MCP server with the official filesystem server's 14 tools over stdio (or streamable HTTP "
+        "on 127.0.0.1 with --http). The directories given (DIR... or --roots) are both the fallback roots "
+        "for clients that send none and the ceiling: client roots can narrow them, never widen them. "
+        "--ceiling sets a different ceiling. Logs go to stderr.",
+    )
+    serve.add_argument("dirs", nargs="*", metavar="DIR", help="directories to serve (like --roots)")
+    serve.add_argument(
+        "--ceiling", action="append", metavar="A,B", help="directories client roots may not leave"
+    )
+    serve.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT/mcp")
+    serve.add_argument("--read-only", action="store_true", help="leave out the tools that write")
+    serve.add_argument(
+        "--confine", action="store_true", help="also confine the server process to the roots with Landlock"
+    )
+    serve.add_argument(
+        "--max-results",
+        type=int,
+        metavar="N",
+        help="the most entries directory_tree, search_files and the listings return (default 100000)",
+    )
+    serve.add_argument(
+        "--max-message-bytes",
+        type=int,
+        metavar="N",
+        help="the longest message (one JSON line) taken from a stdio client; longer ones are dropped "
+        "(default 33554432, 32 MiB)",
+    )
+    serve.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="how long to wait for a client's answer to roots/list (default 5)",
+    )
+    serve.add_argument(
+        "--state-key-file",
+        metavar="FILE",
+        help="with --http: a secret (at least 32 bytes) every replica behind a load balancer reads, so that "
+        "any replica can finish a 2026-07-28 call another one started (default: a key of this process only)",
+    )
+    serve.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="default WARNING",
+    )
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run ``mcp-roots serve`` until the client goes away; errors before serving are one line, exit 2."""
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        stream=sys.stderr,
+        format=f"{PROG} serve: %(levelname)s %(message)s",
+    )
+    try:
+        server = _build(args)
+        max_message = _max_message_bytes(args)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types", "pydantic"):
+            raise
+        _say(
+            f"{PROG}: error: '{PROG} serve' needs the official mcp SDK, which is not installed here; "
+            "install it with: pip install 'mcp-roots[mcp]' (or pipx install 'mcp-roots[mcp]')"
+        )
+        return EXIT_ERROR
+    except (RootsError, OSError, ValueError) as exc:
+        _say(f"{PROG}: error: {exc}")
+        return EXIT_ERROR
+    try:
+        if args.http is not None:
+            server.run("streamable-http", host="127.0.0.1", port=args.http)
+        else:
+            import anyio
+
+            from ._stdio import serve_stdio
+
+            anyio.run(functools.partial(serve_stdio, server, max_line_bytes=max_message))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+def _max_message_bytes(args: argparse.Namespace) -> int:
+    from ._stdio import DEFAULT_MAX_LINE_BYTES
+
+    if args.max_message_bytes is None:
+        return DEFAULT_MAX_LINE_BYTES
+    if args.max_message_bytes < 1:
+        raise ConfigError(f"--max-message-bytes must be at least 1, not {args.max_message_bytes}")
+    return int(args.max_message_bytes)
+
+
+def _split(values: list[str] | None, flag: str) -> list[str] | None:
+    if values is None:
+        return None
+    entries = [entry for value in values for entry in value.split(",") if entry]
+    if not entries:
+        raise ConfigError(f"{flag} {','.join(values)!r} names no directories; give at least one path")
+    return entries
+
+
+def _build(args: argparse.Namespace) -> MCPServer:
+    from ._server import build_server
+    from ._state import shared_request_state
+    from ._toolbox import Settings
+    from ._walk import Limits
+
+    project = getattr(args, "project", None)
+    roots = (args.dirs or []) + (_split(getattr(args, "roots", None), "--roots") or [])
+    ceiling = _split(args.ceiling, "--ceiling")
+    if not roots and ceiling is None and ENV_VAR not in os.environ and project is None:
+        raise ConfigError(
+            "mcp-roots serve needs the directories it may serve: mcp-roots serve DIR..., --roots A,B, "
+            f"{ENV_VAR}, or --ceiling (then only client roots inside it are served)"
+        )
+    # Finite: a client that never answers roots/list must not hold a request (and its memory) forever.
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise ConfigError(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
+    timeout = {} if args.timeout is None else {"timeout": args.timeout}
+    fallback = fallback_roots(roots or None, project_root=project)
+    # The directories given are the ceiling unless one is named: client roots narrow them, never widen them.
+    guard = RootsGuard(
+        roots or None,
+        project_root=project,
+        ceiling=ceiling if ceiling is not None else fallback,
+        confine=args.confine,
+        **timeout,
+    )
+    if args.max_results is not None and args.max_results < 1:
+        raise ConfigError(f"--max-results must be at least 1, not {args.max_results}")
+    limits = Limits() if args.max_results is None else Limits(max_results=args.max_results)
+    security = shared_request_state(args.state_key_file) if args.state_key_file is not None else None
+    return build_server(
+        guard, Settings(read_only=args.read_only, walk=limits), request_state_security=security
+    )
