@@ -18,13 +18,13 @@ from typing import TypeAlias
 from weakref import WeakKeyDictionary
 
 import anyio
-import anyio.abc
 import mcp_types
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp.client.session import ClientSession
 
 from ._errors import InvalidPath, InvalidRootURI
+from ._owned import OwnedTaskGroup
 from ._rootset import Root, RootSet
 from ._uri import path_to_uri, uri_to_path
 
@@ -323,11 +323,11 @@ class _Attachment:
     def __init__(self, provider: RootsProvider, client: Client | ClientSession) -> None:
         self._provider = provider
         self._client = client
-        self._task_group: anyio.abc.TaskGroup | None = None
+        self._tasks = OwnedTaskGroup("this attachment")
         self.notifications_sent = 0
 
     async def __aenter__(self) -> _Attachment:
-        if self._task_group is not None:
+        if self._tasks.is_open:
             raise RuntimeError("this attachment is already open")
         session = self._client.session if isinstance(self._client, Client) else self._client
         state = self._provider._state(session)
@@ -336,9 +336,7 @@ class _Attachment:
         state.wakeup = anyio.Event()
         if state.last_seen is None:
             state.last_seen = self._provider._visible(state)
-        task_group = anyio.create_task_group()
-        await task_group.__aenter__()
-        self._task_group = task_group
+        task_group = await self._tasks.open()
         task_group.start_soon(self._poll)
         task_group.start_soon(self._notify, session, state)
         return self
@@ -349,11 +347,8 @@ class _Attachment:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        task_group, self._task_group = self._task_group, None
-        assert task_group is not None
-        task_group.cancel_scope.cancel()
         try:
-            return await task_group.__aexit__(exc_type, exc, tb)
+            return await self._tasks.close(exc_type, exc, tb)
         finally:
             session = self._client.session if isinstance(self._client, Client) else self._client
             state = self._provider._sessions.get(session)
