@@ -80,15 +80,16 @@ class LoopClock:
 
 
 class _Request:
-    """One roots/list request: its generation and the refresh triggers it covers."""
+    """One roots/list request: its generation, the refresh triggers it covers, and when it went out."""
 
-    __slots__ = ("covers", "generation")
+    __slots__ = ("covers", "generation", "sent")
 
-    def __init__(self, generation: int, covers: int) -> None:
+    def __init__(self, generation: int, covers: int, sent: float) -> None:
         self.generation = generation
         # Number of refresh triggers (start + notifications) received before this request was sent: when
         # it is answered, every one of them has had its refresh.
         self.covers = covers
+        self.sent = sent
 
 
 class RootsCache:
@@ -165,6 +166,7 @@ class RootsCache:
         self._burst_first: float | None = None
         self._burst_last = 0.0
         self._wakeup: anyio.Event | None = None
+        self._answered: anyio.Event | None = None  # set by any answer while the worker waits on one
 
         # Requests and their outcomes.
         self._generation = 0
@@ -399,6 +401,17 @@ class RootsCache:
                 await self._wakeup.wait()
                 self._wakeup = None
                 continue
+            in_flight_until = self._in_flight_until()
+            if in_flight_until is not None and in_flight_until > self._clock.now():
+                # One request in flight: the changes made while it is unanswered get one request after its
+                # answer (on an ordered stream that answer comes behind the notifications the client wrote
+                # before it, so a request per max_wait would be covered by it already). A request still
+                # unanswered after `timeout` is slow, not in flight: it is not cancelled, and the next
+                # refresh goes out beside it (at most MAX_OUTSTANDING).
+                self._answered = anyio.Event()
+                await self._clock.wait_until(self._answered, in_flight_until)
+                self._answered = None
+                continue
             if not self._immediate:
                 assert self._burst_first is not None
                 # Trailing edge, but never later than max_wait after the burst's first notification.
@@ -409,9 +422,16 @@ class RootsCache:
             self._immediate = False
             self._burst_first = None
             self._generation += 1
-            request = _Request(self._generation, self._triggers)
+            request = _Request(self._generation, self._triggers, self._clock.now())
             self._outstanding[request.generation] = request
             fetches.start_soon(self._fetch_one, request, name=f"roots/list #{request.generation}")
+
+    def _in_flight_until(self) -> float | None:
+        # When the newest outstanding request stops counting as in flight (None: nothing outstanding).
+        if not self._outstanding:
+            return None
+        newest = self._outstanding[max(self._outstanding)]
+        return newest.sent + self._timeout
 
     async def _fetch_one(self, request: _Request) -> None:
         task_id = anyio.get_current_task().id
@@ -429,6 +449,8 @@ class RootsCache:
             self._fetch_tasks.discard(task_id)
             self._outstanding.pop(request.generation, None)
             self._wake()  # a slot is free
+            if self._answered is not None:
+                self._answered.set()  # and no request is in flight any more
 
     # -- outcomes --
 
