@@ -1,8 +1,6 @@
-"""RootsCache: the per-connection roots lifecycle of a legacy-era MCP connection, as a state machine.
-
-It records the client's roots capability, fetches roots/list after initialized, refreshes on list_changed
-(debounced, generation-ordered, never cancelling a slow request), and hands tools the roots in force, or
-refuses when a client that declared roots has not sent any. anyio only: it never imports mcp.
+"""RootsCache: the per-connection roots lifecycle of a legacy-era MCP connection, as a state machine
+(capability, first fetch, debounced refreshes with one request in flight, generation order, fail closed).
+The answers are parsed in _answers; anyio only, it never imports mcp.
 """
 
 from __future__ import annotations
