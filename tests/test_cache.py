@@ -1018,6 +1018,17 @@ async def test_run_refuses_to_run_twice(dirs: dict[str, Path], clock: ManualCloc
             await cache.run()
 
 
+async def test_entering_an_open_cache_again_is_refused(dirs: dict[str, Path], clock: ManualClock) -> None:
+    # Its worker's task group is held once (OwnedTaskGroup); a second `async with` would start a second one.
+    cache = make_cache(FakeClient([dirs["a"]]), dirs, clock)
+    cache.set_capabilities(roots=True, list_changed=True)
+    async with cache:
+        with pytest.raises(RuntimeError, match="this RootsCache is already running"):
+            await cache.__aenter__()
+        cache.start()
+        assert paths_of(await cache.fresh()) == [dirs["a"]]  # the first one still works
+
+
 @pytest.mark.parametrize(
     ("option", "value"),
     [
