@@ -6,6 +6,8 @@ its own, so a test of "after 3 x timeout" takes no wall-clock time and no margin
 
 from __future__ import annotations
 
+import asyncio
+
 import anyio
 import anyio.lowlevel
 
@@ -51,12 +53,31 @@ class ManualClock:
         every task that can run, run (until all are blocked) before moving on."""
         target = self._now + seconds
         while True:
-            await anyio.wait_all_tasks_blocked()
+            await _settle()
             due = [deadline for deadline, _ in self._sleepers if deadline <= target]
             self._now = max(self._now, min(due) if due else target)
             for deadline, event in list(self._sleepers):
                 if deadline <= self._now:
                     event.set()
-            await anyio.wait_all_tasks_blocked()
+            await _settle()
             if self._now >= target and not any(d <= self._now for d, _ in self._sleepers):
                 return
+
+
+async def _settle() -> None:
+    # Until every other task is blocked. On asyncio, anyio's wait_all_tasks_blocked() sleeps 0.1 s of
+    # real time whenever it finds a task that can run (one just woken by a worker thread, or by an SDK
+    # stream); a few checkpoints first let such tasks run, so it usually finds none and returns at once.
+    # (trio's own wait_all_tasks_blocked() knows at once, without sleeping.)
+    if _on_asyncio():
+        for _ in range(5):
+            await anyio.lowlevel.checkpoint()
+    await anyio.wait_all_tasks_blocked()
+
+
+def _on_asyncio() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

@@ -18,7 +18,8 @@ import anyio
 import pytest
 
 from mcp_roots import RootsCache, RootSet, RootsUnavailable, path_to_uri
-from mcp_roots._cache import MAX_OUTSTANDING, MAX_ROOTS, Phase
+from mcp_roots._answers import MAX_ROOTS
+from mcp_roots._cache import MAX_OUTSTANDING, Phase
 
 from .clockkit import ManualClock
 
@@ -89,7 +90,9 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
-def make_cache(client: FakeClient, dirs: dict[str, Path], clock: ManualClock, **kwargs: object) -> RootsCache:
+def make_cache(
+    client: FakeClient | StreamClient, dirs: dict[str, Path], clock: ManualClock, **kwargs: object
+) -> RootsCache:
     options: dict[str, object] = {"debounce": 0.01, "max_wait": 0.05, "timeout": TIMEOUT, "clock": clock}
     options.update(kwargs)
     return RootsCache(
@@ -291,6 +294,79 @@ async def test_storm_of_10000_notifications_costs_few_requests_and_ends_on_the_l
     assert 2 <= client.calls <= 5, client.calls
 
 
+class StreamClient:
+    """A client at the other end of one ordered stream (stdio) that writes a storm of list_changed far
+    faster than the server reads it, and answers each roots/list at once: with the roots it has when the
+    request reaches it, on the same stream, so the answer reaches the server after every notification it
+    wrote before it (the server still has those to read)."""
+
+    def __init__(
+        self, clock: ManualClock, states: list[Path], changes: list[int], total: int, write_every: float
+    ) -> None:
+        self.clock = clock
+        self.states = states  # the roots after 0, changes[0], changes[1], ... notifications written
+        self.changes = changes
+        self.total = total
+        self.write_every = write_every
+        self.started_at: float | None = None  # when the client began writing the storm
+        self.read = 0  # notifications the server has read so far
+        self.waiting: list[tuple[int, anyio.Event]] = []
+        self.calls = 0
+
+    def written(self) -> int:
+        if self.started_at is None:
+            return 0
+        return min(self.total, round((self.clock.now() - self.started_at) / self.write_every))
+
+    def roots_after(self, written: int) -> list[Path]:
+        return [self.states[sum(1 for change in self.changes if written >= change)]]
+
+    async def fetch(self) -> object:
+        self.calls += 1
+        written = self.written()
+        answer = answer_for(self.roots_after(written))
+        if self.read < written:  # behind `written - read` notifications on the stream
+            behind = (written, anyio.Event())
+            self.waiting.append(behind)
+            await behind[1].wait()
+        return answer
+
+    def server_reads_one(self) -> None:
+        self.read += 1
+        for entry in [e for e in self.waiting if e[0] <= self.read]:
+            self.waiting.remove(entry)
+            entry[1].set()
+
+
+async def test_storm_over_an_ordered_stream_costs_the_first_answer_the_change_and_the_final_state(
+    dirs: dict[str, Path], clock: ManualClock
+) -> None:
+    # Issue 21's storm: 2,000 list_changed over stdio from a client that answers at once, its roots changed
+    # mid-storm and once before the last. The client writes them in 80 ms; the server reads one per ms. An
+    # answer reaches the server behind the notifications written before it, so a request sent mid-storm
+    # stays unanswered until the server has read them all: if every max_wait of the storm sends another
+    # request, up to MAX_OUTSTANDING go out that the answer in flight already covers (6 requests in all).
+    # The minimum is 3: the first answer, one for the change mid-storm, one for the final state.
+    total = 2000
+    states = [dirs["a"], dirs["b"], dirs["c"]]
+    client = StreamClient(clock, states, changes=[total // 2, total - 1], total=total, write_every=0.00004)
+    cache = make_cache(client, dirs, clock, debounce=0.02, max_wait=0.1, timeout=5.0)  # the guard's
+    async with running(cache):
+        assert paths_of(await cache.fresh()) == [dirs["a"]]
+        assert client.calls == 1
+        client.started_at = clock.now()
+        for _ in range(total):
+            client.server_reads_one()
+            cache.notify_changed()
+            await clock.advance(0.001)
+        # A call right after the storm sees the final roots (stale-read protection), then nothing more goes
+        # out: the last request covers every notification.
+        assert paths_of(await cache.fresh()) == [dirs["c"]]
+        await clock.advance(1.0)
+        assert paths_of(cache.current()) == [dirs["c"]]
+    assert client.calls == 3, f"{client.calls} roots/list requests for one storm"
+
+
 async def test_steady_stream_cannot_starve_the_refresh(dirs: dict[str, Path], clock: ManualClock) -> None:
     # Notifications every 5 ms never leave a 20 ms quiet gap, so only max_wait makes the refresh go out.
     client = FakeClient([dirs["a"]])
@@ -328,7 +404,8 @@ async def test_debounce_is_trailing_edge(dirs: dict[str, Path], clock: ManualClo
 async def test_a_notification_while_a_request_is_unanswered_sends_a_new_one(
     dirs: dict[str, Path], clock: ManualClock
 ) -> None:
-    # A silent request never wedges later refreshes: the newer request goes out and its answer applies.
+    # A silent request never wedges later refreshes: once it has been unanswered for `timeout` it is slow,
+    # not in flight, and the newer request goes out beside it and its answer applies.
     client = FakeClient([dirs["a"]])
     async with running(make_cache(client, dirs, clock)) as cache:
         await cache.fresh()
@@ -341,6 +418,8 @@ async def test_a_notification_while_a_request_is_unanswered_sends_a_new_one(
         client.roots = [dirs["c"]]
         cache.notify_changed()
         await clock.advance(0.1)
+        assert client.calls == 2  # one request in flight: the change waits for its answer
+        await clock.advance(TIMEOUT)
         assert client.calls == 3
         assert paths_of(await cache.fresh()) == [dirs["c"]]
         # The older request was not cancelled; its answer, now older than the applied one, is dropped.
@@ -362,7 +441,7 @@ async def test_answers_apply_in_generation_order(dirs: dict[str, Path], clock: M
         cache.notify_changed()
         await clock.advance(0.1)
         cache.notify_changed()
-        await clock.advance(0.1)
+        await clock.advance(TIMEOUT + 0.1)  # #2 is slow by then: #3 goes out beside it
         await newer.entered.wait()
         newer.opened.set()
         await until(lambda: paths_of(cache.current()) == [dirs["c"]])
@@ -404,7 +483,7 @@ async def test_outstanding_requests_are_capped_and_the_next_waits_for_an_answer(
         client.script.extend(gates)
         for _ in range(MAX_OUTSTANDING + 3):
             cache.notify_changed()
-            await clock.advance(0.1)
+            await clock.advance(TIMEOUT + 0.1)  # each unanswered request is slow by the next notification
         assert client.calls == 1 + MAX_OUTSTANDING  # at the cap: nothing more goes out
         client.roots = [dirs["d"]]
         gates[0].opened.set()  # one answer frees one slot; the pending refresh goes out
@@ -572,7 +651,7 @@ async def test_retries_of_a_failing_client_are_rate_limited(
     assert 4 <= client.calls <= 6, client.calls  # about one request per timeout, not one per tool call
 
 
-MALFORMED = [
+MALFORMED: list[object] = [
     None,
     42,
     "roots",
@@ -816,7 +895,7 @@ async def test_on_change_refuses_async_callbacks(dirs: dict[str, Path], clock: M
         pass
 
     with pytest.raises(TypeError, match="plain function"):
-        make_cache(FakeClient([]), dirs, clock).on_change(listener)
+        make_cache(FakeClient([]), dirs, clock).on_change(listener)  # type: ignore[arg-type]
 
 
 # --- stale reads -----------------------------------------------------------------------------------------
@@ -937,6 +1016,17 @@ async def test_run_refuses_to_run_twice(dirs: dict[str, Path], clock: ManualCloc
         await anyio.wait_all_tasks_blocked()
         with pytest.raises(RuntimeError, match="already running"):
             await cache.run()
+
+
+async def test_entering_an_open_cache_again_is_refused(dirs: dict[str, Path], clock: ManualClock) -> None:
+    # Its worker's task group is held once (OwnedTaskGroup); a second `async with` would start a second one.
+    cache = make_cache(FakeClient([dirs["a"]]), dirs, clock)
+    cache.set_capabilities(roots=True, list_changed=True)
+    async with cache:
+        with pytest.raises(RuntimeError, match="this RootsCache is already running"):
+            await cache.__aenter__()
+        cache.start()
+        assert paths_of(await cache.fresh()) == [dirs["a"]]  # the first one still works
 
 
 @pytest.mark.parametrize(

@@ -88,6 +88,43 @@ class RawClient:
             elif message.get("id") == request_id and "method" not in message:
                 return message
 
+    def call_tools(
+        self, calls: list[tuple[str, Message]], on_roots: Callable[[Message], None]
+    ) -> list[Message]:
+        """Send every tools/call at once (the server handles them concurrently) and wait (bounded) for all
+        of their results, in the order sent; roots/list requests seen meanwhile go to ``on_roots``."""
+        ids = []
+        for name, arguments in calls:
+            self._next_id += 1
+            ids.append(self._next_id)
+            params = {"name": name, "arguments": arguments}
+            self.send({"jsonrpc": "2.0", "id": self._next_id, "method": "tools/call", "params": params})
+        responses: dict[int, Message] = {}
+        deadline = time.monotonic() + CALL_TIMEOUT
+        while len(responses) < len(ids):
+            remaining = deadline - time.monotonic()
+            try:
+                message = self._inbox.get(timeout=max(remaining, 0))
+            except queue.Empty:
+                raise AssertionError(
+                    f"no answer to {len(ids) - len(responses)} calls within {CALL_TIMEOUT} s"
+                ) from None
+            if message is None:
+                raise AssertionError(f"the server closed stdout (exit {self.proc.poll()})")
+            if message.get("method") == "roots/list" and "id" in message:
+                self.roots_requests.append(message)
+                on_roots(message)
+            elif message.get("id") in ids and "method" not in message:
+                responses[message["id"]] = message
+        results = []
+        for (name, arguments), request_id in zip(calls, ids, strict=True):
+            response = responses[request_id]
+            assert "result" in response, (
+                f"{name}({arguments}) gave a JSON-RPC error, not a tool result: {response}"
+            )
+            results.append(response["result"])
+        return results
+
     def initialize(self) -> None:
         params = {
             "protocolVersion": "2025-11-25",
@@ -177,6 +214,11 @@ class Case:
     bound: float = CALL_TIMEOUT
     # Paths that must stay refused on top of the outside file and /etc/passwd.
     refused: Callable[[Dirs], list[Path]] = lambda d: []
+    # False: the server never sees an answer (none sent, or one the SDK drops as not a JSON-RPC response),
+    # so the request stays outstanding for the rest of the connection, one of the cache's MAX_OUTSTANDING
+    # (4). Four such rows on one connection leave it unable to ask again, and every later row would test
+    # nothing; these rows each get a connection of their own.
+    answered: bool = True
 
 
 CASES = [
@@ -269,9 +311,10 @@ CASES = [
             ("a-list", []),
         ]
     ),
-    Case("result-is-a-list", answer_with(lambda d: [{"uri": uri(d.outside)}])),
-    Case("result-is-a-string", answer_with(lambda d: uri(d.outside))),
-    Case("result-is-null", answer_with(lambda d: None)),
+    # A result that is not an object is not a JSON-RPC response to the SDK: dropped, never answered.
+    Case("result-is-a-list", answer_with(lambda d: [{"uri": uri(d.outside)}]), answered=False),
+    Case("result-is-a-string", answer_with(lambda d: uri(d.outside)), answered=False),
+    Case("result-is-null", answer_with(lambda d: None), answered=False),
     Case("roots-is-a-string", answer_with(lambda d: {"roots": uri(d.outside)})),
     Case("roots-is-an-object", answer_with(lambda d: {"roots": {"uri": uri(d.outside)}})),
     # RootsCache refuses an answer of more than 1,000 entries as a whole (a malformed answer): the roots in
@@ -280,7 +323,7 @@ CASES = [
     Case("answers-to-ids-never-sent", answer_unknown_ids_first, readable=lambda d: [d.a / "a.txt"]),
     Case("same-id-answered-twice", answer_twice, readable=lambda d: [d.a / "a.txt"]),
     # No answer: the call goes on within the timeout with the roots already in force.
-    Case("no-answer-at-all", answer_never, bound=ROOTS_TIMEOUT + 5),
+    Case("no-answer-at-all", answer_never, bound=ROOTS_TIMEOUT + 5, answered=False),
     Case("internal-error", answer_error(-32603, "boom")),
     Case("error-with-junk-code", answer_error(12345, "x" * 10_000)),
 ]
@@ -292,39 +335,60 @@ def root_paths(client: RawClient, on_roots: Callable[[Message], None]) -> list[s
     return [root["path"] for root in result["structuredContent"]["result"]]
 
 
-def assert_refused(client: RawClient, path: Path | str, on_roots: Callable[[Message], None]) -> None:
-    result = client.call_tool("read_text", {"path": str(path)}, on_roots)
+def check_refused(path: Path | str, result: Message) -> None:
     assert result.get("isError") is True, f"read of {path} was granted: {result}"
     assert "TOP SECRET" not in json.dumps(result)
     assert "root:" not in text_of(result)  # /etc/passwd content
 
 
-def assert_readable(client: RawClient, path: Path, on_roots: Callable[[Message], None]) -> None:
-    result = client.call_tool("read_text", {"path": str(path)}, on_roots)
+def check_readable(path: Path, result: Message) -> None:
     assert result.get("isError") is not True, f"read of {path} was refused: {result}"
     assert text_of(result) == path.read_text()
 
 
+def assert_refused(client: RawClient, path: Path | str, on_roots: Callable[[Message], None]) -> None:
+    check_refused(path, client.call_tool("read_text", {"path": str(path)}, on_roots))
+
+
+def assert_readable(client: RawClient, path: Path, on_roots: Callable[[Message], None]) -> None:
+    check_readable(path, client.call_tool("read_text", {"path": str(path)}, on_roots))
+
+
 def check_after_hostile_answer(client: RawClient, dirs: Dirs, case: Case) -> None:
-    """The hostile answer is in the server's hands; whatever it made of it, nothing invalid is granted."""
+    """The hostile answer is in the server's hands; whatever it made of it, nothing invalid is granted.
+
+    Every check is a tool call sent after the list_changed, so each one waits for the refresh it triggered
+    (the hostile answer). They are sent at once: a refresh that never settles costs one bounded wait, not
+    one per check."""
+    asked: list[Message] = []
 
     def hostile(request: Message) -> None:
+        asked.append(request)
         case.answer(client, request, dirs)
 
+    refused: list[Path | str] = [
+        dirs.outside / "secret.txt",
+        "/etc/passwd",
+        "/etc/hostname",
+        f"{dirs.a}/../outside/secret.txt",
+        *case.refused(dirs),
+    ]
+    readable = case.readable(dirs)
+    calls: list[tuple[str, Message]] = [("read_text", {"path": str(p)}) for p in [*refused, *readable]]
     started = time.monotonic()
-    # The first tool call after the roots/list request waits for its answer: the hostile one.
-    assert_refused(client, dirs.outside / "secret.txt", hostile)
+    results = client.call_tools([*calls, ("list_roots", {})], hostile)
     assert time.monotonic() - started < case.bound
-    assert_refused(client, "/etc/passwd", hostile)
-    assert_refused(client, "/etc/hostname", hostile)
-    assert_refused(client, f"{dirs.a}/../outside/secret.txt", hostile)
-    for path in case.refused(dirs):
-        assert_refused(client, path, hostile)
-    for path in case.readable(dirs):
-        assert_readable(client, path, hostile)
-    granted = root_paths(client, hostile)
+    for path, result in zip(refused, results, strict=False):
+        check_refused(path, result)
+    for path, result in zip(readable, results[len(refused) :], strict=False):
+        check_readable(path, result)
+    listed = results[-1]
+    assert listed.get("isError") is not True, listed
+    granted = [root["path"] for root in listed["structuredContent"]["result"]]
     assert not {str(dirs.outside), str(dirs.base), "/", "/etc"} & set(granted), granted
-    assert client.roots_requests, "the server never asked for the roots"
+    # This row's hostile answer was really asked for: a connection that can no longer ask (its requests
+    # at the cap) passes every check above with the roots of the honest round, and tests nothing.
+    assert asked, "the server sent no roots/list for this row's list_changed"
 
 
 def honest_round(client: RawClient, dirs: Dirs) -> None:
@@ -366,16 +430,24 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RawClient
         yield client, dirs
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_hostile_roots_refresh_grants_nothing_and_server_stays_up(
-    case: Case, shared: tuple[RawClient, Dirs]
-) -> None:
-    client, dirs = shared
+def hostile_refresh_round(client: RawClient, dirs: Dirs, case: Case) -> None:
     honest_round(client, dirs)
     client.notify("notifications/roots/list_changed")
     check_after_hostile_answer(client, dirs, case)
     honest_round(client, dirs)
     assert client.proc.poll() is None
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_hostile_roots_refresh_grants_nothing_and_server_stays_up(
+    case: Case, shared: tuple[RawClient, Dirs], tmp_path: Path
+) -> None:
+    if case.answered:
+        hostile_refresh_round(*shared, case)
+        return
+    with raw_server(tmp_path) as (client, dirs):  # see Case.answered
+        honest_round(client, dirs)
+        hostile_refresh_round(client, dirs, case)
 
 
 @pytest.mark.parametrize("case_id", ["result-is-a-string", "malformed-entry-uri-is-a-number"])

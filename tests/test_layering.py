@@ -32,6 +32,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("_ops",),
     ("_rootset",),
     ("_sources",),
+    ("_owned",),  # the task group an object owns while open (anyio only)
+    ("_answers",),
     ("_cache",),
     ("_guard", "_server"),
     ("adapters",),

@@ -25,9 +25,13 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_roots import ConsentRequest, RootsProvider, path_to_uri, uri_to_path
 
+from .clockkit import ManualClock
+
 pytestmark = pytest.mark.anyio
 
-FAST = {"poll_interval": 0.02, "debounce": 0.05}
+# The poller and the debounce wait on a manual clock (tests/clockkit.py) wherever a test attaches the
+# provider: "20 polls later" or "after the debounce window" cost no wall-clock time and no margin.
+FAST: dict[str, Any] = {"poll_interval": 0.02, "debounce": 0.05}
 
 
 @dataclass
@@ -65,15 +69,30 @@ class Probe:
         answer: dict[str, Any] = json.loads(block.text)
         return answer
 
-    async def wait_for_notifications(self, count: int) -> None:
-        with anyio.fail_after(5):
+    async def wait_for_notifications(self, count: int, clock: ManualClock) -> None:
+        """Move the manual clock on until ``count`` notifications have arrived. The poller examines the
+        roots in a worker thread, which no clock steps: the real-time limit only bounds a failing test."""
+        with anyio.fail_after(10):
             while len(self.list_changed) < count:
-                await self.arrived.wait()
-                self.arrived = anyio.Event()
+                await clock.advance(0.05)
+                await anyio.sleep(0.001)  # let a worker thread finish
+
+
+async def run_for(clock: ManualClock, seconds: float, step: float = FAST["poll_interval"]) -> None:
+    """Move the manual clock on by ``seconds`` in poll-sized steps, giving a worker thread (the poller's
+    examination) a moment of real time at each, so that what would happen in that time, happens."""
+    for _ in range(round(seconds / step)):
+        await clock.advance(step)
+        await anyio.sleep(0.001)
 
 
 def uris(answer: dict[str, Any]) -> list[str]:
     return [r["uri"] for r in answer["roots"]]
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture
@@ -84,29 +103,31 @@ def dirs(tmp_path: Path) -> tuple[Path, Path]:
     return a, b
 
 
-async def test_root_deleted_on_disk_disappears_and_triggers_one_list_changed(dirs: tuple[Path, Path]) -> None:
+async def test_root_deleted_on_disk_disappears_and_triggers_one_list_changed(
+    dirs: tuple[Path, Path], clock: ManualClock
+) -> None:
     a, b = dirs
     probe = Probe()
-    provider = RootsProvider([a, (b, "Beta")], **FAST)
+    provider = RootsProvider([a, (b, "Beta")], **FAST, clock=clock)
     async with (
         Client(probe.server, mode="legacy", list_roots_callback=provider) as client,
         provider.attach(client),
     ):
         assert uris(await probe.roots(client)) == [path_to_uri(a), path_to_uri(b)]
         shutil.rmtree(b)
-        await probe.wait_for_notifications(1)
-        await anyio.sleep(20 * FAST["poll_interval"])  # many more polls: still one notification
+        await probe.wait_for_notifications(1, clock)
+        await run_for(clock, 20 * FAST["poll_interval"])  # many more polls: still one notification
         assert len(probe.list_changed) == 1
         assert uris(await probe.roots(client)) == [path_to_uri(a)]
     assert "does not exist" in provider.refused[str(b)]
 
 
 async def test_deleted_root_is_gone_from_an_answer_even_before_the_poller_sees_it(
-    dirs: tuple[Path, Path],
+    dirs: tuple[Path, Path], clock: ManualClock
 ) -> None:
     a, b = dirs
     probe = Probe()
-    provider = RootsProvider([a, b], poll_interval=3600)  # the poller never runs during this test
+    provider = RootsProvider([a, b], poll_interval=3600, clock=clock)  # the poller never runs here
     async with (
         Client(probe.server, mode="legacy", list_roots_callback=provider) as client,
         provider.attach(client),
@@ -114,7 +135,7 @@ async def test_deleted_root_is_gone_from_an_answer_even_before_the_poller_sees_i
         assert len(uris(await probe.roots(client))) == 2
         b.rmdir()
         assert uris(await probe.roots(client)) == [path_to_uri(a)]
-        await anyio.sleep(0.2)
+        await run_for(clock, 0.2)  # four debounce windows
         assert probe.list_changed == []  # the server already has the new list: nothing to announce
 
 
@@ -136,16 +157,28 @@ async def test_consent_denied_exposes_no_roots(dirs: tuple[Path, Path]) -> None:
     assert [r.path for r in asked[0].roots] == [p.resolve() for p in dirs]
 
 
-async def test_concurrent_roots_requests_share_one_consent_prompt(dirs: tuple[Path, Path]) -> None:
+async def test_concurrent_roots_requests_share_one_consent_prompt(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     prompts: list[ConsentRequest] = []
+    answer = anyio.Event()
 
     async def slow_yes(request: ConsentRequest) -> bool:
         prompts.append(request)
-        await anyio.sleep(0.1)
+        await answer.wait()  # the user is still deciding
         return True
 
     probe = Probe()
     provider = RootsProvider(dirs, consent=slow_yes, **FAST)
+    # A spy on the consent step (it delegates unchanged) tells when all five requests have reached it.
+    deciding: list[object] = []
+    real_approved_roots = provider.approved_roots
+
+    async def approved_roots(session: Any) -> Any:
+        deciding.append(session)
+        return await real_approved_roots(session)
+
+    monkeypatch.setattr(provider, "approved_roots", approved_roots)
     answers: list[dict[str, Any]] = []
     async with Client(probe.server, mode="legacy", list_roots_callback=provider) as client:
 
@@ -155,26 +188,32 @@ async def test_concurrent_roots_requests_share_one_consent_prompt(dirs: tuple[Pa
         async with anyio.create_task_group() as tg:
             for _ in range(5):
                 tg.start_soon(ask)
+            with anyio.fail_after(10):  # the roots are examined in worker threads first
+                while len(deciding) < 5:  # noqa: ASYNC110
+                    await anyio.sleep(0.001)
+            await anyio.wait_all_tasks_blocked()  # the first on the prompt, the other four behind it
+            assert len(prompts) == 1
+            answer.set()
     assert len(prompts) == 1
     assert all(len(uris(a)) == 2 for a in answers)
     assert len(answers) == 5
 
 
-async def test_reset_consent_asks_again_and_announces_it(dirs: tuple[Path, Path]) -> None:
+async def test_reset_consent_asks_again_and_announces_it(dirs: tuple[Path, Path], clock: ManualClock) -> None:
     answers = [False, True]
 
     def decide(request: ConsentRequest) -> bool:
         return answers.pop(0)
 
     probe = Probe()
-    provider = RootsProvider(dirs, consent=decide, **FAST)
+    provider = RootsProvider(dirs, consent=decide, **FAST, clock=clock)
     async with (
         Client(probe.server, mode="legacy", list_roots_callback=provider) as client,
         provider.attach(client),
     ):
         assert await probe.roots(client) == {"roots": []}
         provider.reset_consent()
-        await probe.wait_for_notifications(1)
+        await probe.wait_for_notifications(1, clock)
         assert len(uris(await probe.roots(client))) == 2
     assert answers == []
 
@@ -202,7 +241,9 @@ async def test_consent_callback_that_raises_is_a_refusal(dirs: tuple[Path, Path]
         assert await probe.roots(client) == {"roots": []}
 
 
-async def test_a_root_added_later_is_announced_and_asked_about_alone(tmp_path: Path) -> None:
+async def test_a_root_added_later_is_announced_and_asked_about_alone(
+    tmp_path: Path, clock: ManualClock
+) -> None:
     first, later = tmp_path / "first", tmp_path / "later"
     first.mkdir()
     later.mkdir()
@@ -213,7 +254,7 @@ async def test_a_root_added_later_is_announced_and_asked_about_alone(tmp_path: P
         return True
 
     probe = Probe()
-    provider = RootsProvider([first], consent=approve, **FAST)
+    provider = RootsProvider([first], consent=approve, **FAST, clock=clock)
     async with (
         Client(probe.server, mode="legacy", list_roots_callback=provider) as client,
         provider.attach(client),
@@ -222,20 +263,22 @@ async def test_a_root_added_later_is_announced_and_asked_about_alone(tmp_path: P
         root = provider.add(later, "Later")
         assert root is not None
         assert root.name == "Later"
-        await probe.wait_for_notifications(1)
+        await probe.wait_for_notifications(1, clock)
         answer = await probe.roots(client)
         assert uris(answer) == [path_to_uri(first), path_to_uri(later)]
         assert answer["roots"][1]["name"] == "Later"
         assert provider.remove(later)
-        await probe.wait_for_notifications(2)
+        await probe.wait_for_notifications(2, clock)
         assert uris(await probe.roots(client)) == [path_to_uri(first)]
     assert offered == [[first.resolve()], [later.resolve()]]
 
 
-async def test_a_root_replaced_by_a_file_is_refused_and_announced(dirs: tuple[Path, Path]) -> None:
+async def test_a_root_replaced_by_a_file_is_refused_and_announced(
+    dirs: tuple[Path, Path], clock: ManualClock
+) -> None:
     a, b = dirs
     probe = Probe()
-    provider = RootsProvider([a, b], **FAST)
+    provider = RootsProvider([a, b], **FAST, clock=clock)
     async with (
         Client(probe.server, mode="legacy", list_roots_callback=provider) as client,
         provider.attach(client),
@@ -243,7 +286,7 @@ async def test_a_root_replaced_by_a_file_is_refused_and_announced(dirs: tuple[Pa
         await probe.roots(client)
         b.rmdir()
         b.write_text("not a directory any more")
-        await probe.wait_for_notifications(1)
+        await probe.wait_for_notifications(1, clock)
         assert uris(await probe.roots(client)) == [path_to_uri(a)]
     assert provider.refused == {str(b): f"root {str(b)!r} is not a directory"}
 
@@ -258,23 +301,25 @@ async def test_disabled_provider_answers_method_not_found(dirs: tuple[Path, Path
         assert len(uris(await probe.roots(client))) == 2
 
 
-async def test_switching_roots_off_is_announced(dirs: tuple[Path, Path]) -> None:
+async def test_switching_roots_off_is_announced(dirs: tuple[Path, Path], clock: ManualClock) -> None:
     probe = Probe()
-    provider = RootsProvider(dirs, **FAST)
+    provider = RootsProvider(dirs, **FAST, clock=clock)
     async with (
         Client(probe.server, mode="legacy", list_roots_callback=provider) as client,
         provider.attach(client),
     ):
         await probe.roots(client)
         provider.enabled = False
-        await probe.wait_for_notifications(1)
+        await probe.wait_for_notifications(1, clock)
         assert (await probe.roots(client))["error"] == -32601
 
 
-async def test_changes_undone_within_the_debounce_window_send_nothing(dirs: tuple[Path, Path]) -> None:
+async def test_changes_undone_within_the_debounce_window_send_nothing(
+    dirs: tuple[Path, Path], clock: ManualClock
+) -> None:
     a, b = dirs
     probe = Probe()
-    provider = RootsProvider([a], poll_interval=3600, debounce=0.2)
+    provider = RootsProvider([a], poll_interval=3600, debounce=0.2, clock=clock)
     async with (
         Client(probe.server, mode="legacy", list_roots_callback=provider) as client,
         provider.attach(client),
@@ -283,29 +328,29 @@ async def test_changes_undone_within_the_debounce_window_send_nothing(dirs: tupl
         for _ in range(50):  # a burst of changes that ends where it started
             provider.add(b)
             provider.remove(b)
-        await anyio.sleep(0.5)
+        await run_for(clock, 0.5)
         assert probe.list_changed == []
         for _ in range(50):  # a burst that ends changed: exactly one notification
             provider.add(b)
             provider.remove(b)
         provider.add(b)
-        await probe.wait_for_notifications(1)
-        await anyio.sleep(0.4)
+        await probe.wait_for_notifications(1, clock)
+        await run_for(clock, 0.4)
         assert len(probe.list_changed) == 1
 
 
-async def test_leaving_attach_stops_the_watcher(dirs: tuple[Path, Path]) -> None:
+async def test_leaving_attach_stops_the_watcher(dirs: tuple[Path, Path], clock: ManualClock) -> None:
     a, b = dirs
     probe = Probe()
-    provider = RootsProvider([a, b], **FAST)
+    provider = RootsProvider([a, b], **FAST, clock=clock)
     async with Client(probe.server, mode="legacy", list_roots_callback=provider) as client:
         async with provider.attach(client):
             await probe.roots(client)
         shutil.rmtree(b)
-        await anyio.sleep(0.3)
+        await run_for(clock, 0.3)  # 15 poll intervals
         assert probe.list_changed == []
         async with provider.attach(client.session):  # re-attachable, to the ClientSession too
-            await probe.wait_for_notifications(1)
+            await probe.wait_for_notifications(1, clock)
 
 
 async def test_attaching_twice_to_one_session_is_refused(dirs: tuple[Path, Path]) -> None:

@@ -1,69 +1,39 @@
-"""RootsCache: the per-connection roots lifecycle of a legacy-era MCP connection, as a state machine.
-
-It records the client's roots capability, fetches roots/list after initialized, refreshes on list_changed
-(debounced, generation-ordered, never cancelling a slow request), and hands tools the roots in force, or
-refuses when a client that declared roots has not sent any. anyio only: it never imports mcp.
+"""RootsCache: the per-connection roots lifecycle of a legacy-era MCP connection, as a state machine
+(capability, first fetch, debounced refreshes with one request in flight, generation order, fail closed).
+The answers are parsed in _answers; anyio only, it never imports mcp.
 """
 
 from __future__ import annotations
 
 import enum
-import functools
 import inspect
 import logging
-import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 import anyio
-import anyio.lowlevel
-import anyio.to_thread
 from anyio.abc import TaskGroup
 
-from ._errors import RootsError, RootsUnavailable
+from ._answers import RESOLUTION_BUDGET
+from ._answers import MalformedRoots as MalformedRoots  # re-exported for _guard until it imports _answers
+from ._answers import build_client_roots as build_client_roots  # the same
+from ._errors import RootsUnavailable
+from ._owned import OwnedTaskGroup
 from ._rootset import RootSet
 
-__all__ = [
-    "BUILD_THREADS",
-    "MAX_OUTSTANDING",
-    "MAX_ROOTS",
-    "RESOLUTION_BUDGET",
-    "Clock",
-    "LoopClock",
-    "MalformedRoots",
-    "Phase",
-    "RootsCache",
-    "build_client_roots",
-    "check_roots_answer",
-    "off_loop",
-]
+__all__ = ["MAX_OUTSTANDING", "Clock", "LoopClock", "Phase", "RootsCache"]
 
 logger = logging.getLogger("mcp_roots")
-
-T = TypeVar("T")
 
 ChangeCallback = Callable[["RootSet | None", "RootSet | None"], object]
 
 _NO_OUTCOME = object()
-# An answer with more entries than this is malformed as a whole (both eras): real clients send a handful.
-MAX_ROOTS = 1000
-# CPU seconds (time.thread_time of the worker thread) that resolving one answer's entries may cost; beyond
-# it the answer is malformed. 1,000 plain roots cost ~0.05 s; 1,000 entries through 40-link chains ~1 s.
-RESOLUTION_BUDGET = 0.5
-# Worker threads that build RootSets from client answers at once, per event loop, whatever the number of
-# connections: a crowd of hostile peers queues behind these instead of taking every thread of the loop.
-BUILD_THREADS = 4
 # roots/list requests one connection may have unanswered at once; a refresh due while at the cap waits
 # for an answer (any answer) instead of cancelling a request the host may still be asking its user about.
 MAX_OUTSTANDING = 4
 _STREAK_NOTE = "; later failures are logged at debug level until a refresh succeeds"
 NOT_SENT_YET = "the client has not sent its roots yet"
-
-
-class MalformedRoots(RootsError):
-    """A roots answer that breaks the schema (not a list, too many entries, an entry that is not an object
-    with a string ``uri``) or costs more than the resolution budget: the last valid roots stay in force."""
 
 
 class Phase(enum.Enum):
@@ -104,111 +74,20 @@ class LoopClock:
             await event.wait()
 
 
-# --- Client answers: schema, cap, and the bounded build in a worker thread ------------------------------
-
-
-def check_roots_answer(raw: object) -> list[object]:
-    """The root entries of a raw roots/list result (a mapping with ``"roots"``, or an object with ``.roots``),
-    or :class:`MalformedRoots` when it breaks the schema. O(entries), no I/O: cheap on the event loop."""
-    if isinstance(raw, Mapping):
-        if "roots" not in raw:
-            raise MalformedRoots(f"the answer has no 'roots' (keys: {sorted(map(str, raw))[:10]})")
-        entries = raw["roots"]
-    else:
-        entries = getattr(raw, "roots", _NO_OUTCOME)
-        if entries is _NO_OUTCOME:
-            raise MalformedRoots(f"the answer is a {type(raw).__name__}, not an object with 'roots'")
-    if not isinstance(entries, (list, tuple)):
-        raise MalformedRoots(f"'roots' is a {type(entries).__name__}, not a list")
-    if len(entries) > MAX_ROOTS:
-        raise MalformedRoots(f"'roots' has {len(entries)} entries, more than the {MAX_ROOTS} accepted")
-    for index, entry in enumerate(entries):
-        if isinstance(entry, Mapping):
-            uri = entry.get("uri")
-            if not isinstance(uri, str):
-                shown = "no 'uri'" if uri is None else f"a 'uri' that is {type(uri).__name__}, not a string"
-                raise MalformedRoots(f"root entry {index + 1} has {shown}")
-        elif isinstance(entry, (str, bytes)) or getattr(entry, "uri", None) is None:
-            # A root on the wire is an object with a uri; a bare string or number is not one, even if it
-            # happens to spell a URI. (Typed SDK roots carry their uri as an object, hence the attribute.)
-            raise MalformedRoots(
-                f"root entry {index + 1} is {type(entry).__name__}, not an object with a uri"
-            )
-    return list(entries)
-
-
-def _within_budget(entries: Iterable[object], budget: float) -> Iterator[object]:
-    # RootSet.from_uris pulls the entries one by one, so the cost of those already resolved is known here
-    # before the next one starts; the CPU time of this thread (system time included: lstat, readlink) does
-    # not grow with the machine's load the way wall-clock time does.
-    start = time.thread_time()
-    for count, entry in enumerate(entries):
-        spent = time.thread_time() - start
-        if spent > budget:
-            raise MalformedRoots(
-                f"resolving the roots cost more than {budget:g}s of CPU after {count} entries "
-                f"(symbolic link chains?); the answer is refused whole"
-            )
-        yield entry
-
-
-def _build(entries: list[object], transform: Callable[[RootSet], RootSet] | None, budget: float) -> RootSet:
-    roots = RootSet.from_uris(_within_budget(entries, budget), strict=False, source="client")
-    if transform is not None:
-        roots = transform(roots)
-        if not isinstance(roots, RootSet):
-            raise TypeError(f"transform returned {type(roots).__name__}, not a RootSet")
-    return roots
-
-
-_BUILD_LIMITER: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("mcp_roots_build")
-
-
-def _build_limiter() -> anyio.CapacityLimiter:
-    # One limiter per event loop (a RunVar): a limiter belongs to the loop that made it.
-    try:
-        return _BUILD_LIMITER.get()
-    except LookupError:
-        limiter = anyio.CapacityLimiter(BUILD_THREADS)
-        _BUILD_LIMITER.set(limiter)
-        return limiter
-
-
-async def off_loop(job: Callable[[], T]) -> T:
-    """Run ``job`` in a worker thread under the shared, bounded limiter (BUILD_THREADS per event loop):
-    work a peer can make arbitrarily large (its roots) never runs on the event loop."""
-    return await anyio.to_thread.run_sync(job, limiter=_build_limiter())
-
-
-async def build_client_roots(
-    raw: object,
-    transform: Callable[[RootSet], RootSet] | None = None,
-    *,
-    budget: float = RESOLUTION_BUDGET,
-) -> RootSet:
-    """A RootSet from a client's raw roots answer, built in a worker thread (never on the event loop).
-
-    Raises :class:`MalformedRoots` for a schema violation, more than :data:`MAX_ROOTS` entries, or more than
-    ``budget`` CPU seconds of resolution. Well-formed entries that break a rule (scheme, host, encoding, a
-    missing directory) are dropped alone. ``transform`` (the ceiling) runs in the same thread.
-    """
-    entries = check_roots_answer(raw)
-    return await off_loop(functools.partial(_build, entries, transform, budget))
-
-
 # --- The cache ------------------------------------------------------------------------------------------
 
 
 class _Request:
-    """One roots/list request: its generation and the refresh triggers it covers."""
+    """One roots/list request: its generation, the refresh triggers it covers, and when it went out."""
 
-    __slots__ = ("covers", "generation")
+    __slots__ = ("covers", "generation", "sent")
 
-    def __init__(self, generation: int, covers: int) -> None:
+    def __init__(self, generation: int, covers: int, sent: float) -> None:
         self.generation = generation
         # Number of refresh triggers (start + notifications) received before this request was sent: when
         # it is answered, every one of them has had its refresh.
         self.covers = covers
+        self.sent = sent
 
 
 class RootsCache:
@@ -285,6 +164,7 @@ class RootsCache:
         self._burst_first: float | None = None
         self._burst_last = 0.0
         self._wakeup: anyio.Event | None = None
+        self._answered: anyio.Event | None = None  # set by any answer while the worker waits on one
 
         # Requests and their outcomes.
         self._generation = 0
@@ -304,7 +184,7 @@ class RootsCache:
         self._run_scope: anyio.CancelScope | None = None
         self._stopped: anyio.Event | None = None
         self._fetch_tasks: set[int] = set()
-        self._owned_group: TaskGroup | None = None
+        self._owned = OwnedTaskGroup("this RootsCache")
 
     def __repr__(self) -> str:
         state = self._phase.value
@@ -519,6 +399,17 @@ class RootsCache:
                 await self._wakeup.wait()
                 self._wakeup = None
                 continue
+            in_flight_until = self._in_flight_until()
+            if in_flight_until is not None and in_flight_until > self._clock.now():
+                # One request in flight: the changes made while it is unanswered get one request after its
+                # answer (on an ordered stream that answer comes behind the notifications the client wrote
+                # before it, so a request per max_wait would be covered by it already). A request still
+                # unanswered after `timeout` is slow, not in flight: it is not cancelled, and the next
+                # refresh goes out beside it (at most MAX_OUTSTANDING).
+                self._answered = anyio.Event()
+                await self._clock.wait_until(self._answered, in_flight_until)
+                self._answered = None
+                continue
             if not self._immediate:
                 assert self._burst_first is not None
                 # Trailing edge, but never later than max_wait after the burst's first notification.
@@ -529,9 +420,16 @@ class RootsCache:
             self._immediate = False
             self._burst_first = None
             self._generation += 1
-            request = _Request(self._generation, self._triggers)
+            request = _Request(self._generation, self._triggers, self._clock.now())
             self._outstanding[request.generation] = request
             fetches.start_soon(self._fetch_one, request, name=f"roots/list #{request.generation}")
+
+    def _in_flight_until(self) -> float | None:
+        # When the newest outstanding request stops counting as in flight (None: nothing outstanding).
+        if not self._outstanding:
+            return None
+        newest = self._outstanding[max(self._outstanding)]
+        return newest.sent + self._timeout
 
     async def _fetch_one(self, request: _Request) -> None:
         task_id = anyio.get_current_task().id
@@ -549,6 +447,8 @@ class RootsCache:
             self._fetch_tasks.discard(task_id)
             self._outstanding.pop(request.generation, None)
             self._wake()  # a slot is free
+            if self._answered is not None:
+                self._answered.set()  # and no request is in flight any more
 
     # -- outcomes --
 
@@ -658,9 +558,7 @@ class RootsCache:
     async def __aenter__(self) -> RootsCache:
         if self._phase is Phase.CLOSED:
             raise RuntimeError("this RootsCache is closed")
-        group = anyio.create_task_group()
-        await group.__aenter__()
-        self._owned_group = group
+        group = await self._owned.open()
         group.start_soon(self.run, name="RootsCache.run")
         return self
 
@@ -670,11 +568,8 @@ class RootsCache:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        group, self._owned_group = self._owned_group, None
-        self._close()
-        if group is None:
-            return None
-        return await group.__aexit__(exc_type, exc, tb)
+        self._close()  # the worker stops by itself; its task group is left, not cancelled
+        return await self._owned.close(exc_type, exc, tb, cancel=False)
 
 
 class _Failure(Exception):

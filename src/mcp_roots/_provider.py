@@ -18,13 +18,14 @@ from typing import TypeAlias
 from weakref import WeakKeyDictionary
 
 import anyio
-import anyio.abc
 import mcp_types
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp.client.session import ClientSession
 
+from ._cache import Clock, LoopClock
 from ._errors import InvalidPath, InvalidRootURI
+from ._owned import OwnedTaskGroup
 from ._rootset import Root, RootSet
 from ._uri import path_to_uri, uri_to_path
 
@@ -108,7 +109,9 @@ class RootsProvider:
     roots does; better still, do not pass the provider as ``list_roots_callback`` at all then, so the
     capability is not declared.
 
-    Call :meth:`add` / :meth:`remove` and set :attr:`enabled` from the event loop's thread.
+    ``clock`` is where the poller and the debounce wait (default: the event loop's clock; tests pass a
+    manual one, as for :class:`RootsCache`). Call :meth:`add` / :meth:`remove` and set :attr:`enabled`
+    from the event loop's thread.
     """
 
     def __init__(
@@ -120,6 +123,7 @@ class RootsProvider:
         poll_interval: float = 1.0,
         debounce: float = 0.05,
         send_timeout: float = 5.0,
+        clock: Clock | None = None,
     ) -> None:
         if poll_interval <= 0 or debounce < 0 or send_timeout <= 0:
             raise ValueError(
@@ -131,6 +135,7 @@ class RootsProvider:
         self.poll_interval = poll_interval
         self.debounce = debounce
         self.send_timeout = send_timeout
+        self._clock: Clock = clock if clock is not None else LoopClock()
         self._chosen: dict[str, str | None] = {}
         self._exposed: tuple[Root, ...] = ()
         self._refused: dict[str, str] = {}
@@ -323,11 +328,11 @@ class _Attachment:
     def __init__(self, provider: RootsProvider, client: Client | ClientSession) -> None:
         self._provider = provider
         self._client = client
-        self._task_group: anyio.abc.TaskGroup | None = None
+        self._tasks = OwnedTaskGroup("this attachment")
         self.notifications_sent = 0
 
     async def __aenter__(self) -> _Attachment:
-        if self._task_group is not None:
+        if self._tasks.is_open:
             raise RuntimeError("this attachment is already open")
         session = self._client.session if isinstance(self._client, Client) else self._client
         state = self._provider._state(session)
@@ -336,9 +341,7 @@ class _Attachment:
         state.wakeup = anyio.Event()
         if state.last_seen is None:
             state.last_seen = self._provider._visible(state)
-        task_group = anyio.create_task_group()
-        await task_group.__aenter__()
-        self._task_group = task_group
+        task_group = await self._tasks.open()
         task_group.start_soon(self._poll)
         task_group.start_soon(self._notify, session, state)
         return self
@@ -349,11 +352,8 @@ class _Attachment:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        task_group, self._task_group = self._task_group, None
-        assert task_group is not None
-        task_group.cancel_scope.cancel()
         try:
-            return await task_group.__aexit__(exc_type, exc, tb)
+            return await self._tasks.close(exc_type, exc, tb)
         finally:
             session = self._client.session if isinstance(self._client, Client) else self._client
             state = self._provider._sessions.get(session)
@@ -361,16 +361,17 @@ class _Attachment:
                 state.wakeup = None
 
     async def _poll(self) -> None:
+        provider = self._provider
         while True:
-            await anyio.sleep(self._provider.poll_interval)
-            await self._provider.acheck()
+            await provider._clock.sleep_until(provider._clock.now() + provider.poll_interval)
+            await provider.acheck()
 
     async def _notify(self, session: ClientSession, state: _SessionState) -> None:
         provider = self._provider
         while True:
             assert state.wakeup is not None
             await state.wakeup.wait()
-            await anyio.sleep(provider.debounce)
+            await provider._clock.sleep_until(provider._clock.now() + provider.debounce)
             state.wakeup = anyio.Event()
             visible = provider._visible(state)
             if visible == state.last_seen:
