@@ -24,6 +24,7 @@ from mcp import Client
 from mcp.client.session import ClientSession
 
 from .._errors import BrokerError
+from .._owned import OwnedTaskGroup
 from .._provider import RootsProvider
 from .._rootset import Root, RootSet
 from . import _protocol as p
@@ -108,6 +109,7 @@ class FileBroker:
         self._methods = Methods(
             self._locator, self._grants, self._uploads, self._watches, max_chunk=max_chunk, max_file=max_file
         )
+        self._tasks = OwnedTaskGroup("this FileBroker")
         self._task_group: anyio.abc.TaskGroup | None = None
 
     @property
@@ -146,11 +148,7 @@ class FileBroker:
             hook(client)
 
     async def __aenter__(self) -> FileBroker:
-        if self._task_group is not None:
-            raise RuntimeError("this FileBroker is already running")
-        task_group = anyio.create_task_group()
-        await task_group.__aenter__()
-        self._task_group = self._methods.task_group = task_group
+        self._task_group = self._methods.task_group = await self._tasks.open()
         return self
 
     async def __aexit__(
@@ -159,14 +157,11 @@ class FileBroker:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        task_group, self._task_group = self._task_group, None
-        self._methods.task_group = None
-        assert task_group is not None
-        task_group.cancel_scope.cancel()
+        self._task_group = self._methods.task_group = None
         self._watches.open.clear()
         self._uploads.discard(lambda _u: True)
         self._grants.close()
-        return await task_group.__aexit__(exc_type, exc, tb)
+        return await self._tasks.close(exc_type, exc, tb)
 
     # -- the user's actions ---------------------------------------------------------------------------
 
