@@ -27,6 +27,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("_sys",),
     ("_launch",),  # the sandbox's launcher, run as a script: it loads _sys/landlock.py by file
     ("_beneath",),
+    ("_canonical", "_tree"),
+    ("_fileops",),
     ("_descriptors",),
     ("_router",),
     ("_ops",),

@@ -6,7 +6,6 @@ descriptor-relative system calls). RootSet's methods call these and add nothing.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import io
 import os
@@ -15,25 +14,14 @@ import stat
 from pathlib import Path
 from typing import IO, Any
 
-from ._beneath import (
-    LIST_FLAGS,
-    Entry,
-    list_entries,
-    mkdir_at,
-    open_beneath,
-    open_regular,
-    oserror,
-    read_fd,
-    remove_at,
-    strategy,
-    write_atomic,
-)
+from ._beneath import open_beneath, oserror, strategy
 from ._descriptors import Descriptor
 from ._errors import FileTooLarge, InvalidPath, PathOutsideRoots, RootsError
+from ._fileops import drop_set_id_bits, mkdir_at, open_regular, read_fd, remove_at, write_atomic
 from ._pathtext import SYMLOOP_MAX, describe, split
 from ._router import Router
 from ._sys import linux
-from ._sys.posix import O_NOFOLLOW
+from ._tree import LIST_FLAGS, Entry, descend, list_entries
 
 __all__ = [
     "listdir",
@@ -157,6 +145,7 @@ def write_bytes(router: Router, path: object, data: bytes) -> None:
     for _ in range(SYMLOOP_MAX + 1):
         if _is_file_root(router, target):
             with open_file(router, target, "wb", -1, None, None, None) as f:
+                drop_set_id_bits(f.fileno())
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
@@ -249,8 +238,8 @@ def stat_path(router: Router, path: object) -> os.stat_result:
 
 def mkdir(router: Router, path: object, parents: bool, exist_ok: bool) -> None:
     """RootSet.mkdir. With ``parents``, the deepest existing ancestor is found by bisection and the
-    missing levels are created from its descriptor one by one (mkdirat, then openat O_NOFOLLOW): a loop
-    linear in the depth, not recursion, so a tree thousands of levels deep is fine."""
+    missing levels are created from its descriptor by ``_tree.descend`` (mkdirat, then openat
+    O_NOFOLLOW): a loop linear in the depth, not recursion, so a tree thousands of levels deep is fine."""
     text = router.absolute(path)
     parts = split(text)
     try:
@@ -293,12 +282,7 @@ def mkdir(router: Router, path: object, parents: bool, exist_ok: bool) -> None:
     def create_levels(root: Descriptor, rel: str) -> None:
         fd = open_beneath(root.fd, rel, dir_flags)
         try:
-            for name in missing:
-                with contextlib.suppress(FileExistsError):  # made meanwhile: the open checks what it is
-                    os.mkdir(name, 0o777, dir_fd=fd)
-                next_fd = os.open(name, dir_flags | O_NOFOLLOW, dir_fd=fd)
-                os.close(fd)
-                fd = next_fd
+            os.close(descend(fd, missing, dir_flags, create=True))
         finally:
             os.close(fd)
 

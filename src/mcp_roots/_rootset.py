@@ -20,12 +20,14 @@ from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from . import _ops
-from ._beneath import Entry, Unresolvable, canonicalize
+from ._beneath import Unresolvable
+from ._canonical import canonicalize
 from ._descriptors import RootDescriptors
 from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots
 from ._fold import folding_for
 from ._pathtext import checked_text, control_character, describe
 from ._router import RootIndex, Router
+from ._tree import Entry
 from ._uri import path_to_uri, uri_and_name, uri_to_path
 
 if TYPE_CHECKING:

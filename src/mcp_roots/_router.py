@@ -14,18 +14,10 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
-from ._beneath import (
-    Escape,
-    NotRegularFile,
-    Unresolvable,
-    canonicalize,
-    lookup_without_symlinks,
-    open_beneath,
-    self_checking,
-    strategy,
-)
+from ._beneath import Escape, Unresolvable, lookup_without_symlinks, open_beneath, self_checking, strategy
+from ._canonical import canonicalize
 from ._descriptors import Descriptor, RootDescriptors
-from ._errors import InvalidPath, PathOutsideRoots, RootsError
+from ._errors import InvalidPath, NotRegularFile, PathOutsideRoots, RootsError
 from ._fold import Folding
 from ._pathtext import checked_text, climbs, describe, is_plain, no_dot_components, split
 from ._sys import linux
@@ -81,6 +73,17 @@ class RootIndex:
                 return found
             key = self.folding.parent_key(key)
         return None
+
+    def strictly_beneath(self, canonical: str) -> bool:
+        """Whether ``canonical`` lies strictly beneath a root (a root itself does not): where a '..' may
+        be applied (see ``_canonical.canonicalize``)."""
+        keys, parent_key = self._keys, self.folding.parent_key
+        key = parent_key(self.folding.key(canonical))
+        while key is not None:
+            if key in keys:
+                return True
+            key = parent_key(key)
+        return False
 
     def beneath(self, path: str) -> list[str]:
         """The root paths that lie strictly beneath ``path`` (whole components, compared by key)."""
@@ -173,7 +176,7 @@ class Router:
 
     def _canonical_by_name(self, text: str) -> str:
         try:
-            return canonicalize(text)
+            return canonicalize(text, self.index.strictly_beneath)
         except Unresolvable as exc:
             raise self.outside(text, f"it cannot be resolved safely ({exc.why})") from None
 
@@ -259,46 +262,22 @@ class Router:
 
     def _at_parts(self, text: str, parts: list[str] | None, op: Callable[[Descriptor, str], _T]) -> _T:
         parts = _without_dotdot_at_top(split(text) if parts is None else parts)
-        dotdot = ".." in parts
         # A trailing '/' or '/.' requires a directory, as it does for the kernel; keep it on the way down.
         slash = "/" if text.endswith(("/", "/.")) else ""
         for root_path, rest in self.index.lexical(parts):
             if climbs(rest):
-                continue
+                continue  # its '..' steps out of this root: an outer one may hold it, else the name walk
             try:
                 return self._run(root_path, op, "/".join(rest) + slash if rest else "")
             except Escape:
-                if dotdot:
-                    raise self._climbs_out(
-                        text, parts, "it leaves its root through '..' or a symlink"
-                    ) from None
                 break
-        else:
-            if dotdot:
-                raise self._climbs_out(text, parts, "it climbs out of its root with '..'")
         return self._at_canonical(text, "/" + "/".join(parts), op)
-
-    def _climbs_out(self, text: str, parts: list[str], why: str) -> PathOutsideRoots:
-        """The refusal of a path whose '..' leaves its root (Go's rule: never out and back in). Where the
-        path comes back in (contains() says inside), a sentence that says so; otherwise the one sentence
-        for everything outside. The choice tells a client exactly what contains() would, nothing more."""
-        try:
-            landed = self.index.above(canonicalize("/" + "/".join(parts)))
-        except Unresolvable:
-            landed = None
-        if landed is None:
-            return self.outside(text, why)
-        logger.debug("refused %s: %s, then comes back in", describe(text), why)
-        return PathOutsideRoots(
-            f"Access denied: {describe(text)} leaves its root on the way (through '..') and comes back in; "
-            "operations refuse such paths: remove the '..'"
-        )
 
     def _at_canonical(self, text: str, path: str, op: Callable[[Descriptor, str], _T]) -> _T:
         """No root is a lexical prefix of ``path`` (the components of ``text``), or a symlink led out of
         it: let the canonical path pick the root, and open beneath that one (a second escape is refused)."""
         try:
-            canonical = canonicalize(path)
+            canonical = canonicalize(path, self.index.strictly_beneath)
         except Unresolvable as exc:
             raise self.outside(text, f"it cannot be resolved safely ({exc.why})") from None
         landed = self.index.above(canonical)
