@@ -451,6 +451,7 @@ def test_contains_and_resolve_agree_with_the_name_walk(tree: Path) -> None:
         "sub/deep",
         "../out/secret",
     ]
+
     def strictly_beneath_a_root(position: str) -> bool:  # where the one '..' rule lets a '..' apply
         return any(position.startswith(str(p) + "/") for p in roots.paths)
 
