@@ -21,7 +21,8 @@ from ._fileops import drop_set_id_bits, mkdir_at, open_regular, read_fd, remove_
 from ._pathtext import SYMLOOP_MAX, describe, split
 from ._router import Router
 from ._sys import linux
-from ._tree import LIST_FLAGS, Entry, descend, list_entries
+from ._tree import LIST_FLAGS, Entry, Leave, OnError, Visit, descend, list_entries
+from ._tree import walk as walk_tree
 
 __all__ = [
     "listdir",
@@ -33,6 +34,7 @@ __all__ = [
     "rename",
     "scandir",
     "stat_path",
+    "walk",
     "write_bytes",
 ]
 
@@ -223,6 +225,18 @@ def scandir(router: Router, path: object) -> list[Entry]:
             )
         )
     return entries
+
+
+def walk(
+    router: Router, path: object, visit: Visit, leave: Leave | None, on_error: OnError | None, sort: bool
+) -> None:
+    """RootSet.walk: the directory is opened beneath a root, then walked by ``_tree.walk``."""
+    text = router.absolute(path)
+    fd = router.at(text, _open_listing)
+    try:
+        walk_tree(fd, visit, leave=leave, on_error=on_error, sort=sort)
+    finally:
+        os.close(fd)
 
 
 def stat_path(router: Router, path: object) -> os.stat_result:

@@ -27,7 +27,7 @@ from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots
 from ._fold import folding_for
 from ._pathtext import checked_text, control_character, describe
 from ._router import RootIndex, Router
-from ._tree import Entry
+from ._tree import Entry, Leave, OnError, Visit
 from ._uri import path_to_uri, uri_and_name, uri_to_path
 
 if TYPE_CHECKING:
@@ -390,6 +390,24 @@ class RootSet:
     def scandir(self, path: str | os.PathLike[str]) -> list[Entry]:
         """The entries of a directory inside the roots, with types and sizes (see :class:`Entry`)."""
         return _ops.scandir(self._router, path)
+
+    def walk(
+        self,
+        path: str | os.PathLike[str],
+        visit: Visit,
+        *,
+        leave: Leave | None = None,
+        on_error: OnError | None = None,
+        sort: bool = True,
+    ) -> None:
+        """Walk the directory tree at ``path`` (inside the roots) depth first: ``visit(dir_fd, entry)`` for
+        each :class:`TreeEntry` (in name order with ``sort``; True walks a directory entry before its next
+        sibling), ``leave(dir_fd, entry)`` when a directory is done; ``dir_fd`` holds the entry and is
+        open only during the call. Symlinks are never followed, every directory is entered by descriptor
+        relative to its parent, at most two descriptors are open whatever the depth, and a directory
+        moved meanwhile stops the walk (ESTALE). ``on_error(exc, entry)`` for a directory that cannot be
+        entered: raise to stop, return to skip it (default: raise)."""
+        _ops.walk(self._router, path, visit, leave, on_error, sort)
 
     def stat(self, path: str | os.PathLike[str]) -> os.stat_result:
         """:func:`os.stat` of a path inside the roots (symlinks followed while they stay inside)."""
