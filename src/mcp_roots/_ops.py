@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 from typing import IO, Any
 
-from ._beneath import open_beneath, oserror, strategy
+from ._beneath import Escape, open_beneath, oserror, strategy
 from ._descriptors import Descriptor
 from ._errors import FileTooLarge, InvalidPath, PathOutsideRoots, RootsError
 from ._fileops import drop_set_id_bits, mkdir_at, open_regular, read_fd, remove_at, write_atomic
@@ -47,6 +47,26 @@ def _open_for_reading(root: Descriptor, rel: str) -> tuple[int, os.stat_result]:
     return open_regular(root.fd, rel, os.O_RDONLY, 0, plain_dev=root.plain_dev)
 
 
+def _read_open(router: Router, path: object) -> tuple[int, os.stat_result, str]:
+    """A regular file opened read-only beneath its root, with its fstat and the checked text of ``path``:
+    the hot path (one routing call, see ``Router.fast``), else the general one."""
+    hit = router.fast(path)
+    if hit is not None:
+        descriptor, rel, text = hit
+        try:
+            fd, st = open_regular(descriptor.fd, rel, os.O_RDONLY, 0, plain_dev=descriptor.plain_dev)
+            return fd, st, text
+        except Escape:
+            pass  # a symlink out of the root: the general path lets the canonical path pick the root
+        except Exception as exc:
+            raise router.failure(text, exc) from None
+        finally:
+            router.release(descriptor)
+    text = router.absolute(path)
+    fd, st = router.at(text, _open_for_reading)
+    return fd, st, text
+
+
 def open_file(
     router: Router,
     path: object,
@@ -57,7 +77,6 @@ def open_file(
     newline: str | None,
 ) -> IO[Any]:
     """RootSet.open: the builtin ``open`` with the path resolved and opened beneath a root."""
-    text = router.absolute(path)
     binary = _READ_MODES.get(mode) if type(mode) is str else None
     if (
         binary is not None
@@ -68,8 +87,9 @@ def open_file(
         # The common read, built as the builtin builds it minus two system calls it cannot avoid: the
         # opener path re-sets O_CLOEXEC (ioctl FIOCLEX) and asks isatty (ioctl TCGETS), and a regular
         # file -- the only kind we return -- is never a terminal.
-        fd, st = router.at(text, _open_for_reading)
+        fd, st, text = _read_open(router, path)
         return _reader(fd, st, text, mode, binary, encoding, errors, newline)
+    text = router.absolute(path)
 
     def opener(_name: str, flags: int) -> int:
         return router.at(text, lambda root, rel: open_regular(root.fd, rel, flags, 0o666, allow_dir=True)[0])
@@ -109,6 +129,17 @@ def _reader(
 
 def open_fd(router: Router, path: object, flags: int, mode: int) -> int:
     """RootSet.open_fd: ``os.open`` confined to the roots."""
+    hit = router.fast(path)
+    if hit is not None:
+        descriptor, rel, text = hit
+        try:
+            return open_beneath(descriptor.fd, rel, flags, mode)
+        except Escape:
+            pass  # nothing was opened: the general path lets the canonical path pick the root
+        except Exception as exc:
+            raise router.failure(text, exc) from None
+        finally:
+            router.release(descriptor)
     text = router.absolute(path)
     return router.at(text, lambda root, rel: open_beneath(root.fd, rel, flags, mode))
 
@@ -117,8 +148,7 @@ def read_bytes(router: Router, path: object, max_bytes: int | None) -> bytes:
     """RootSet.read_bytes: a regular file's contents, FileTooLarge past ``max_bytes``."""
     if max_bytes is not None and max_bytes < 0:
         raise ValueError(f"max_bytes must be None or >= 0, not {max_bytes!r}")
-    text = router.absolute(path)
-    fd, st = router.at(text, _open_for_reading)
+    fd, st, text = _read_open(router, path)
     try:
         return read_fd(fd, max_bytes, st.st_size)
     except OverflowError:

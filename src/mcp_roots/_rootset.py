@@ -300,6 +300,9 @@ class RootSet:
 
     def contains(self, path: object) -> bool:
         """True when ``path``'s canonical location is a root or lies beneath one. Never raises."""
+        fast = self._router.inside_fast(path)
+        if fast is not None:
+            return fast
         try:
             canonical = self._canonical(path)
         except (InvalidPath, PathOutsideRoots):

@@ -19,7 +19,7 @@ from ._canonical import canonicalize
 from ._descriptors import Descriptor, RootDescriptors
 from ._errors import InvalidPath, NotRegularFile, PathOutsideRoots, RootsError
 from ._fold import Folding
-from ._pathtext import checked_text, climbs, describe, is_plain, no_dot_components, split
+from ._pathtext import PATH_MAX, checked_text, climbs, describe, is_plain, no_dot_components, split
 from ._sys import linux
 
 __all__ = ["RootIndex", "Router"]
@@ -249,16 +249,72 @@ class Router:
                         self._descriptors.release(descriptor)
                 return self._at_canonical(text, text, op)
             return self._at_parts(text, parts, op)
-        except RootsError:
-            raise
-        except NotRegularFile as exc:
-            raise InvalidPath(f"{describe(text)} is {exc.kind}, not a regular file") from None
-        except OSError as exc:
+        except (RootsError, NotRegularFile, OSError) as exc:
+            raise self.failure(text, exc) from None
+
+    def failure(self, text: str, exc: BaseException) -> BaseException:
+        """What an operation on ``text`` raises for ``exc``: a file of the wrong kind is InvalidPath, a loop
+        or a magic link the one outside sentence, an OSError names ``text``; the rest as it is."""
+        if isinstance(exc, RootsError):
+            return exc
+        if isinstance(exc, NotRegularFile):
+            return InvalidPath(f"{describe(text)} is {exc.kind}, not a regular file")
+        if isinstance(exc, OSError):
             if exc.errno == errno.ELOOP:
-                raise self.outside(text, "a symlink loop or a procfs magic link") from None
+                return self.outside(text, "a symlink loop or a procfs magic link")
             if exc.errno is not None and (exc.filename is None or not str(exc.filename).startswith("/")):
-                raise OSError(exc.errno, exc.strerror, text) from None
-            raise
+                return OSError(exc.errno, exc.strerror, text)
+        return exc
+
+    # -- the hot path: one call routes the common path --
+
+    def fast(self, path: object) -> tuple[Descriptor, str, str] | None:
+        """Route the common path in one call: an absolute ASCII ``str`` (below PATH_MAX, no NUL) with no
+        '.', '..' or empty component, under a root. Returns that root's Descriptor (acquired: give it
+        back with :meth:`release`), the path relative to it and the text; None for anything else, which
+        the general path (:meth:`absolute`, :meth:`at`) then decides. The caller runs its operation
+        with :func:`_beneath.open_beneath`, maps failures with :meth:`failure`, and hands an
+        :class:`Escape` (a symlink out of the root) to the general path."""
+        if (
+            type(path) is not str
+            or path[:1] != "/"
+            or len(path) >= PATH_MAX
+            or not path.isascii()
+            or "\x00" in path
+            or "//" in path
+            or ("/." in path and not no_dot_components(path))
+        ):
+            return None
+        root_path = self.index.innermost_prefix(path)
+        if root_path is None or _WINDOWS:
+            return None
+        try:
+            descriptor = self._descriptors.acquire(root_path)
+        except (OSError, RootsError):
+            return None  # the general path raises it, worded
+        cut = len(root_path)
+        return descriptor, path[cut + 1 :] if cut > 1 else path[cut:].lstrip("/"), path
+
+    def inside_fast(self, path: object) -> bool | None:
+        """contains() of the common path in one system call: an absolute ASCII ``str`` in canonical form
+        that the kernel looks up from '/' meeting no symlink (openat2 RESOLVE_NO_SYMLINKS) is its own
+        canonical path, so the answer is the index's. None whenever that does not settle it."""
+        if (
+            type(path) is not str
+            or path[:1] != "/"
+            or len(path) >= PATH_MAX
+            or not path.isascii()
+            or "\x00" in path
+            or "//" in path
+            or "/./" in path
+            or "/../" in path
+            or path.endswith(("/", "/.", "/.."))
+        ):
+            return None
+        openat2 = strategy().openat2
+        if openat2 is None or _WINDOWS or self_checking() or openat2.no_symlinks(path) != 0:
+            return None
+        return self.index.innermost_prefix(path) is not None
 
     def _at_parts(self, text: str, parts: list[str] | None, op: Callable[[Descriptor, str], _T]) -> _T:
         parts = _without_dotdot_at_top(split(text) if parts is None else parts)
