@@ -188,7 +188,7 @@ def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
                 raise
     current = _active
     if current.openat2 is not None:
-        path = rel.encode(_FS_ENCODING, _FS_ERRORS) if rel else b"."
+        path = (rel.encode() if rel.isascii() else rel.encode(_FS_ENCODING, _FS_ERRORS)) if rel else b"."
         fd = current.openat2.beneath(dirfd, path, flags, mode)
         retries = EAGAIN_RETRIES - 1
         while fd < 0:

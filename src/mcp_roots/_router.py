@@ -19,7 +19,7 @@ from ._canonical import canonicalize
 from ._descriptors import Descriptor, RootDescriptors
 from ._errors import InvalidPath, NotRegularFile, PathOutsideRoots, RootsError
 from ._fold import Folding
-from ._pathtext import PATH_MAX, checked_text, climbs, describe, is_plain, no_dot_components, split
+from ._pathtext import PATH_MAX, PATH_TYPES, checked_text, climbs, describe, is_plain, no_dot_components, split
 from ._sys import linux
 
 __all__ = ["RootIndex", "Router"]
@@ -275,6 +275,8 @@ class Router:
         the general path (:meth:`absolute`, :meth:`at`) then decides. The caller runs its operation
         with :func:`_beneath.open_beneath`, maps failures with :meth:`failure`, and hands an
         :class:`Escape` (a symlink out of the root) to the general path."""
+        if type(path) in PATH_TYPES:
+            path = str(path)  # what their __fspath__ returns
         if (
             type(path) is not str
             or path[:1] != "/"
@@ -299,6 +301,8 @@ class Router:
         """contains() of the common path in one system call: an absolute ASCII ``str`` in canonical form
         that the kernel looks up from '/' meeting no symlink (openat2 RESOLVE_NO_SYMLINKS) is its own
         canonical path, so the answer is the index's. None whenever that does not settle it."""
+        if type(path) in PATH_TYPES:
+            path = str(path)
         if (
             type(path) is not str
             or path[:1] != "/"

@@ -153,14 +153,16 @@ class Openat2:
     def _make_beneath(self) -> Callable[[int, bytes, int, int], int]:
         # A closure, not a method: the hot call reads its state from cells, not from attributes.
         syscall, number, make_how, get_errno = self._syscall, self._number, self._how, ctypes.get_errno
-        hows: dict[tuple[int, int], object] = {}
+        # Keyed by flags | mode << 32 (an int: no tuple to build and hash per call).
+        hows: dict[int, object] = {}
         resolve = self.BENEATH
 
         def beneath(dirfd: int, path: bytes, flags: int, mode: int) -> int:
             """The descriptor, or -errno."""
-            how = hows.get((flags, mode))
+            key = flags | mode << 32
+            how = hows.get(key)
             if how is None:
-                how = hows[flags, mode] = make_how(flags, mode, resolve)
+                how = hows[key] = make_how(flags, mode, resolve)
             fd: int = syscall(number, dirfd, path, how, _HOW_SIZE)
             return fd if fd >= 0 else -(get_errno() or errno.EIO)
 
