@@ -19,7 +19,16 @@ from ._canonical import canonicalize
 from ._descriptors import Descriptor, RootDescriptors
 from ._errors import InvalidPath, NotRegularFile, PathOutsideRoots, RootsError
 from ._fold import Folding
-from ._pathtext import PATH_MAX, PATH_TYPES, checked_text, climbs, describe, is_plain, no_dot_components, split
+from ._pathtext import (
+    PATH_MAX,
+    PATH_TYPES,
+    checked_text,
+    climbs,
+    describe,
+    is_plain,
+    no_dot_components,
+    split,
+)
 from ._sys import linux
 
 __all__ = ["RootIndex", "Router"]
