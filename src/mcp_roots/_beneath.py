@@ -190,7 +190,7 @@ def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
     if current.openat2 is not None:
         path = (rel.encode() if rel.isascii() else rel.encode(_FS_ENCODING, _FS_ERRORS)) if rel else b"."
         fd = current.openat2.beneath(dirfd, path, flags, mode)
-        retries = EAGAIN_RETRIES - 1
+        retries = EAGAIN_RETRIES - 1 if fd < 0 else 0
         while fd < 0:
             code = -fd
             if code in (errno.EAGAIN, errno.EINTR):

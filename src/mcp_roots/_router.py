@@ -296,15 +296,26 @@ class Router:
             or ("/." in path and not no_dot_components(path))
         ):
             return None
-        root_path = self.index.innermost_prefix(path)
-        if root_path is None or _WINDOWS:
+        index = self.index
+        lengths = index.lengths
+        if len(lengths) == 1:  # the usual index: every root path of one length (inlined innermost_prefix)
+            cut = lengths[0]
+            root_path = path[:cut] if len(path) == cut or path[cut : cut + 1] == "/" or cut == 1 else ""
+            if root_path not in index._keys:
+                return None
+        else:
+            found = index.innermost_prefix(path)
+            if found is None:
+                return None
+            root_path = found
+        if _WINDOWS:
             return None
         try:
             descriptor = self._descriptors.acquire(root_path)
         except (OSError, RootsError):
             return None  # the general path raises it, worded
         cut = len(root_path)
-        return descriptor, path[cut + 1 :] if cut > 1 else path[cut:].lstrip("/"), path
+        return descriptor, path[cut + 1 :] if cut > 1 else path[1:], path
 
     def inside_fast(self, path: object) -> bool | None:
         """contains() of the common path in one system call: an absolute ASCII ``str`` in canonical form
