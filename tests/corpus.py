@@ -612,6 +612,7 @@ _TABLE: list[Case] = [
     Case("{root}/file.txt", I, "the file root", roots="fileroot", canonical="{root}/file.txt"),
     Case("{root}/link_file", I, "a link to the file root", roots="fileroot", canonical="{root}/file.txt"),
     Case("{root}/file.txt/x", O, "below a file root", roots="fileroot"),
+    Case("{root}/file.txt/", O, "the file root with a trailing separator", roots="fileroot"),
     Case("{root}/file.txt2", O, "a sibling prefix of the file root", roots="fileroot"),
     Case("{root}/sub", O, "beside the file root", roots="fileroot"),
     # -- no roots: fail closed --
@@ -676,6 +677,7 @@ OPERATION_OUTCOMES: dict[str, str] = {
     "a link to a file used as a directory": "oserror",
     "a file as a directory is outside even under '/'": "oserror",
     "below a file root": "oserror",
+    "the file root with a trailing separator": "oserror",
     "a name longer than NAME_MAX cannot be looked up": "oserror",
     "'..' after the file": "oserror",
     "'../..' after component 5": "oserror",

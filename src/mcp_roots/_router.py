@@ -14,7 +14,15 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
-from ._beneath import Escape, Unresolvable, lookup_without_symlinks, open_beneath, self_checking, strategy
+from ._beneath import (
+    Escape,
+    Unresolvable,
+    lookup_without_symlinks,
+    open_beneath,
+    oserror,
+    self_checking,
+    strategy,
+)
 from ._canonical import canonicalize
 from ._descriptors import Descriptor, RootDescriptors
 from ._errors import InvalidPath, NotRegularFile, PathOutsideRoots, RootsError
@@ -215,6 +223,8 @@ class Router:
         except (OSError, RootsError):
             return None
         try:
+            if not rest and len(text) > len(root_path) and not descriptor.is_dir:
+                return None  # 'FILE_ROOT/': a trailing '/' needs a directory (the name walk says so)
             fd = open_beneath(descriptor.fd, rest, current.o_path)
         except (OSError, Escape):
             return None
@@ -251,7 +261,10 @@ class Router:
                 if root_path is not None:
                     descriptor = self._descriptors.acquire(root_path)
                     try:
-                        return op(descriptor, text[len(root_path) :].lstrip("/"))
+                        rel = text[len(root_path) :].lstrip("/")
+                        if not rel and len(text) > len(root_path) and not descriptor.is_dir:
+                            raise oserror(errno.ENOTDIR)  # 'FILE_ROOT/': a '/' needs a directory
+                        return op(descriptor, rel)
                     except Escape:  # a symlink led out of it: the canonical path picks the root
                         pass
                     finally:
@@ -315,6 +328,9 @@ class Router:
         except (OSError, RootsError):
             return None  # the general path raises it, worded
         cut = len(root_path)
+        if cut > 1 and len(path) == cut + 1 and not descriptor.is_dir:
+            self._descriptors.release(descriptor)
+            return None  # 'FILE_ROOT/': a '/' needs a directory; the general path says ENOTDIR
         return descriptor, path[cut + 1 :] if cut > 1 else path[1:], path
 
     def inside_fast(self, path: object) -> bool | None:
