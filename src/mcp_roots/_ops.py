@@ -80,14 +80,27 @@ def open_file(
     binary = _READ_MODES.get(mode) if type(mode) is str else None
     if (
         binary is not None
-        and type(buffering) is int
         and buffering == -1
+        and type(buffering) is int
         and (not binary or (encoding is None and errors is None and newline is None))
     ):
         # The common read, built as the builtin builds it minus two system calls it cannot avoid: the
         # opener path re-sets O_CLOEXEC (ioctl FIOCLEX) and asks isatty (ioctl TCGETS), and a regular
         # file -- the only kind we return -- is never a terminal.
         fd, st, text = _read_open(router, path)
+        if binary:  # the commonest: FileIO and its buffer, here rather than one frame down
+            try:
+                raw = io.FileIO(fd, "r")  # fstats once more, as the builtin does
+            except BaseException:
+                os.close(fd)
+                raise
+            try:
+                raw.name = text
+                blksize = st.st_blksize
+                return io.BufferedReader(raw, blksize if blksize > 1 else io.DEFAULT_BUFFER_SIZE)
+            except BaseException:
+                raw.close()
+                raise
         return _reader(fd, st, text, mode, binary, encoding, errors, newline)
     text = router.absolute(path)
 
