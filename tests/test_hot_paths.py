@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mcp_roots import InvalidPath, RootSet, _beneath
-from mcp_roots._beneath import canonicalize
+from mcp_roots._canonical import canonicalize
 from mcp_roots._descriptors import open_root
 from mcp_roots._sys import linux
 from tests.corpus import STRATEGIES, strategy_in_force

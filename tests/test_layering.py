@@ -26,6 +26,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("_uri", "_fold"),
     ("_sys",),
     ("_beneath",),
+    ("_canonical", "_tree"),
+    ("_fileops",),
     ("_descriptors",),
     ("_sandbox",),  # takes root paths; RootSet.run hands its paths down
     ("_router",),

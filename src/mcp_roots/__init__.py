@@ -7,7 +7,6 @@ and the ``mcp-roots`` command work without loading (or having) an SDK.
 
 from typing import TYPE_CHECKING, Any
 
-from ._beneath import Entry
 from ._cache import RootsCache
 from ._errors import (
     BrokerError,
@@ -25,6 +24,7 @@ from ._errors import (
 from ._guard import RootsGuard
 from ._rootset import Root, RootSet
 from ._sources import clip_to_ceiling, fallback_roots
+from ._tree import Entry, TreeEntry
 from ._uri import path_to_uri, uri_to_path
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ __all__ = [
     "RootsUnavailable",
     "SDKChanged",
     "SandboxUnavailable",
+    "TreeEntry",
     "__version__",
     "clip_to_ceiling",
     "fallback_roots",

@@ -15,6 +15,7 @@ from ._errors import PathOutsideRoots
 from ._pathtext import file_kind
 from ._sys import linux
 from ._sys.posix import O_CLOEXEC, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK, SYMLINK_ERRNOS
+from ._tree import descend
 
 __all__ = ["MAX_OPEN_ROOTS", "Descriptor", "RootDescriptors", "open_root"]
 
@@ -43,25 +44,34 @@ class Descriptor:
 
 
 def open_root(path: str) -> Descriptor:
-    """Open the canonical root ``path`` one component at a time from ``/`` with ``O_NOFOLLOW`` (middle
-    components ``O_DIRECTORY``, nothing can block): a root whose path now contains a symlink was replaced
-    since it was canonicalized, and is refused."""
-    o_path = strategy().o_path
-    base = o_path or (os.O_RDONLY | O_NONBLOCK)
+    """Open the canonical root ``path`` one component at a time from ``/`` with ``O_NOFOLLOW`` (the path
+    layer's one descent, :func:`_tree.descend`; the last component may be a file; nothing can block): a
+    root whose path now contains a symlink was replaced since it was canonicalized, and is refused."""
+    base = strategy().o_path or (os.O_RDONLY | O_NONBLOCK)
     names = [c for c in path.split("/") if c]
-    fd = os.open("/", base | O_DIRECTORY | O_CLOEXEC)
+    top = os.open("/", base | O_DIRECTORY | O_CLOEXEC)
     try:
-        for i, name in enumerate(names):
-            last = i == len(names) - 1
-            flags = base | O_NOFOLLOW | O_CLOEXEC | (0 if last else O_DIRECTORY)
+        parent = descend(top, names[:-1], base) if names else top
+    except OSError as exc:
+        os.close(top)
+        if exc.errno in SYMLINK_ERRNOS and _has_symlink(names):
+            raise _replaced(path) from None
+        raise
+    if parent != top:
+        os.close(top)
+    try:
+        if names:
             try:
-                nfd = os.open(name, flags, dir_fd=fd)
+                fd = os.open(names[-1], base | O_NOFOLLOW | O_CLOEXEC, dir_fd=parent)
             except OSError as exc:
-                if exc.errno in SYMLINK_ERRNOS and _is_symlink(fd, name):
+                if exc.errno in SYMLINK_ERRNOS and _has_symlink(names):
                     raise _replaced(path) from None
                 raise
-            os.close(fd)
-            fd = nfd
+        else:
+            fd = os.dup(parent)
+    finally:
+        os.close(parent)
+    try:
         st = os.fstat(fd)
         mode = st.st_mode
         if stat.S_ISLNK(mode):  # O_PATH | O_NOFOLLOW opens the link itself
@@ -75,11 +85,17 @@ def open_root(path: str) -> Descriptor:
         raise
 
 
-def _is_symlink(dirfd: int, name: str) -> bool:
-    try:
-        return stat.S_ISLNK(os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode)
-    except OSError:
-        return False
+def _has_symlink(names: list[str]) -> bool:
+    """Whether a component of ``/names...`` is now a symlink (only to word the refusal)."""
+    path = ""
+    for name in names:
+        path += "/" + name
+        try:
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                return True
+        except OSError:
+            return False
+    return False
 
 
 def _replaced(path: str) -> PathOutsideRoots:

@@ -16,6 +16,7 @@ __all__ = [
     "FileTooLarge",
     "InvalidPath",
     "InvalidRootURI",
+    "NotRegularFile",
     "PathOutsideRoots",
     "RootsError",
     "RootsUnavailable",
@@ -102,6 +103,19 @@ class BrokeringUnavailable(RootsError):
 class SDKChanged(RootsError, RuntimeError):
     """The installed mcp SDK no longer has a shape mcp-roots relies on (a private seam moved); upgrade
     mcp-roots or pin mcp to a tested version."""
+
+
+# --- Internal outcomes (never raised to a user: the callers turn them into the errors above) -----------
+
+
+class NotRegularFile(Exception):
+    """Internal: the path names a FIFO, device or socket, which a read or write must not touch. ``kind``
+    says which ('a FIFO'); RootSet's operations raise :class:`InvalidPath` naming the path instead, the
+    broker its INVALID_PATH reason."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
 
 
 # --- OS errors as one line for a client ----------------------------------------------------------------

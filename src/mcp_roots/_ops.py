@@ -6,7 +6,6 @@ descriptor-relative system calls). RootSet's methods call these and add nothing.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import io
 import os
@@ -15,25 +14,15 @@ import stat
 from pathlib import Path
 from typing import IO, Any
 
-from ._beneath import (
-    LIST_FLAGS,
-    Entry,
-    list_entries,
-    mkdir_at,
-    open_beneath,
-    open_regular,
-    oserror,
-    read_fd,
-    remove_at,
-    strategy,
-    write_atomic,
-)
+from ._beneath import Escape, open_beneath, oserror, strategy
 from ._descriptors import Descriptor
 from ._errors import FileTooLarge, InvalidPath, PathOutsideRoots, RootsError
+from ._fileops import drop_set_id_bits, mkdir_at, open_regular, read_fd, remove_at, write_atomic
 from ._pathtext import SYMLOOP_MAX, describe, split
 from ._router import Router
 from ._sys import linux
-from ._sys.posix import O_NOFOLLOW
+from ._tree import LIST_FLAGS, Entry, Leave, OnError, Visit, descend, list_entries
+from ._tree import walk as walk_tree
 
 __all__ = [
     "listdir",
@@ -45,6 +34,7 @@ __all__ = [
     "rename",
     "scandir",
     "stat_path",
+    "walk",
     "write_bytes",
 ]
 
@@ -57,6 +47,26 @@ def _open_for_reading(root: Descriptor, rel: str) -> tuple[int, os.stat_result]:
     return open_regular(root.fd, rel, os.O_RDONLY, 0, plain_dev=root.plain_dev)
 
 
+def _read_open(router: Router, path: object) -> tuple[int, os.stat_result, str]:
+    """A regular file opened read-only beneath its root, with its fstat and the checked text of ``path``:
+    the hot path (one routing call, see ``Router.fast``), else the general one."""
+    hit = router.fast(path)
+    if hit is not None:
+        descriptor, rel, text = hit
+        try:
+            fd, st = open_regular(descriptor.fd, rel, os.O_RDONLY, 0, plain_dev=descriptor.plain_dev)
+            return fd, st, text
+        except Escape:
+            pass  # a symlink out of the root: the general path lets the canonical path pick the root
+        except Exception as exc:
+            raise router.failure(text, exc) from None
+        finally:
+            router.release(descriptor)
+    text = router.absolute(path)
+    fd, st = router.at(text, _open_for_reading)
+    return fd, st, text
+
+
 def open_file(
     router: Router,
     path: object,
@@ -67,19 +77,32 @@ def open_file(
     newline: str | None,
 ) -> IO[Any]:
     """RootSet.open: the builtin ``open`` with the path resolved and opened beneath a root."""
-    text = router.absolute(path)
     binary = _READ_MODES.get(mode) if type(mode) is str else None
     if (
         binary is not None
-        and type(buffering) is int
         and buffering == -1
+        and type(buffering) is int
         and (not binary or (encoding is None and errors is None and newline is None))
     ):
         # The common read, built as the builtin builds it minus two system calls it cannot avoid: the
         # opener path re-sets O_CLOEXEC (ioctl FIOCLEX) and asks isatty (ioctl TCGETS), and a regular
         # file -- the only kind we return -- is never a terminal.
-        fd, st = router.at(text, _open_for_reading)
+        fd, st, text = _read_open(router, path)
+        if binary:  # the commonest: FileIO and its buffer, here rather than one frame down
+            try:
+                raw = io.FileIO(fd, "r")  # fstats once more, as the builtin does
+            except BaseException:
+                os.close(fd)
+                raise
+            try:
+                raw.name = text
+                blksize = st.st_blksize
+                return io.BufferedReader(raw, blksize if blksize > 1 else io.DEFAULT_BUFFER_SIZE)
+            except BaseException:
+                raw.close()
+                raise
         return _reader(fd, st, text, mode, binary, encoding, errors, newline)
+    text = router.absolute(path)
 
     def opener(_name: str, flags: int) -> int:
         return router.at(text, lambda root, rel: open_regular(root.fd, rel, flags, 0o666, allow_dir=True)[0])
@@ -119,6 +142,17 @@ def _reader(
 
 def open_fd(router: Router, path: object, flags: int, mode: int) -> int:
     """RootSet.open_fd: ``os.open`` confined to the roots."""
+    hit = router.fast(path)
+    if hit is not None:
+        descriptor, rel, text = hit
+        try:
+            return open_beneath(descriptor.fd, rel, flags, mode)
+        except Escape:
+            pass  # nothing was opened: the general path lets the canonical path pick the root
+        except Exception as exc:
+            raise router.failure(text, exc) from None
+        finally:
+            router.release(descriptor)
     text = router.absolute(path)
     return router.at(text, lambda root, rel: open_beneath(root.fd, rel, flags, mode))
 
@@ -127,8 +161,7 @@ def read_bytes(router: Router, path: object, max_bytes: int | None) -> bytes:
     """RootSet.read_bytes: a regular file's contents, FileTooLarge past ``max_bytes``."""
     if max_bytes is not None and max_bytes < 0:
         raise ValueError(f"max_bytes must be None or >= 0, not {max_bytes!r}")
-    text = router.absolute(path)
-    fd, st = router.at(text, _open_for_reading)
+    fd, st, text = _read_open(router, path)
     try:
         return read_fd(fd, max_bytes, st.st_size)
     except OverflowError:
@@ -157,6 +190,7 @@ def write_bytes(router: Router, path: object, data: bytes) -> None:
     for _ in range(SYMLOOP_MAX + 1):
         if _is_file_root(router, target):
             with open_file(router, target, "wb", -1, None, None, None) as f:
+                drop_set_id_bits(f.fileno())
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
@@ -236,6 +270,18 @@ def scandir(router: Router, path: object) -> list[Entry]:
     return entries
 
 
+def walk(
+    router: Router, path: object, visit: Visit, leave: Leave | None, on_error: OnError | None, sort: bool
+) -> None:
+    """RootSet.walk: the directory is opened beneath a root, then walked by ``_tree.walk``."""
+    text = router.absolute(path)
+    fd = router.at(text, _open_listing)
+    try:
+        walk_tree(fd, visit, leave=leave, on_error=on_error, sort=sort)
+    finally:
+        os.close(fd)
+
+
 def stat_path(router: Router, path: object) -> os.stat_result:
     """RootSet.stat: symlinks followed while they stay inside."""
     text = router.absolute(path)
@@ -249,8 +295,8 @@ def stat_path(router: Router, path: object) -> os.stat_result:
 
 def mkdir(router: Router, path: object, parents: bool, exist_ok: bool) -> None:
     """RootSet.mkdir. With ``parents``, the deepest existing ancestor is found by bisection and the
-    missing levels are created from its descriptor one by one (mkdirat, then openat O_NOFOLLOW): a loop
-    linear in the depth, not recursion, so a tree thousands of levels deep is fine."""
+    missing levels are created from its descriptor by ``_tree.descend`` (mkdirat, then openat
+    O_NOFOLLOW): a loop linear in the depth, not recursion, so a tree thousands of levels deep is fine."""
     text = router.absolute(path)
     parts = split(text)
     try:
@@ -293,12 +339,7 @@ def mkdir(router: Router, path: object, parents: bool, exist_ok: bool) -> None:
     def create_levels(root: Descriptor, rel: str) -> None:
         fd = open_beneath(root.fd, rel, dir_flags)
         try:
-            for name in missing:
-                with contextlib.suppress(FileExistsError):  # made meanwhile: the open checks what it is
-                    os.mkdir(name, 0o777, dir_fd=fd)
-                next_fd = os.open(name, dir_flags | O_NOFOLLOW, dir_fd=fd)
-                os.close(fd)
-                fd = next_fd
+            os.close(descend(fd, missing, dir_flags, create=True))
         finally:
             os.close(fd)
 

@@ -13,6 +13,7 @@ from ._errors import InvalidPath
 
 __all__ = [
     "PATH_MAX",
+    "PATH_TYPES",
     "SYMLOOP_MAX",
     "checked_text",
     "climbs",
@@ -68,13 +69,13 @@ def describe(value: object) -> str:
     return text if len(text) <= 200 else text[:120] + f"...<{len(text)} chars>"
 
 
-# The exact pathlib classes: str() of one is its __fspath__() and always an exact str.
-_PATH_TYPES = frozenset({PurePosixPath, PosixPath, PureWindowsPath, WindowsPath})
+#: The exact pathlib classes: str() of one is its __fspath__() and always an exact str.
+PATH_TYPES = frozenset({PurePosixPath, PosixPath, PureWindowsPath, WindowsPath})
 
 
 def checked_text(path: object) -> str:
     """Turn a user-supplied path into text, or raise InvalidPath naming the input and the rule."""
-    if type(path) in _PATH_TYPES:
+    if type(path) in PATH_TYPES:
         path = str(path)  # what their __fspath__ returns
     if type(path) is str and path.isascii() and 0 < len(path) < PATH_MAX and "\x00" not in path:
         # The common case, checked in O(1) but for the NUL scan: ASCII text encodes one byte per character

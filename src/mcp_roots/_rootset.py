@@ -20,12 +20,14 @@ from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from . import _ops
-from ._beneath import Entry, Unresolvable, canonicalize
+from ._beneath import Unresolvable
+from ._canonical import canonicalize
 from ._descriptors import RootDescriptors
 from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots
 from ._fold import folding_for
 from ._pathtext import checked_text, control_character, describe
 from ._router import RootIndex, Router
+from ._tree import Entry, Leave, OnError, Visit
 from ._uri import path_to_uri, uri_and_name, uri_to_path
 
 if TYPE_CHECKING:
@@ -298,6 +300,9 @@ class RootSet:
 
     def contains(self, path: object) -> bool:
         """True when ``path``'s canonical location is a root or lies beneath one. Never raises."""
+        fast = self._router.inside_fast(path)
+        if fast is not None:
+            return fast
         try:
             canonical = self._canonical(path)
         except (InvalidPath, PathOutsideRoots):
@@ -388,6 +393,24 @@ class RootSet:
     def scandir(self, path: str | os.PathLike[str]) -> list[Entry]:
         """The entries of a directory inside the roots, with types and sizes (see :class:`Entry`)."""
         return _ops.scandir(self._router, path)
+
+    def walk(
+        self,
+        path: str | os.PathLike[str],
+        visit: Visit,
+        *,
+        leave: Leave | None = None,
+        on_error: OnError | None = None,
+        sort: bool = True,
+    ) -> None:
+        """Walk the directory tree at ``path`` (inside the roots) depth first: ``visit(dir_fd, entry)`` for
+        each :class:`TreeEntry` (in name order with ``sort``; True walks a directory entry before its next
+        sibling), ``leave(dir_fd, entry)`` when a directory is done; ``dir_fd`` holds the entry and is
+        open only during the call. Symlinks are never followed, every directory is entered by descriptor
+        relative to its parent, at most two descriptors are open whatever the depth, and a directory
+        moved meanwhile stops the walk (ESTALE). ``on_error(exc, entry)`` for a directory that cannot be
+        entered: raise to stop, return to skip it (default: raise)."""
+        _ops.walk(self._router, path, visit, leave, on_error, sort)
 
     def stat(self, path: str | os.PathLike[str]) -> os.stat_result:
         """:func:`os.stat` of a path inside the roots (symlinks followed while they stay inside)."""

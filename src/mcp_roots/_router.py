@@ -16,18 +16,27 @@ from typing import TypeVar
 
 from ._beneath import (
     Escape,
-    NotRegularFile,
     Unresolvable,
-    canonicalize,
     lookup_without_symlinks,
     open_beneath,
+    oserror,
     self_checking,
     strategy,
 )
+from ._canonical import canonicalize
 from ._descriptors import Descriptor, RootDescriptors
-from ._errors import InvalidPath, PathOutsideRoots, RootsError
+from ._errors import InvalidPath, NotRegularFile, PathOutsideRoots, RootsError
 from ._fold import Folding
-from ._pathtext import checked_text, climbs, describe, is_plain, no_dot_components, split
+from ._pathtext import (
+    PATH_MAX,
+    PATH_TYPES,
+    checked_text,
+    climbs,
+    describe,
+    is_plain,
+    no_dot_components,
+    split,
+)
 from ._sys import linux
 
 __all__ = ["RootIndex", "Router"]
@@ -81,6 +90,17 @@ class RootIndex:
                 return found
             key = self.folding.parent_key(key)
         return None
+
+    def strictly_beneath(self, canonical: str) -> bool:
+        """Whether ``canonical`` lies strictly beneath a root (a root itself does not): where a '..' may
+        be applied (see ``_canonical.canonicalize``)."""
+        keys, parent_key = self._keys, self.folding.parent_key
+        key = parent_key(self.folding.key(canonical))
+        while key is not None:
+            if key in keys:
+                return True
+            key = parent_key(key)
+        return False
 
     def beneath(self, path: str) -> list[str]:
         """The root paths that lie strictly beneath ``path`` (whole components, compared by key)."""
@@ -173,7 +193,7 @@ class Router:
 
     def _canonical_by_name(self, text: str) -> str:
         try:
-            return canonicalize(text)
+            return canonicalize(text, self.index.strictly_beneath)
         except Unresolvable as exc:
             raise self.outside(text, f"it cannot be resolved safely ({exc.why})") from None
 
@@ -203,6 +223,8 @@ class Router:
         except (OSError, RootsError):
             return None
         try:
+            if not rest and len(text) > len(root_path) and not descriptor.is_dir:
+                return None  # 'FILE_ROOT/': a trailing '/' needs a directory (the name walk says so)
             fd = open_beneath(descriptor.fd, rest, current.o_path)
         except (OSError, Escape):
             return None
@@ -239,66 +261,119 @@ class Router:
                 if root_path is not None:
                     descriptor = self._descriptors.acquire(root_path)
                     try:
-                        return op(descriptor, text[len(root_path) :].lstrip("/"))
+                        rel = text[len(root_path) :].lstrip("/")
+                        if not rel and len(text) > len(root_path) and not descriptor.is_dir:
+                            raise oserror(errno.ENOTDIR)  # 'FILE_ROOT/': a '/' needs a directory
+                        return op(descriptor, rel)
                     except Escape:  # a symlink led out of it: the canonical path picks the root
                         pass
                     finally:
                         self._descriptors.release(descriptor)
                 return self._at_canonical(text, text, op)
             return self._at_parts(text, parts, op)
-        except RootsError:
-            raise
-        except NotRegularFile as exc:
-            raise InvalidPath(f"{describe(text)} is {exc.kind}, not a regular file") from None
-        except OSError as exc:
+        except (RootsError, NotRegularFile, OSError) as exc:
+            raise self.failure(text, exc) from None
+
+    def failure(self, text: str, exc: BaseException) -> BaseException:
+        """What an operation on ``text`` raises for ``exc``: a file of the wrong kind is InvalidPath, a loop
+        or a magic link the one outside sentence, an OSError names ``text``; the rest as it is."""
+        if isinstance(exc, RootsError):
+            return exc
+        if isinstance(exc, NotRegularFile):
+            return InvalidPath(f"{describe(text)} is {exc.kind}, not a regular file")
+        if isinstance(exc, OSError):
             if exc.errno == errno.ELOOP:
-                raise self.outside(text, "a symlink loop or a procfs magic link") from None
+                return self.outside(text, "a symlink loop or a procfs magic link")
             if exc.errno is not None and (exc.filename is None or not str(exc.filename).startswith("/")):
-                raise OSError(exc.errno, exc.strerror, text) from None
-            raise
+                return OSError(exc.errno, exc.strerror, text)
+        return exc
+
+    # -- the hot path: one call routes the common path --
+
+    def fast(self, path: object) -> tuple[Descriptor, str, str] | None:
+        """Route the common path in one call: an absolute ASCII ``str`` (below PATH_MAX, no NUL) with no
+        '.', '..' or empty component, under a root. Returns that root's Descriptor (acquired: give it
+        back with :meth:`release`), the path relative to it and the text; None for anything else, which
+        the general path (:meth:`absolute`, :meth:`at`) then decides. The caller runs its operation
+        with :func:`_beneath.open_beneath`, maps failures with :meth:`failure`, and hands an
+        :class:`Escape` (a symlink out of the root) to the general path."""
+        if type(path) in PATH_TYPES:
+            path = str(path)  # what their __fspath__ returns
+        if (
+            type(path) is not str
+            or path[:1] != "/"
+            or len(path) >= PATH_MAX
+            or not path.isascii()
+            or "\x00" in path
+            or "//" in path
+            or ("/." in path and not no_dot_components(path))
+        ):
+            return None
+        index = self.index
+        lengths = index.lengths
+        if len(lengths) == 1:  # the usual index: every root path of one length (inlined innermost_prefix)
+            cut = lengths[0]
+            root_path = path[:cut] if len(path) == cut or path[cut : cut + 1] == "/" or cut == 1 else ""
+            if root_path not in index._keys:
+                return None
+        else:
+            found = index.innermost_prefix(path)
+            if found is None:
+                return None
+            root_path = found
+        if _WINDOWS:
+            return None
+        try:
+            descriptor = self._descriptors.acquire(root_path)
+        except (OSError, RootsError):
+            return None  # the general path raises it, worded
+        cut = len(root_path)
+        if cut > 1 and len(path) == cut + 1 and not descriptor.is_dir:
+            self._descriptors.release(descriptor)
+            return None  # 'FILE_ROOT/': a '/' needs a directory; the general path says ENOTDIR
+        return descriptor, path[cut + 1 :] if cut > 1 else path[1:], path
+
+    def inside_fast(self, path: object) -> bool | None:
+        """contains() of the common path in one system call: an absolute ASCII ``str`` in canonical form
+        that the kernel looks up from '/' meeting no symlink (openat2 RESOLVE_NO_SYMLINKS) is its own
+        canonical path, so the answer is the index's. None whenever that does not settle it."""
+        if type(path) in PATH_TYPES:
+            path = str(path)
+        if (
+            type(path) is not str
+            or path[:1] != "/"
+            or len(path) >= PATH_MAX
+            or not path.isascii()
+            or "\x00" in path
+            or "//" in path
+            or "/./" in path
+            or "/../" in path
+            or path.endswith(("/", "/.", "/.."))
+        ):
+            return None
+        openat2 = strategy().openat2
+        if openat2 is None or _WINDOWS or self_checking() or openat2.no_symlinks(path) != 0:
+            return None
+        return self.index.innermost_prefix(path) is not None
 
     def _at_parts(self, text: str, parts: list[str] | None, op: Callable[[Descriptor, str], _T]) -> _T:
         parts = _without_dotdot_at_top(split(text) if parts is None else parts)
-        dotdot = ".." in parts
         # A trailing '/' or '/.' requires a directory, as it does for the kernel; keep it on the way down.
         slash = "/" if text.endswith(("/", "/.")) else ""
         for root_path, rest in self.index.lexical(parts):
             if climbs(rest):
-                continue
+                continue  # its '..' steps out of this root: an outer one may hold it, else the name walk
             try:
                 return self._run(root_path, op, "/".join(rest) + slash if rest else "")
             except Escape:
-                if dotdot:
-                    raise self._climbs_out(
-                        text, parts, "it leaves its root through '..' or a symlink"
-                    ) from None
                 break
-        else:
-            if dotdot:
-                raise self._climbs_out(text, parts, "it climbs out of its root with '..'")
         return self._at_canonical(text, "/" + "/".join(parts), op)
-
-    def _climbs_out(self, text: str, parts: list[str], why: str) -> PathOutsideRoots:
-        """The refusal of a path whose '..' leaves its root (Go's rule: never out and back in). Where the
-        path comes back in (contains() says inside), a sentence that says so; otherwise the one sentence
-        for everything outside. The choice tells a client exactly what contains() would, nothing more."""
-        try:
-            landed = self.index.above(canonicalize("/" + "/".join(parts)))
-        except Unresolvable:
-            landed = None
-        if landed is None:
-            return self.outside(text, why)
-        logger.debug("refused %s: %s, then comes back in", describe(text), why)
-        return PathOutsideRoots(
-            f"Access denied: {describe(text)} leaves its root on the way (through '..') and comes back in; "
-            "operations refuse such paths: remove the '..'"
-        )
 
     def _at_canonical(self, text: str, path: str, op: Callable[[Descriptor, str], _T]) -> _T:
         """No root is a lexical prefix of ``path`` (the components of ``text``), or a symlink led out of
         it: let the canonical path pick the root, and open beneath that one (a second escape is refused)."""
         try:
-            canonical = canonicalize(path)
+            canonical = canonicalize(path, self.index.strictly_beneath)
         except Unresolvable as exc:
             raise self.outside(text, f"it cannot be resolved safely ({exc.why})") from None
         landed = self.index.above(canonical)

@@ -138,8 +138,8 @@ class Openat2:
         # One prebuilt open_how (and the pointer ctypes passes for it) per (flags, mode, resolve). The
         # combinations in use are few (the callers' flags).
         self._hows: dict[tuple[int, int, int], object] = {}
-        self._no_symlinks = self._how(o_path | o_cloexec, 0, RESOLVE_NO_SYMLINKS)
         self.beneath = self._make_beneath()
+        self.no_symlinks = self._make_no_symlinks(self._how(o_path | o_cloexec, 0, RESOLVE_NO_SYMLINKS))
         self._probe = self._how(o_path | o_cloexec, 0, self.BENEATH)
 
     def _how(self, flags: int, mode: int, resolve: int) -> object:
@@ -153,18 +153,35 @@ class Openat2:
     def _make_beneath(self) -> Callable[[int, bytes, int, int], int]:
         # A closure, not a method: the hot call reads its state from cells, not from attributes.
         syscall, number, make_how, get_errno = self._syscall, self._number, self._how, ctypes.get_errno
-        hows: dict[tuple[int, int], object] = {}
+        # Keyed by flags | mode << 32 (an int: no tuple to build and hash per call).
+        hows: dict[int, object] = {}
         resolve = self.BENEATH
 
         def beneath(dirfd: int, path: bytes, flags: int, mode: int) -> int:
             """The descriptor, or -errno."""
-            how = hows.get((flags, mode))
+            key = flags | mode << 32
+            how = hows.get(key)
             if how is None:
-                how = hows[flags, mode] = make_how(flags, mode, resolve)
+                how = hows[key] = make_how(flags, mode, resolve)
             fd: int = syscall(number, dirfd, path, how, _HOW_SIZE)
             return fd if fd >= 0 else -(get_errno() or errno.EIO)
 
         return beneath
+
+    def _make_no_symlinks(self, how: object) -> Callable[[str], int]:
+        syscall, number, get_errno, close = self._syscall, self._number, ctypes.get_errno, os.close
+
+        def no_symlinks(path: str) -> int:
+            """0 when the absolute ``path`` exists and the kernel met no symlink looking it up, else the
+            errno (ELOOP: a symlink)."""
+            encoded = path.encode() if path.isascii() else path.encode(_FS_ENCODING, _FS_ERRORS)
+            fd: int = syscall(number, AT_FDCWD, encoded, how, _HOW_SIZE)
+            if fd < 0:
+                return get_errno() or errno.EIO
+            close(fd)
+            return 0
+
+        return no_symlinks
 
     def refused(self, dirfd: int) -> bool:
         """After an EPERM: does openat2 refuse even a harmless call (seccomp), or was the EPERM genuine?"""
@@ -173,14 +190,6 @@ class Openat2:
             os.close(fd)
             return False
         return ctypes.get_errno() in (errno.EPERM, errno.ENOSYS)
-
-    def no_symlinks(self, path: str) -> int:
-        encoded = path.encode(_FS_ENCODING, _FS_ERRORS)
-        fd: int = self._syscall(self._number, AT_FDCWD, encoded, self._no_symlinks, _HOW_SIZE)
-        if fd < 0:
-            return ctypes.get_errno() or errno.EIO
-        os.close(fd)
-        return 0
 
 
 def _openat2() -> Openat2 | None:
