@@ -15,11 +15,13 @@ import stat
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
-from .._beneath import LIST_FLAGS, TEMP_NAME_BYTES, NotRegularFile, mkdir_at, remove_at, strategy
-from .._errors import FileTooLarge
+from .._beneath import strategy
+from .._errors import FileTooLarge, NotRegularFile
+from .._fileops import TEMP_NAME_BYTES, mkdir_at, remove_at
 from .._ops import rename_noreplace
 from .._pathtext import cut_to_bytes, file_kind
 from .._rootset import Root, RootSet
+from .._tree import LIST_FLAGS
 from . import _protocol as p
 from ._grants import Grants, Revoked
 

@@ -12,8 +12,15 @@ from collections.abc import Mapping
 
 from pydantic import ValidationError
 
-from .._beneath import NotRegularFile
-from .._errors import BrokerError, FileTooLarge, InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError
+from .._errors import (
+    BrokerError,
+    FileTooLarge,
+    InvalidPath,
+    InvalidRootURI,
+    NotRegularFile,
+    PathOutsideRoots,
+    RootsError,
+)
 from ._grants import Revoked, Unconsented
 from ._protocol import Reason, broker_error
 from ._wire import error_of

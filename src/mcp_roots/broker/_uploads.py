@@ -17,7 +17,8 @@ from typing import TypeAlias
 
 import anyio
 
-from .._beneath import TEMP_NAME_BYTES, strategy
+from .._beneath import strategy
+from .._fileops import TEMP_NAME_BYTES
 from .._ops import rename_noreplace
 from .._pathtext import cut_to_bytes
 from .._rootset import Root, RootSet
