@@ -6,6 +6,7 @@ until a probe runs (the clients live in ``_mcp2``, ``_mcp1``, ``_fastmcp4``).
 from ._report import FINDINGS, Report, Row
 from ._runner import Options, run_probe
 from ._session import LEGACY, MODERN, Connection, Session, Target
+from ._targets import target_for
 from ._techniques import TECHNIQUES, Technique
 
 __all__ = [
@@ -21,4 +22,5 @@ __all__ = [
     "Target",
     "Technique",
     "run_probe",
+    "target_for",
 ]

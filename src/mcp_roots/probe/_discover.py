@@ -86,8 +86,24 @@ def parse_override(spec: str, tools: list[dict[str, Any]]) -> PathArgument:
     return PathArgument(name, arg, array=prop.get("type") == "array", uri=uri)
 
 
-def _sample(name: str, schema: dict[str, Any], write_token: str) -> Any:
+def _resolve(schema: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with a local ``$ref`` (``#/$defs/X``, ``#/definitions/X``) followed, at most 8 deep."""
+    for _ in range(8):
+        ref = schema.get("$ref")
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            return schema
+        node: Any = top
+        for part in ref[2:].split("/"):
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            return schema
+        schema = node
+    return schema
+
+
+def _sample(name: str, schema: dict[str, Any], write_token: str, top: dict[str, Any]) -> Any:
     """A value for a non-path argument: enough for the call to go through."""
+    schema = _resolve(schema, top)
     if "default" in schema:
         return schema["default"]
     if "enum" in schema and schema["enum"]:
@@ -105,10 +121,10 @@ def _sample(name: str, schema: dict[str, Any], write_token: str) -> Any:
         return False
     if kind == "array":
         item = schema.get("items") if isinstance(schema.get("items"), dict) else {}
-        return [_sample(name, item, write_token)]
+        return [_sample(name, item, write_token, top)]
     if kind == "object":
         return {
-            key: _sample(key, sub, write_token)
+            key: _sample(key, sub, write_token, top)
             for key, sub in (schema.get("properties") or {}).items()
             if key in (schema.get("required") or []) and isinstance(sub, dict)
         }
@@ -143,5 +159,5 @@ def fill_arguments(
                 inside = "file://" + inside
             args[name] = [inside] if other_paths[name].array else inside
         elif name in required:
-            args[name] = _sample(name, prop, write_token)
+            args[name] = _sample(name, prop, write_token, schema)
     return args

@@ -26,7 +26,7 @@ from ._scratch import Scratch
 from ._session import LEGACY, MODERN, Connection, Session, Target
 from ._techniques import TECHNIQUES, Technique, Variant, file_uri
 
-__all__ = ["Options", "run_probe"]
+__all__ = ["Options", "UsageError", "run_probe"]
 
 logger = logging.getLogger("mcp_roots")
 
@@ -50,6 +50,10 @@ class Options:
 
 class _Budget(Exception):
     """The call or time bound was reached."""
+
+
+class UsageError(ValueError):
+    """An option names a tool or argument the server does not have."""
 
 
 @dataclass
@@ -120,14 +124,16 @@ async def _probe_all(target: Target, run: _Run) -> None:
                         options.time_limit - (time.monotonic() - run.started), 0.0
                     )
                     once_done = await _connection(session, connection, techniques, run, once_done)
-        except _Crashed as exc:
-            report.rows.append(exc.row)
-            report.notes.append(f"{connection.label}: the server went away; the rest of this connection was not tried")
-        except _Budget:
-            raise
-        except Exception as exc:  # the server could not be started, or broke the protocol: say so, go on
-            what = "the connection failed" if connected else "could not connect"
-            report.notes.append(f"{connection.label}: {what}: {_describe(exc)}{_stderr_tail(errlog)}")
+        except Exception as exc:  # a client's task group may wrap what the body raised in a group
+            leaf = _leaf(exc)
+            if isinstance(leaf, (_Budget, UsageError)):
+                raise leaf from None
+            if isinstance(leaf, _Crashed):
+                report.rows.append(leaf.row)
+                report.notes.append(f"{connection.label}: the server went away; the rest was not tried")
+            else:  # the server could not be started, or broke the protocol: say so, go on
+                what = "the connection failed" if connected else "could not connect"
+                report.notes.append(f"{connection.label}: {what}: {_describe(leaf)}{_stderr_tail(errlog)}")
         finally:
             scratch.unblock_fifos()
         if scope.cancelled_caught:
@@ -156,7 +162,17 @@ async def _probe_connection(
     with anyio.fail_after(max(options.deadline * 4, 20.0)):
         tools = await session.list_tools()
     if options.tools:
-        arguments = [parse_override(spec, tools) for spec in options.tools]
+        arguments = []
+        for spec in options.tools:
+            try:
+                found = [parse_override(spec, tools)] if ":" in spec else [
+                    a for t in tools if t.get("name") == spec for a in path_arguments(t)
+                ]
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+            if not found:
+                raise UsageError(f"tool {spec!r}: no such tool, or no argument of it takes a path (name one as {spec}:ARG)")
+            arguments += found
     else:
         arguments = [a for tool in tools for a in path_arguments(tool)]
     by_name = {t["name"]: t for t in tools}
@@ -319,11 +335,16 @@ def _stderr_tail(errlog: str) -> str:
     return f" (server stderr: {' | '.join(lines)})" if lines else ""
 
 
-def _describe(exc: BaseException) -> str:
-    inner = getattr(exc, "exceptions", None)  # an exception group (3.11+, or the backport on 3.10)
+def _leaf(exc: BaseException) -> BaseException:
+    """The one exception inside (nested) exception groups of one member each (3.11+, or the backport)."""
+    inner = getattr(exc, "exceptions", None)
     while isinstance(inner, tuple) and len(inner) == 1 and isinstance(inner[0], BaseException):
         exc = inner[0]
         inner = getattr(exc, "exceptions", None)
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
