@@ -35,7 +35,14 @@ MADE_FOR = {
     "write-follows": "dangling-symlink",
 }
 #: Enough to cover every technique's kind quickly: the control, one per bug family.
-QUICK = ["absolute-outside", "dotdot", "symlink-final", "dotdot-after-symlink", "percent-encoded", "magic-link"]
+QUICK = [
+    "absolute-outside",
+    "dotdot",
+    "symlink-final",
+    "dotdot-after-symlink",
+    "percent-encoded",
+    "magic-link",
+]
 
 
 def guard_for(root: Path) -> RootsGuard:
@@ -92,8 +99,11 @@ async def test_the_mcp2_mcpserver_guarded_by_mcp_roots_is_confined(anyio_backend
 
 
 async def test_the_mcp2_lowlevel_server_guarded_by_mcp_roots_is_confined() -> None:
-    report = await assert_confined(lambda root: lowlevel_server(guard_for(root)), tool="read_text", techniques=QUICK)
-    assert report.rows and not report.findings
+    report = await assert_confined(
+        lambda root: lowlevel_server(guard_for(root)), tool="read_text", techniques=QUICK
+    )
+    assert report.rows
+    assert not report.findings
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # fastmcp 4 runs on asyncio only
@@ -139,5 +149,7 @@ def test_the_plugin_is_registered_and_only_adds_a_fixture(tmp_path: Path) -> Non
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_it.py"]
     with_plugin = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert with_plugin.returncode == 0, with_plugin.stdout + with_plugin.stderr
-    without = subprocess.run([*argv, "-p", "no:mcp_roots"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    without = subprocess.run(
+        [*argv, "-p", "no:mcp_roots"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert "fixture 'mcp_roots_probe' not found" in without.stdout

@@ -74,7 +74,8 @@ async def assert_confined(
     findings = report.findings
     if findings:
         rows = "\n".join(
-            f"  {r.tool} {r.argument}: {r.technique} {r.outcome} [{r.connection}] {'; '.join(r.evidence[:2])} "
+            f"  {r.tool} {r.argument}: {r.technique} {r.outcome} [{r.connection}] "
+            f"{'; '.join(r.evidence[:2])} "
             f"(via {r.value!r})"
             for r in findings
         )

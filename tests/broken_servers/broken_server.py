@@ -6,6 +6,8 @@ every one with the technique made for it. DO NOT COPY: each check below is a rea
 BUG is one of BUGS. Client roots (legacy era) replace ROOT when the client declares them.
 """
 
+# ruff: noqa: ASYNC230, ASYNC240 - blocking file access in async tools is part of how these servers are written
+
 from __future__ import annotations
 
 import os

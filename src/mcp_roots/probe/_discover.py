@@ -43,7 +43,7 @@ def _is_pathlike(name: str, schema: dict[str, Any]) -> tuple[bool, bool]:
     """(takes a path, takes a URI) for one string property."""
     text = f"{schema.get('description', '')} {schema.get('title', '')}"
     uri = schema.get("format") in ("uri", "uri-reference", "iri") or name.lower() in ("uri", "uris")
-    uri = uri or bool(_URI_WORDS.search(text)) and not _PATH_WORDS.search(text.replace("file:", ""))
+    uri = uri or (bool(_URI_WORDS.search(text)) and not _PATH_WORDS.search(text.replace("file:", "")))
     named = bool(_PATH_NAMES.search(name))
     described = bool(_PATH_WORDS.search(text)) and not _PATTERN.search(name)
     return (named or described or uri), uri
@@ -106,12 +106,12 @@ def _sample(name: str, schema: dict[str, Any], write_token: str, top: dict[str, 
     schema = _resolve(schema, top)
     if "default" in schema:
         return schema["default"]
-    if "enum" in schema and schema["enum"]:
+    if schema.get("enum"):
         return schema["enum"][0]
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), None)
-    if kind == "string" or kind is None and "anyOf" in schema:
+    if kind == "string" or (kind is None and "anyOf" in schema):
         if _PATTERN.search(name):
             return "*"
         return CANARY_PREFIX if _OLD_TEXT.search(name) else write_token
@@ -120,8 +120,8 @@ def _sample(name: str, schema: dict[str, Any], write_token: str, top: dict[str, 
     if kind == "boolean":
         return False
     if kind == "array":
-        item = schema.get("items") if isinstance(schema.get("items"), dict) else {}
-        return [_sample(name, item, write_token, top)]
+        item = schema.get("items")
+        return [_sample(name, item if isinstance(item, dict) else {}, write_token, top)]
     if kind == "object":
         return {
             key: _sample(key, sub, write_token, top)

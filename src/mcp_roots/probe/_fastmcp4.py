@@ -49,8 +49,8 @@ class FastmcpSession:
 class FastmcpTarget:
     """A ``fastmcp.FastMCP`` server of this process."""
 
-    cwd_is_scratch = False
-    eras = (LEGACY, MODERN)
+    cwd_is_scratch: bool = False
+    eras: tuple[str, ...] = (LEGACY, MODERN)
 
     def __init__(self, server: Any) -> None:
         self.server = server
@@ -66,7 +66,7 @@ class FastmcpTarget:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             client: Client[Any] = Client(
-                self.server, roots=roots if connection.declare_roots else None, mode=mode  # type: ignore[arg-type]
+                self.server, roots=roots if connection.declare_roots else None, mode=mode
             )
         async with client:
             yield FastmcpSession(client)

@@ -53,8 +53,8 @@ class Mcp1Session:
 class Mcp1Target:
     """An mcp 1.x server object of this process."""
 
-    cwd_is_scratch = False
-    eras = (LEGACY,)
+    cwd_is_scratch: bool = False
+    eras: tuple[str, ...] = (LEGACY,)
 
     def __init__(self, server: Any) -> None:
         self.server = server
@@ -67,8 +67,12 @@ class Mcp1Target:
         self, connection: Connection, roots: list[str], root: str, cwd: str, errlog: str
     ) -> AsyncIterator[Session]:
         async def list_roots(context: Any) -> types.ListRootsResult:
-            return types.ListRootsResult(roots=[types.Root(uri=u, name=f"probe root {i}") for i, u in enumerate(roots)])  # type: ignore[arg-type]
+            return types.ListRootsResult(
+                roots=[types.Root(uri=u, name=f"probe root {i}") for i, u in enumerate(roots)]
+            )  # type: ignore[arg-type]
 
         callback = list_roots if connection.declare_roots else None
-        async with create_connected_server_and_client_session(self.server, list_roots_callback=callback) as session:
+        async with create_connected_server_and_client_session(
+            self.server, list_roots_callback=callback
+        ) as session:
             yield Mcp1Session(session)

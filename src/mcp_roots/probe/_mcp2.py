@@ -41,7 +41,9 @@ class McpSession:
         tools: list[dict[str, Any]] = []
         cursor: str | None = None
         for _ in range(100):  # bounded: a server that pages forever stops here
-            result = await self._client.list_tools(cursor=cursor) if cursor else await self._client.list_tools()
+            result = (
+                await self._client.list_tools(cursor=cursor) if cursor else await self._client.list_tools()
+            )
             tools += [as_json(t) for t in result.tools]
             cursor = result.next_cursor
             if not cursor:
@@ -89,15 +91,15 @@ def command_line(argv: list[str], root: str, port: int | None = None) -> list[st
     line[0] = os.path.abspath(line[0]) if os.sep in line[0] else (shutil.which(line[0]) or line[0])
     return [line[0]] + [
         os.path.abspath(arg) if not arg.startswith("-") and "{root}" not in a and os.path.exists(arg) else arg
-        for a, arg in zip(argv[1:], line[1:])
+        for a, arg in zip(argv[1:], line[1:], strict=True)
     ]
 
 
 class StdioTarget:
     """A server started as ``argv`` (``{root}`` replaced by the scratch root), spoken to over stdio."""
 
-    cwd_is_scratch = True
-    eras = (LEGACY, MODERN)
+    cwd_is_scratch: bool = True
+    eras: tuple[str, ...] = (LEGACY, MODERN)
 
     def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
         self.argv = argv
@@ -113,7 +115,7 @@ class StdioTarget:
     ) -> AsyncIterator[Session]:
         argv = command_line(self.argv, root)
         params = StdioServerParameters(command=argv[0], args=argv[1:], env=self.env, cwd=cwd)
-        with open(errlog, "a", encoding="utf-8", errors="replace") as log:
+        with open(errlog, "a", encoding="utf-8", errors="replace") as log:  # noqa: ASYNC230 - once, local
             from mcp.client.stdio import stdio_client
 
             async with contextlib.AsyncExitStack() as stack:
@@ -122,7 +124,7 @@ class StdioTarget:
                 callback = _roots_callback(roots) if connection.declare_roots else None
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    client = Client(transport, mode=mode, list_roots_callback=callback, cache=None)  # type: ignore[arg-type]
+                    client = Client(transport, mode=mode, list_roots_callback=callback, cache=None)
                 before = child_groups()
                 try:
                     await stack.enter_async_context(client)
@@ -134,7 +136,7 @@ class StdioTarget:
 class UrlTarget:
     """A server already listening on a streamable HTTP URL (started by the user, or by the probe)."""
 
-    eras = (LEGACY, MODERN)
+    eras: tuple[str, ...] = (LEGACY, MODERN)
 
     def __init__(self, url: str, *, cwd_is_scratch: bool = False) -> None:
         self.url = url
@@ -154,8 +156,8 @@ class UrlTarget:
 class InMemoryTarget:
     """An ``MCPServer`` or low-level ``Server`` of this process, connected in memory."""
 
-    cwd_is_scratch = False
-    eras = (LEGACY, MODERN)
+    cwd_is_scratch: bool = False
+    eras: tuple[str, ...] = (LEGACY, MODERN)
 
     def __init__(self, server: MCPServer | Server[Any]) -> None:
         self.server = server

@@ -87,9 +87,9 @@ class Report:
         lines = [f"probe of {self.target}"]
         lines += [f"  connection {label}: protocol {version}" for label, version in self.connections.items()]
         lines.append("")
-        lines.append("  ".join(h.ljust(w) for h, w in zip(head[:3], widths)) + "  " + head[3])
+        lines.append("  ".join(h.ljust(w) for h, w in zip(head[:3], widths, strict=True)) + "  " + head[3])
         for c in cells:
-            lines.append("  ".join(v.ljust(w) for v, w in zip(c[:3], widths)) + "  " + c[3])
+            lines.append("  ".join(v.ljust(w) for v, w in zip(c[:3], widths, strict=True)) + "  " + c[3])
         lines.append("")
         lines += [f"note: {n}" for n in self.notes]
         findings = self.findings

@@ -165,13 +165,17 @@ async def _probe_connection(
         arguments = []
         for spec in options.tools:
             try:
-                found = [parse_override(spec, tools)] if ":" in spec else [
-                    a for t in tools if t.get("name") == spec for a in path_arguments(t)
-                ]
+                found = (
+                    [parse_override(spec, tools)]
+                    if ":" in spec
+                    else [a for t in tools if t.get("name") == spec for a in path_arguments(t)]
+                )
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
             if not found:
-                raise UsageError(f"tool {spec!r}: no such tool, or no argument of it takes a path (name one as {spec}:ARG)")
+                raise UsageError(
+                    f"tool {spec!r}: no such tool, or no argument of it takes a path (name one as {spec}:ARG)"
+                )
             arguments += found
     else:
         arguments = [a for tool in tools for a in path_arguments(tool)]
@@ -193,14 +197,22 @@ async def _probe_connection(
             tool = by_name[a.tool]
             variants = _variants(technique, a, kinds[a], tool, run)
             if variants:
-                report.rows.append(await _try(session, connection, tool, a, technique, variants, kinds[a], run))
+                report.rows.append(
+                    await _try(session, connection, tool, a, technique, variants, kinds[a], run)
+                )
         if session.has_resources:
-            uris = [Variant(file_uri(v.value), v.kind) for v in technique.paths(scratch) if v.value.startswith("/")]
+            uris = [
+                Variant(file_uri(v.value), v.kind)
+                for v in technique.paths(scratch)
+                if v.value.startswith("/")
+            ]
             uris += technique.uris(scratch) if technique.uris else []
             uri_arg = PathArgument("resources/read", "uri", uri=True)
             uris = [v for v in uris if v.kind != "new"]
             if uris:
-                report.rows.append(await _try(session, connection, None, uri_arg, technique, uris, {"file"}, run))
+                report.rows.append(
+                    await _try(session, connection, None, uri_arg, technique, uris, {"file"}, run)
+                )
     return once_done or run_once
 
 
@@ -227,7 +239,9 @@ def _as_arg(arg: PathArgument, value: str) -> str:
     return value
 
 
-def _variants(technique: Technique, arg: PathArgument, kinds: set[str], tool: dict[str, Any], run: _Run) -> list[Variant]:
+def _variants(
+    technique: Technique, arg: PathArgument, kinds: set[str], tool: dict[str, Any], run: _Run
+) -> list[Variant]:
     scratch = run.scratch
     variants = [v for v in technique.paths(scratch) if v.kind in kinds]
     if not run.cwd_is_scratch:  # a relative path would be resolved in a directory the probe does not own
@@ -312,8 +326,10 @@ async def _judged(
     hung = result is None
     if hung:
         scratch.unblock_fifos()
-    evidence = [f"content of {rel!r}" if not rel.startswith("name ") else f"listing ({rel})"
-                for rel in scratch.evidence_in(list(_strings(result)))]
+    evidence = [
+        f"content of {rel!r}" if not rel.startswith("name ") else f"listing ({rel})"
+        for rel in scratch.evidence_in(list(_strings(result)))
+    ]
     evidence += scratch.outside_changes()
     if restore:
         scratch.restore()

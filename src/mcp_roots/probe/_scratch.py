@@ -91,7 +91,15 @@ class Scratch:
             "pctroot/pct-secret.txt",
         ):
             self._canary(rel)
-        for rel_dir in (".", "outside", "outside/deep", "root_evil", "ROOT", "\uff52\uff4f\uff4f\uff54", "pctroot"):
+        for rel_dir in (
+            ".",
+            "outside",
+            "outside/deep",
+            "root_evil",
+            "ROOT",
+            "\uff52\uff4f\uff4f\uff54",
+            "pctroot",
+        ):
             self._name_canary(rel_dir)
         (self.base / "pctroot" / "sub").mkdir()
         self.percent_root.mkdir()
@@ -162,7 +170,15 @@ class Scratch:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(token + "\n")
                 self.tokens[rel] = token
-            for rel_dir in (".", "outside", "outside/deep", "root_evil", "ROOT", "\uff52\uff4f\uff4f\uff54", "pctroot"):
+            for rel_dir in (
+                ".",
+                "outside",
+                "outside/deep",
+                "root_evil",
+                "ROOT",
+                "\uff52\uff4f\uff4f\uff54",
+                "pctroot",
+            ):
                 self._name_canary(rel_dir)
             (self.base / "pctroot" / "sub").mkdir(exist_ok=True)
             self.percent_root.mkdir(exist_ok=True)

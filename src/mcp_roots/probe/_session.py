@@ -71,4 +71,3 @@ def as_json(result: Any) -> dict[str, Any]:
     if isinstance(result, dict):
         return result
     return {"value": repr(result)}
-

@@ -16,9 +16,10 @@ __all__ = ["target_for"]
 
 def target_for(server: Any) -> Target:
     """A probe target for ``server``: an argv list or a shell-like string (``{root}`` is the scratch root), or
-    an ``MCPServer`` / low-level ``Server`` (mcp 2.x or 1.x), or a ``fastmcp.FastMCP``. TypeError otherwise."""
+    an ``MCPServer`` / low-level ``Server`` (mcp 2.x or 1.x), or a ``fastmcp.FastMCP``. TypeError
+    otherwise."""
     if isinstance(server, str) or (
-        isinstance(server, Sequence) and server and all(isinstance(a, str) for a in server)
+        isinstance(server, Sequence) and len(server) > 0 and all(isinstance(a, str) for a in server)
     ):
         from ._mcp2 import StdioTarget
 

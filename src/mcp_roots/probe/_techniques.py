@@ -54,7 +54,11 @@ TECHNIQUES: list[Technique] = [
     Technique(
         "absolute-outside",
         "no check at all: an absolute path outside the roots (the control every server must refuse)",
-        lambda s: [_f(f"{s.base}/outside/secret.txt"), _d(f"{s.base}/outside"), _n(f"{s.base}/outside/new.txt")],
+        lambda s: [
+            _f(f"{s.base}/outside/secret.txt"),
+            _d(f"{s.base}/outside"),
+            _n(f"{s.base}/outside/new.txt"),
+        ],
     ),
     Technique(
         "dotdot",
@@ -78,7 +82,12 @@ TECHNIQUES: list[Technique] = [
     Technique(
         "parent",
         "the root's parent itself taken as inside",
-        lambda s: [_d(f"{s.root}/.."), _d(str(s.base)), _f(f"{s.base}/parent-secret.txt"), _n(f"{s.root}/../new.txt")],
+        lambda s: [
+            _d(f"{s.root}/.."),
+            _d(str(s.base)),
+            _f(f"{s.base}/parent-secret.txt"),
+            _n(f"{s.root}/../new.txt"),
+        ],
     ),
     Technique(
         "relative-cwd",
@@ -93,7 +102,11 @@ TECHNIQUES: list[Technique] = [
     Technique(
         "symlink-dir",
         "a directory symlink out in the middle of the path",
-        lambda s: [_f(f"{s.root}/dir-out/secret.txt"), _d(f"{s.root}/dir-out/deep"), _n(f"{s.root}/dir-out/new.txt")],
+        lambda s: [
+            _f(f"{s.root}/dir-out/secret.txt"),
+            _d(f"{s.root}/dir-out/deep"),
+            _n(f"{s.root}/dir-out/new.txt"),
+        ],
     ),
     Technique(
         "symlink-chain",

@@ -44,8 +44,9 @@ examples:
   mcp-roots probe --http http://127.0.0.1:{{port}}/mcp -- mcp-roots serve --http {{port}} {{root}}
 
 The probe touches only its scratch tree (a new temporary directory, removed on exit) and starts the server
-there (arguments of COMMAND that name an existing file or directory here are made absolute first). A server that must be given other paths (a config file, a database) is run at your own risk: a
-server that escapes its roots may touch what it can reach.
+there (arguments of COMMAND that name an existing file or directory here are made absolute first). A
+server that must be given other paths (a config file, a database) is run at your own risk: a server that
+escapes its roots may touch what it can reach.
 
 techniques: {", ".join(t.name for t in TECHNIQUES)}
 
@@ -55,21 +56,48 @@ not be started or reached; 130 interrupted."""
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROG, description=_DESCRIPTION, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=PROG,
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--http", metavar="URL", help="reach the server by streamable HTTP at URL ({port}: a free port)")
-    parser.add_argument("--tool", action="append", default=[], metavar="NAME:ARG", help="probe this argument only (repeatable)")
-    parser.add_argument("--technique", action="append", metavar="NAME", help="use only this technique (repeatable)")
-    parser.add_argument("--era", choices=["legacy", "modern", "both"], default="both", help="protocol era(s) to ask for")
     parser.add_argument(
-        "--client-roots", choices=["declared", "none", "both"], default="both",
+        "--http", metavar="URL", help="reach the server by streamable HTTP at URL ({port}: a free port)"
+    )
+    parser.add_argument(
+        "--tool",
+        action="append",
+        default=[],
+        metavar="NAME:ARG",
+        help="probe this argument only (repeatable)",
+    )
+    parser.add_argument(
+        "--technique", action="append", metavar="NAME", help="use only this technique (repeatable)"
+    )
+    parser.add_argument(
+        "--era", choices=["legacy", "modern", "both"], default="both", help="protocol era(s) to ask for"
+    )
+    parser.add_argument(
+        "--client-roots",
+        choices=["declared", "none", "both"],
+        default="both",
         help="connect declaring the scratch root as the client's root, without roots, or both (default)",
     )
-    parser.add_argument("--deadline", type=float, default=3.0, metavar="S", help="seconds before a call is a hang (3)")
-    parser.add_argument("--race-attempts", type=int, default=16, metavar="N", help="calls per swap-race variant (16)")
-    parser.add_argument("--max-calls", type=int, default=10_000, metavar="N", help="stop after N calls (10000)")
-    parser.add_argument("--time-limit", type=float, default=600.0, metavar="S", help="stop after S seconds (600)")
-    parser.add_argument("--scratch-dir", metavar="DIR", help="make the scratch tree in DIR (default: the temp dir)")
+    parser.add_argument(
+        "--deadline", type=float, default=3.0, metavar="S", help="seconds before a call is a hang (3)"
+    )
+    parser.add_argument(
+        "--race-attempts", type=int, default=16, metavar="N", help="calls per swap-race variant (16)"
+    )
+    parser.add_argument(
+        "--max-calls", type=int, default=10_000, metavar="N", help="stop after N calls (10000)"
+    )
+    parser.add_argument(
+        "--time-limit", type=float, default=600.0, metavar="S", help="stop after S seconds (600)"
+    )
+    parser.add_argument(
+        "--scratch-dir", metavar="DIR", help="make the scratch tree in DIR (default: the temp dir)"
+    )
     parser.add_argument("--findings-only", action="store_true", help="print only the rows with a finding")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARG...]")
@@ -101,13 +129,18 @@ def _options(args: argparse.Namespace) -> Options:
     )
 
 
+def _say(stream: Any, text: str) -> None:
+    stream.write(text + "\n")
+    stream.flush()
+
+
 def _progress(*, quiet: bool) -> Callable[[str], None] | None:
     if quiet:
         return None
     started = time.monotonic()
 
     def say(text: str) -> None:
-        print(f"{PROG}: {time.monotonic() - started:6.1f} s  {text}", file=sys.stderr, flush=True)
+        _say(sys.stderr, f"{PROG}: {time.monotonic() - started:6.1f} s  {text}")
 
     return say
 
@@ -138,14 +171,16 @@ class _HttpCommand:
 
         if self._process is None:
             argv = command_line(self.argv, root, self.port)
-            with open(errlog, "ab") as log:
+            with open(errlog, "ab") as log:  # noqa: ASYNC230 - once, a local log file
                 self._process = await anyio.open_process(
                     argv, stdin=None, stdout=log, stderr=log, cwd=cwd, start_new_session=True
                 )
             self.groups.add(self._process.pid)
             while not await _listening(self.port):
                 if self._process.returncode is not None:
-                    raise OSError(f"{argv[0]} exited ({self._process.returncode}) before listening on {self.port}")
+                    raise OSError(
+                        f"{argv[0]} exited ({self._process.returncode}) before listening on {self.port}"
+                    )
                 await anyio.sleep(0.05)
         async with client_session(self.url, connection, roots) as session:
             yield session
@@ -175,10 +210,16 @@ def _target(args: argparse.Namespace) -> Any:
     if args.http:
         return _HttpCommand(args.http, argv) if argv else UrlTarget(args.http)
     if not argv:
-        raise ValueError(f"'{PROG}' needs a server command after '--' (for example: {PROG} -- mcp-roots serve {{root}}) or --http URL")
+        raise ValueError(
+            f"'{PROG}' needs a server command after '--' (for example: {PROG} -- mcp-roots serve {{root}}), "
+            "or --http URL"
+        )
     if not any("{root}" in a for a in argv):
-        print(f"{PROG}: warning: no '{{root}}' in the command: the server gets the scratch root only as the "
-              "client's declared root", file=sys.stderr)
+        _say(
+            sys.stderr,
+            f"{PROG}: warning: no '{{root}}' in the command: the server gets the scratch root only as the "
+            "client's declared root",
+        )
     return StdioTarget(argv)
 
 
@@ -215,27 +256,29 @@ def main(argv: Sequence[str]) -> int:
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types", "pydantic", "httpx"):
             raise
-        print(f"mcp-roots: error: '{PROG}' speaks MCP through the official mcp SDK, which is not installed "
-              "here; install it with: pip install 'mcp-roots[mcp]'", file=sys.stderr)
+        _say(
+            sys.stderr,
+            f"mcp-roots: error: '{PROG}' speaks MCP through the official mcp SDK, which is not installed "
+            "here; install it with: pip install 'mcp-roots[mcp]'",
+        )
         return EXIT_ERROR
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except (OSError, ValueError) as exc:
-        print(f"mcp-roots: error: {exc}", file=sys.stderr)
+        _say(sys.stderr, f"mcp-roots: error: {exc}")
         return EXIT_ERROR
     finally:
         if target is not None:
             kill_groups(getattr(target, "groups", set()))
     if interrupted or report is None:
-        print(f"{PROG}: interrupted; the server and the scratch tree are gone", file=sys.stderr)
+        _say(sys.stderr, f"{PROG}: interrupted; the server and the scratch tree are gone")
         return EXIT_INTERRUPTED
     if not report.connections:
-        print(f"mcp-roots: error: could not connect to {report.target}: {'; '.join(report.notes)}", file=sys.stderr)
+        _say(sys.stderr, f"mcp-roots: error: could not connect to {report.target}: {'; '.join(report.notes)}")
         return EXIT_ERROR
-    print(report.to_json() if args.json else report.to_text(all_rows=not args.findings_only))
+    _say(sys.stdout, report.to_json() if args.json else report.to_text(all_rows=not args.findings_only))
     return EXIT_FOUND if report.findings else EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main(sys.argv[1:]))
-
