@@ -57,6 +57,25 @@ def test_a_broken_server_is_caught_and_the_technique_named(tmp_path: Path) -> No
     assert list(tmp_path.iterdir()) == []  # the scratch tree is gone
 
 
+def test_a_server_over_streamable_http_is_started_probed_and_stopped(tmp_path: Path) -> None:
+    done = probe(
+        "--json", "--technique", "dotdot", "--technique", "symlink-final", "--scratch-dir", str(tmp_path),
+        "--http", "http://127.0.0.1:{port}/mcp", "--", *MCP_ROOTS, "serve", "--http", "{port}", "{root}",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["connections"] == {
+        "legacy": "2025-11-25",
+        "legacy+roots": "2025-11-25",
+        "modern": "2026-07-28",
+        "modern+roots": "2026-07-28",
+    }
+    assert report["escapes"] == 0
+    assert {r["outcome"] for r in report["rows"]} == {"held"}
+    assert list(tmp_path.iterdir()) == []
+    assert _processes_naming(str(tmp_path)) == []  # the server's process group is gone
+
+
 def test_usage_errors_are_one_line() -> None:
     for args, expected in [
         ((), "needs a server command after '--'"),

@@ -8,12 +8,15 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 from typing import Any
 
 import pytest
 from fastmcp import Context as FastContext
 from fastmcp import FastMCP
-from mcp.server import MCPServer
+from mcp.server import MCPServer, Server
+from mcp.server.context import ServerRequestContext
+from mcp_types import ListResourcesResult, ReadResourceRequestParams, ReadResourceResult, TextResourceContents
 
 from mcp_roots import RootsGuard
 from mcp_roots.testing import assert_confined
@@ -96,6 +99,9 @@ async def test_the_mcp2_mcpserver_guarded_by_mcp_roots_is_confined(anyio_backend
     assert set(report.connections) == {"legacy", "legacy+roots", "modern", "modern+roots"}
     assert not report.findings
     assert {r.technique for r in report.rows} >= {"swap-race", "fifo", "magic-link", "percent-root"}
+    # Every row means something: the tool read the inside file (its control) on every connection.
+    assert {r.outcome for r in report.rows if r.tool == "read_text"} == {"held", "noted"}
+    assert any(r.tool == "resources/read" for r in report.rows)
 
 
 async def test_the_mcp2_lowlevel_server_guarded_by_mcp_roots_is_confined() -> None:
@@ -133,6 +139,32 @@ async def test_a_stdio_command_is_probed_in_the_scratch_tree() -> None:
         await assert_confined(
             command, tool="read_file", techniques=["sibling-prefix"], eras=["legacy"], declare_roots=[False]
         )
+
+
+async def test_resources_read_of_file_uris_is_probed() -> None:
+    """A server whose resources/read opens any file: URI it is given is caught, with no tool at all."""
+
+    async def read(
+        ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
+    ) -> ReadResourceResult:
+        path = unquote(urlsplit(str(params.uri)).path)
+        with open(path) as f:  # noqa: ASYNC230 - the naive server under test
+            return ReadResourceResult(contents=[TextResourceContents(uri=params.uri, text=f.read())])
+
+    async def listing(ctx: ServerRequestContext[Any, Any], params: Any) -> ListResourcesResult:
+        return ListResourcesResult(resources=[])
+
+    server: Server[Any] = Server("naive-resources", on_read_resource=read, on_list_resources=listing)
+    with pytest.raises(AssertionError, match=r"resources/read uri: absolute-outside ESCAPED"):
+        await assert_confined(server, techniques=["absolute-outside"], eras=["legacy"])
+
+
+async def test_a_connection_that_fails_fails_the_assertion() -> None:
+    def build(root: Path) -> MCPServer:
+        raise RuntimeError("this server cannot be built")
+
+    with pytest.raises(AssertionError, match="could not finish.*this server cannot be built"):
+        await assert_confined(build, techniques=["absolute-outside"], eras=["legacy"], declare_roots=[True])
 
 
 async def test_a_tool_the_server_lacks_is_a_usage_error() -> None:

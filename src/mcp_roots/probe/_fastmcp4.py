@@ -31,6 +31,9 @@ class FastmcpSession:
         return capabilities is not None and capabilities.resources is not None
 
     async def list_tools(self) -> list[dict[str, Any]]:
+        capabilities = self._client.server_capabilities
+        if capabilities is None or capabilities.tools is None:
+            return []
         return [as_json(t) for t in (await self._client.list_tools_mcp(cache_mode="bypass")).tools]
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,9 @@ class Mcp1Session:
         return capabilities is not None and capabilities.resources is not None
 
     async def list_tools(self) -> list[dict[str, Any]]:
+        capabilities = self._session.get_server_capabilities()
+        if capabilities is None or capabilities.tools is None:
+            return []
         return [as_json(t) for t in (await self._session.list_tools()).tools]
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:

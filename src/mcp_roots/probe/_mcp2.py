@@ -38,6 +38,8 @@ class McpSession:
         return self._client.server_capabilities.resources is not None
 
     async def list_tools(self) -> list[dict[str, Any]]:
+        if self._client.server_capabilities.tools is None:
+            return []
         tools: list[dict[str, Any]] = []
         cursor: str | None = None
         for _ in range(100):  # bounded: a server that pages forever stops here

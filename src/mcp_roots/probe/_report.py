@@ -39,6 +39,7 @@ class Report:
     connections: dict[str, str] = field(default_factory=dict)  # label -> negotiated protocol version
     arguments: list[str] = field(default_factory=list)  # "tool.arg" probed
     notes: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # connections that could not be made or broke off
     calls: int = 0
     seconds: float = 0.0
 
@@ -73,6 +74,7 @@ class Report:
             "calls": self.calls,
             "seconds": round(self.seconds, 2),
             "notes": self.notes,
+            "failures": self.failures,
             "rows": [asdict(row) for row in self.rows],
         }
 
@@ -92,6 +94,7 @@ class Report:
             lines.append("  ".join(v.ljust(w) for v, w in zip(c[:3], widths, strict=True)) + "  " + c[3])
         lines.append("")
         lines += [f"note: {n}" for n in self.notes]
+        lines += [f"FAILED: {f}" for f in self.failures]
         findings = self.findings
         caught = sorted(self.caught_by())
         lines.append(

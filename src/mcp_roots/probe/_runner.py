@@ -130,15 +130,15 @@ async def _probe_all(target: Target, run: _Run) -> None:
                 raise leaf from None
             if isinstance(leaf, _Crashed):
                 report.rows.append(leaf.row)
-                report.notes.append(f"{connection.label}: the server went away; the rest was not tried")
+                report.failures.append(f"{connection.label}: the server went away; the rest was not tried")
             else:  # the server could not be started, or broke the protocol: say so, go on
                 what = "the connection failed" if connected else "could not connect"
-                report.notes.append(f"{connection.label}: {what}: {_describe(leaf)}{_stderr_tail(errlog)}")
+                report.failures.append(f"{connection.label}: {what}: {_describe(leaf)}{_stderr_tail(errlog)}")
         finally:
             scratch.unblock_fifos()
         if scope.cancelled_caught:
             if not connected:
-                report.notes.append(f"{connection.label}: no connection within the deadline")
+                report.failures.append(f"{connection.label}: no connection within the deadline")
             else:
                 raise _Budget(f"stopped after {options.time_limit:g} s (--time-limit)")
 

@@ -51,7 +51,7 @@ escapes its roots may touch what it can reach.
 techniques: {", ".join(t.name for t in TECHNIQUES)}
 
 exit codes: 0 nothing got out; 1 an escape, a hang or a crash was found; 2 usage error, or the server could
-not be started or reached; 130 interrupted."""
+not be started or reached (on any of the connections tried); 130 interrupted."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -274,10 +274,15 @@ def main(argv: Sequence[str]) -> int:
         _say(sys.stderr, f"{PROG}: interrupted; the server and the scratch tree are gone")
         return EXIT_INTERRUPTED
     if not report.connections:
-        _say(sys.stderr, f"mcp-roots: error: could not connect to {report.target}: {'; '.join(report.notes)}")
+        _say(
+            sys.stderr,
+            f"mcp-roots: error: could not connect to {report.target}: {'; '.join(report.failures)}",
+        )
         return EXIT_ERROR
     _say(sys.stdout, report.to_json() if args.json else report.to_text(all_rows=not args.findings_only))
-    return EXIT_FOUND if report.findings else EXIT_OK
+    if report.findings:
+        return EXIT_FOUND
+    return EXIT_ERROR if report.failures else EXIT_OK  # nothing found, but not everything could be tried
 
 
 if __name__ == "__main__":  # pragma: no cover
