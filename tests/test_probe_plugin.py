@@ -8,8 +8,8 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import pytest
 from fastmcp import Context as FastContext
@@ -163,7 +163,7 @@ async def test_a_connection_that_fails_fails_the_assertion() -> None:
     def build(root: Path) -> MCPServer:
         raise RuntimeError("this server cannot be built")
 
-    with pytest.raises(AssertionError, match="could not finish.*this server cannot be built"):
+    with pytest.raises(AssertionError, match=r"could not finish.*this server cannot be built"):
         await assert_confined(build, techniques=["absolute-outside"], eras=["legacy"], declare_roots=[True])
 
 

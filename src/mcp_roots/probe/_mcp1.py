@@ -70,9 +70,10 @@ class Mcp1Target:
         self, connection: Connection, roots: list[str], root: str, cwd: str, errlog: str
     ) -> AsyncIterator[Session]:
         async def list_roots(context: Any) -> types.ListRootsResult:
-            return types.ListRootsResult(
-                roots=[types.Root(uri=u, name=f"probe root {i}") for i, u in enumerate(roots)]
-            )  # type: ignore[arg-type]
+            entries = [
+                types.Root.model_validate({"uri": u, "name": f"probe root {i}"}) for i, u in enumerate(roots)
+            ]
+            return types.ListRootsResult(roots=entries)
 
         callback = list_roots if connection.declare_roots else None
         async with create_connected_server_and_client_session(
