@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from .interopkit import http_server
 from .test_no_sdk import run_without_sdk
 
 BROKEN = Path(__file__).resolve().parent / "broken_servers" / "broken_server.py"
@@ -74,6 +75,23 @@ def test_a_server_over_streamable_http_is_started_probed_and_stopped(tmp_path: P
     assert {r["outcome"] for r in report["rows"]} == {"held"}
     assert list(tmp_path.iterdir()) == []
     assert _processes_naming(str(tmp_path)) == []  # the server's process group is gone
+
+
+def test_a_running_http_server_is_probed_through_declared_roots(tmp_path: Path) -> None:
+    """--http URL alone: the user started the server (here on tmp_path); the probe declares the scratch root
+    inside it, so every canary is inside what the server may serve but outside what the client granted."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with http_server(str(tmp_path), command=[*MCP_ROOTS, "serve"]) as server:
+        done = probe(
+            "--json", "--era", "legacy", "--technique", "sibling-prefix", "--technique", "symlink-dir",
+            "--scratch-dir", str(scratch), "--http", server.url,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert list(report["connections"]) == ["legacy+roots"]
+    assert report["escapes"] == 0
+    assert {r["outcome"] for r in report["rows"]} == {"held"}
 
 
 def test_usage_errors_are_one_line() -> None:

@@ -80,8 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--client-roots",
         choices=["declared", "none", "both"],
-        default="both",
-        help="connect declaring the scratch root as the client's root, without roots, or both (default)",
+        help="connect declaring the scratch root as the client's root, without roots, or both (the default; "
+        "'declared' for --http without a command: the probe did not give that server its roots)",
     )
     parser.add_argument(
         "--deadline", type=float, default=3.0, metavar="S", help="seconds before a call is a hang (3)"
@@ -106,7 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _options(args: argparse.Namespace) -> Options:
     eras = [LEGACY, MODERN] if args.era == "both" else [args.era]
-    roots = {"both": [False, True], "none": [False], "declared": [True]}[args.client_roots]
+    started_here = not args.http or any(a != "--" for a in args.argv)
+    choice = args.client_roots or ("both" if started_here else "declared")
+    roots = {"both": [False, True], "none": [False], "declared": [True]}[choice]
     names = {t.name for t in TECHNIQUES}
     unknown = [t for t in args.technique or [] if t not in names]
     if unknown:
