@@ -94,6 +94,16 @@ def test_a_running_http_server_is_probed_through_declared_roots(tmp_path: Path) 
     assert {r["outcome"] for r in report["rows"]} == {"held"}
 
 
+def test_a_server_that_dies_is_a_crash() -> None:
+    done = probe(
+        "--era", "legacy", "--client-roots", "none", "--technique", "control-chars", "--technique", "dotdot",
+        "--findings-only", "--", sys.executable, str(BROKEN), "crash", "{root}",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "read_file  path      control-chars  CRASHED [legacy] the connection ended" in done.stdout
+    assert "FAILED: legacy: the server went away" in done.stdout
+
+
 def test_usage_errors_are_one_line() -> None:
     for args, expected in [
         ((), "needs a server command after '--'"),

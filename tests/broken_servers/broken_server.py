@@ -62,6 +62,8 @@ CHECKS = {
     "write-follows": check_write_follows,
 }
 BUGS = tuple(CHECKS)
+#: Not a way out: a server whose read_file exits on a control character (the probe must say CRASHED).
+CRASH = "crash"
 
 
 def root_path(uri: str, bug: str) -> str:
@@ -73,7 +75,7 @@ def root_path(uri: str, bug: str) -> str:
 
 def build(bug: str, root: str) -> MCPServer:
     server = MCPServer(f"broken-{bug}")
-    check = CHECKS[bug]
+    check = CHECKS.get(bug, check_realpath)
 
     async def roots(ctx: Context) -> list[str]:
         try:
@@ -98,6 +100,8 @@ def build(bug: str, root: str) -> MCPServer:
     @server.tool()
     async def read_file(path: str, ctx: Context) -> str:
         """Read a text file. path: the file's path."""
+        if bug == CRASH and "\x01" in path:
+            os._exit(3)
         full = await allowed(path, ctx)
         try:
             with open(full, encoding="utf-8", errors="replace") as f:
@@ -129,6 +133,6 @@ def build(bug: str, root: str) -> MCPServer:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in CHECKS:
-        sys.exit(f"usage: broken_server.py {{{'|'.join(BUGS)}}} ROOT")
+    if len(sys.argv) != 3 or sys.argv[1] not in (*BUGS, CRASH):
+        sys.exit(f"usage: broken_server.py {{{'|'.join((*BUGS, CRASH))}}} ROOT")
     build(sys.argv[1], sys.argv[2]).run("stdio")

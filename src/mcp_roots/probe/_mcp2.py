@@ -11,11 +11,12 @@ import warnings
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
 from mcp.server import MCPServer, Server
 from mcp.shared.exceptions import MCPError
-from mcp_types import ListRootsResult, Root
+from mcp_types import CONNECTION_CLOSED, ListRootsResult, Root
 
 from ._procs import child_groups
 from ._session import LEGACY, MODERN, Connection, Session, as_json
@@ -56,15 +57,22 @@ class McpSession:
         try:
             return as_json(await self._client.call_tool(name, arguments))
         except MCPError as exc:
-            return {"error": str(exc), "data": repr(getattr(exc, "error", None))}
+            return _error(exc)
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
         try:
             return as_json(await self._client.read_resource(uri, cache_mode="bypass"))
         except MCPError as exc:
-            return {"error": str(exc), "data": repr(getattr(exc, "error", None))}
+            return _error(exc)
         except ValueError as exc:  # the SDK refused the URI itself before sending it
             return {"error": f"client refused the URI: {exc}"}
+
+
+def _error(exc: MCPError) -> dict[str, Any]:
+    """A JSON-RPC error as data; a closed connection (the server went away) raises, so the run sees it."""
+    if exc.code == CONNECTION_CLOSED:
+        raise anyio.BrokenResourceError(str(exc)) from None
+    return {"error": str(exc), "data": repr(exc.error)}
 
 
 def _roots_callback(uris: list[str]) -> Any:
