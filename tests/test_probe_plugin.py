@@ -5,6 +5,7 @@ broken server (tests/broken_servers) fail, caught by the technique made for its 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -139,6 +140,24 @@ async def test_a_stdio_command_is_probed_in_the_scratch_tree() -> None:
         await assert_confined(
             command, tool="read_file", techniques=["sibling-prefix"], eras=["legacy"], declare_roots=[False]
         )
+
+
+async def test_a_listing_of_the_root_that_follows_a_link_out_is_caught_by_the_controls() -> None:
+    """No technique's path is needed: listing the root itself, following symlinks, shows what is outside."""
+    server = MCPServer("follows-links")
+
+    @server.tool()
+    def tree(path: str) -> list[str]:
+        """A directory tree. path: the directory."""
+        names: list[str] = []
+        for top, dirs, files in os.walk(path, followlinks=True):
+            if top.count(os.sep) - path.count(os.sep) >= 1:
+                dirs[:] = []  # one level below the root is enough to show the leak (and not walk /proc)
+            names += files
+        return names[:2000]
+
+    with pytest.raises(AssertionError, match=r"tree path: inside-control ESCAPED"):
+        await assert_confined(server, techniques=["absolute-outside"], eras=["legacy"])
 
 
 async def test_resources_read_of_file_uris_is_probed() -> None:

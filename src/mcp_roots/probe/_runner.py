@@ -30,6 +30,8 @@ __all__ = ["Options", "UsageError", "run_probe"]
 
 logger = logging.getLogger("mcp_roots")
 
+#: The technique name of a finding made by an inside control call.
+INSIDE_CONTROL = "inside-control"
 _BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]{16,}$")
 
 
@@ -185,7 +187,7 @@ async def _probe_connection(
             report.arguments.append(f"{a.tool}.{a.name}")
     if not arguments and not session.has_resources:
         report.notes.append(f"{connection.label}: no tool takes a path (name one with --tool NAME:ARG)")
-    kinds = {a: await _controls(session, by_name[a.tool], a, arguments, run) for a in arguments}
+    kinds = {a: await _controls(session, connection, by_name[a.tool], a, run) for a in arguments}
     reachable = any(k != {"file", "dir", "new", "untested"} for k in kinds.values())
     run_once = not once_done and reachable
     for technique in techniques:
@@ -217,17 +219,22 @@ async def _probe_connection(
 
 
 async def _controls(
-    session: Session, tool: dict[str, Any], arg: PathArgument, arguments: list[PathArgument], run: _Run
+    session: Session, connection: Connection, tool: dict[str, Any], arg: PathArgument, run: _Run
 ) -> set[str]:
     """What kinds of inside path the argument takes: an existing file, a directory, a new name (each answered
-    without an error). All three, and 'untested', when no inside control went through."""
+    without an error). All three, and 'untested', when no inside control went through. The controls are
+    judged too: a listing of the root that follows a link out is a way out ('inside-control')."""
     kinds: set[str] = set()
     root = str(run.scratch.root)
     for kind, value in (("file", f"{root}/benign.txt"), ("dir", root), ("new", run.fresh_name())):
-        result = await _call(session, tool, arg, _as_arg(arg, value), run)
+        outcome, evidence, result = await _judged(session, tool, arg, _as_arg(arg, value), run, True)
+        if outcome != HELD:
+            row = Row(connection.label, arg.tool, arg.name, INSIDE_CONTROL, outcome, evidence, value, 1)
+            if outcome == CRASHED:
+                raise _Crashed(row)
+            run.report.rows.append(row)
         if result is not None and not result.get("isError") and "error" not in result:
             kinds.add(kind)
-        run.scratch.restore()
     if not kinds:
         kinds = {"file", "dir", "new", "untested"}
     return kinds
@@ -293,7 +300,9 @@ async def _try(
         for variant in variants:
             for _ in range(attempts):
                 row.calls += 1
-                outcome, evidence = await _judged(session, tool, arg, variant.value, run, not technique.race)
+                outcome, evidence, _ = await _judged(
+                    session, tool, arg, variant.value, run, not technique.race
+                )
                 if outcome != HELD:
                     if technique.limit and outcome == ESCAPED:
                         outcome = NOTED
@@ -317,12 +326,12 @@ class _Crashed(Exception):
 
 async def _judged(
     session: Session, tool: dict[str, Any] | None, arg: PathArgument, value: str, run: _Run, restore: bool
-) -> tuple[str, list[str]]:
+) -> tuple[str, list[str], dict[str, Any] | None]:
     scratch = run.scratch
     try:
         result = await _call(session, tool, arg, value, run)
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
-        return CRASHED, [f"the connection ended: {type(exc).__name__}"]
+        return CRASHED, [f"the connection ended: {type(exc).__name__}"], None
     hung = result is None
     if hung:
         scratch.unblock_fifos()
@@ -334,10 +343,10 @@ async def _judged(
     if restore:
         scratch.restore()
     if evidence:
-        return ESCAPED, evidence
+        return ESCAPED, evidence, result
     if hung:
-        return HANG, [f"no answer within {run.options.deadline:g} s"]
-    return HELD, []
+        return HANG, [f"no answer within {run.options.deadline:g} s"], result
+    return HELD, [], result
 
 
 def _stderr_tail(errlog: str) -> str:
