@@ -197,7 +197,7 @@ async def _probe_connection(
             options.progress(f"{connection.label}: {technique.name}")
         for a in arguments:
             tool = by_name[a.tool]
-            variants = _variants(technique, a, kinds[a], tool, run)
+            variants = _variants(technique, a, kinds[a], run)
             if variants:
                 report.rows.append(
                     await _try(session, connection, tool, a, technique, variants, kinds[a], run)
@@ -246,9 +246,7 @@ def _as_arg(arg: PathArgument, value: str) -> str:
     return value
 
 
-def _variants(
-    technique: Technique, arg: PathArgument, kinds: set[str], tool: dict[str, Any], run: _Run
-) -> list[Variant]:
+def _variants(technique: Technique, arg: PathArgument, kinds: set[str], run: _Run) -> list[Variant]:
     scratch = run.scratch
     variants = [v for v in technique.paths(scratch) if v.kind in kinds]
     if not run.cwd_is_scratch:  # a relative path would be resolved in a directory the probe does not own
@@ -294,6 +292,9 @@ async def _try(
 ) -> Row:
     scratch = run.scratch
     row = Row(connection.label, arg.tool, arg.name, technique.name, UNTESTED if "untested" in kinds else HELD)
+    if technique.race and not _can_swap(scratch):
+        row.outcome, row.evidence = UNTESTED, ["renameat2(RENAME_EXCHANGE) is not available here"]
+        return row
     attempts = run.options.race_attempts if technique.race else 1
     outcomes: list[str] = []
     with _swapping(scratch) if technique.race else contextlib.nullcontext():
@@ -386,6 +387,25 @@ def _strings(value: Any) -> Iterator[str]:
     elif isinstance(value, (list, tuple)):
         for item in value:
             yield from _strings(item)
+
+
+def _can_swap(scratch: Scratch) -> bool:
+    """Whether this kernel swaps two names atomically (swapped twice: the tree is as it was)."""
+    from .._sys import linux
+
+    race = scratch.root / "race"
+    try:
+        fd = os.open(race, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        for _ in range(2):
+            linux.renameat2(fd, "d", fd, "x", linux.RENAME_EXCHANGE)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 @contextlib.contextmanager
