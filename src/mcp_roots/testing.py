@@ -1,6 +1,6 @@
-"""The pytest plugin of mcp-roots (opt-in: it only adds fixtures): ``await assert_confined(server, tool=...,
-arg=...)`` runs the probe's techniques against an MCP server, in memory or as a stdio command, and fails
-the test with the table of every escape, hang or crash it found.
+"""The pytest plugin of mcp-roots, opt-in: it only adds a fixture and loads the probe on first use.
+``await assert_confined(server, tool=..., arg=...)`` runs the probe's techniques against an MCP server, in
+memory or as a stdio command, and fails the test with every escape, hang or crash it found.
 """
 
 from __future__ import annotations
@@ -8,11 +8,12 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .probe import LEGACY, MODERN, Connection, Options, Report, run_probe, target_for
+if TYPE_CHECKING:
+    from .probe import Report
 
 __all__ = ["assert_confined", "mcp_roots_probe"]
 
@@ -23,13 +24,15 @@ class _Factory:
     def __init__(self, build: Callable[[Path], Any]) -> None:
         self.build = build
         self.cwd_is_scratch = False
-        self.eras: tuple[str, ...] = (LEGACY, MODERN)
+        self.eras: tuple[str, ...] = ("legacy", "modern")
         self.name = getattr(build, "__name__", "factory")
 
     def describe(self) -> str:
         return f"server built by {self.name}(root)"
 
-    def connect(self, connection: Connection, roots: list[str], root: str, cwd: str, errlog: str) -> Any:
+    def connect(self, connection: Any, roots: list[str], root: str, cwd: str, errlog: str) -> Any:
+        from .probe import target_for
+
         target = target_for(self.build(Path(root)))
         self.eras = target.eras
         return target.connect(connection, roots, root, cwd, errlog)
@@ -41,7 +44,7 @@ async def assert_confined(
     tool: str | None = None,
     arg: str | None = None,
     techniques: Sequence[str] | None = None,
-    eras: Sequence[str] = (LEGACY, MODERN),
+    eras: Sequence[str] = ("legacy", "modern"),
     declare_roots: Sequence[bool] | None = None,
     deadline: float = 3.0,
     race_attempts: int = 16,
@@ -54,6 +57,9 @@ async def assert_confined(
     beforehand knows no scratch root, so it is probed with declared client roots only. ``tool`` (and ``arg``)
     narrow the probe to one tool (argument); without them every path argument found is probed.
     Returns the report when nothing got out."""
+    # Loaded here, not when pytest loads the plugin: a project that never probes loads none of it.
+    from .probe import Connection, Options, run_probe, target_for
+
     factory = inspect.isfunction(server) or inspect.ismethod(server)
     target: Any = _Factory(server) if factory else target_for(server)
     stdio = isinstance(server, (str, list, tuple))
