@@ -160,6 +160,23 @@ async def test_a_listing_of_the_root_that_follows_a_link_out_is_caught_by_the_co
         await assert_confined(server, techniques=["absolute-outside"], eras=["legacy"])
 
 
+@ASYNCIO_ONLY
+async def test_a_server_in_this_process_is_never_sent_a_path_relative_to_its_working_directory() -> None:
+    """In memory the server's working directory is the test's: a relative path (or /proc/self/cwd) could
+    lead a broken write tool there, outside the scratch tree. The probe sends none."""
+    seen: list[str] = []
+    server = MCPServer("records")
+
+    @server.tool()
+    def write_file(path: str, content: str) -> str:
+        seen.append(path)
+        return "ok"
+
+    await assert_confined(server, race_attempts=2)
+    assert len(seen) > 40
+    assert [p for p in seen if not p.startswith("/") or p.startswith("/proc/self/cwd")] == []
+
+
 async def test_resources_read_of_file_uris_is_probed() -> None:
     """A server whose resources/read opens any file: URI it is given is caught, with no tool at all."""
 

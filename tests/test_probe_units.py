@@ -132,6 +132,7 @@ def test_every_technique_stays_in_the_scratch_tree(tmp_path: Path) -> None:
                 value = variant.value.removeprefix("file://")
                 if value.startswith("/"):
                     plain = value.removeprefix("/proc/self/root")
+                    # /proc/self/cwd: sent only where the server's working directory is the scratch base
                     assert plain.startswith(str(scratch.base)) or plain.startswith("/proc/self/cwd/"), value
     finally:
         scratch.remove()

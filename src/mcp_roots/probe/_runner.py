@@ -206,7 +206,7 @@ async def _probe_connection(
             uris = [
                 Variant(file_uri(v.value), v.kind)
                 for v in technique.paths(scratch)
-                if v.value.startswith("/")
+                if v.value.startswith("/") and (run.cwd_is_scratch or not _cwd_relative(v.value))
             ]
             uris += technique.uris(scratch) if technique.uris else []
             uri_arg = PathArgument("resources/read", "uri", uri=True)
@@ -246,11 +246,16 @@ def _as_arg(arg: PathArgument, value: str) -> str:
     return value
 
 
+def _cwd_relative(value: str) -> bool:
+    """Whether ``value`` is resolved against the server's working directory (relative, or /proc/self/cwd)."""
+    return not value.startswith("/") or value.startswith("/proc/self/cwd")
+
+
 def _variants(technique: Technique, arg: PathArgument, kinds: set[str], run: _Run) -> list[Variant]:
     scratch = run.scratch
     variants = [v for v in technique.paths(scratch) if v.kind in kinds]
     if not run.cwd_is_scratch:  # a relative path would be resolved in a directory the probe does not own
-        variants = [v for v in variants if v.value.startswith("/")]
+        variants = [v for v in variants if not _cwd_relative(v.value)]
     if arg.uri:
         variants = [Variant(_as_arg(arg, v.value), v.kind) for v in variants if v.value.startswith("/")]
         variants += [v for v in (technique.uris(scratch) if technique.uris else []) if v.kind in kinds]
