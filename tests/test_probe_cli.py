@@ -13,6 +13,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from mcp_roots.cli import main
+
 from .interopkit import http_server
 from .test_no_sdk import run_without_sdk
 
@@ -104,25 +108,32 @@ def test_a_server_that_dies_is_a_crash() -> None:
     assert "FAILED: legacy: the server went away" in done.stdout
 
 
-def test_usage_errors_are_one_line() -> None:
-    for args, expected in [
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
         ((), "needs a server command after '--'"),
         (("--technique", "nope", "--", "true"), "unknown technique(s) nope"),
         (("--deadline", "0", "--", "true"), "--deadline must be a positive number"),
-    ]:
-        done = probe(*args, timeout=60)
-        assert done.returncode == 2, (args, done.stderr)
-        assert expected in done.stderr
-        assert "Traceback" not in done.stderr
+        (("--race-attempts", "0", "--", "true"), "must be at least 1"),
+    ],
+)
+def test_usage_errors_are_one_line(
+    args: tuple[str, ...], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["probe", *args]) == 2
+    err = capsys.readouterr().err
+    assert expected in err
+    assert "Traceback" not in err
 
 
-def test_a_server_that_cannot_start_is_an_error_naming_it() -> None:
-    done = probe(
-        "--era", "legacy", "--client-roots", "none", "--", sys.executable, "-c", "import sys; sys.exit(3)"
-    )
-    assert done.returncode == 2
-    assert "could not connect" in done.stderr
-    assert "Traceback" not in done.stderr
+def test_a_server_that_cannot_start_is_an_error_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    code = "import sys; print('no such config', file=sys.stderr); sys.exit(3)"
+    argv = ["probe", "--era", "legacy", "--client-roots", "none", "--", sys.executable, "-c", code]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "could not connect" in err
+    assert "(server stderr: no such config)" in err  # the server's own last words
+    assert "Traceback" not in err
 
 
 def test_without_the_sdk_it_says_what_to_install(tmp_path: Path) -> None:
