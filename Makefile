@@ -52,7 +52,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP) $(MCP1_STAMP)
 	$(VENV)/bin/mypy --strict src
-	$(MCP1_VENV)/bin/mypy --strict --follow-imports=silent src/mcp_roots/adapters/mcp1.py
+	$(MCP1_VENV)/bin/mypy --strict --follow-imports=silent src/mcp_roots/adapters/mcp1.py src/mcp_roots/probe/_mcp1.py
 
 # Each run gets a fresh temporary directory of its own (removed afterwards with rm -rf, which deep trees do not
 # trouble): pytest's shared /tmp/pytest-of-USER is cleaned by pytest itself with a recursive rmtree, which

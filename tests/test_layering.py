@@ -43,6 +43,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("broker",),
     ("__init__",),
     ("filesystem",),  # built on the public API (import mcp_roots), as a user would write a server
+    ("probe",),  # mcp-roots probe: a client of any server; uses _sys.linux's renameat2 for its swap race
+    ("testing",),  # the opt-in pytest plugin over the probe
     ("cli", "__main__"),  # the command uses the public API, as a user would
 ]
 
@@ -58,7 +60,9 @@ LEVEL = {name: level for level, names in enumerate(LAYERS) for name in names}
 
 #: Third-party modules that are an MCP framework (or its data layer), and where they may be imported.
 SDKS = ("mcp", "mcp_types", "fastmcp", "pydantic")
-SDK_HOMES = ("adapters", "broker", "_provider", "filesystem")
+#: probe/: its clients (_mcp2, _mcp1, _fastmcp4) speak MCP through each SDK's own client, loaded only
+#: when a probe runs.
+SDK_HOMES = ("adapters", "broker", "_provider", "filesystem", "probe")
 #: ctypes (and with it syscall numbers) lives in _sys/ only.
 CTYPES_HOMES = ("_sys",)
 

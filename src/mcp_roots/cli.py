@@ -155,6 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_audit_command(commands)
     _add_sandbox_commands(command)
+    commands.add_parser(
+        "probe",
+        help="try every known way out of a root against any MCP server (see 'mcp-roots probe --help')",
+        add_help=False,
+    )
     return parser
 
 
@@ -423,6 +428,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Paths are bytes on POSIX: print undecodable names as they are instead of failing.
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="surrogateescape")
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["probe"]:  # its own options and '-- COMMAND...': parsed by the probe itself
+        from .probe import command
+
+        return command.main(arguments[1:])
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error argparse already reported

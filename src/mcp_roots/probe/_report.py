@@ -1,0 +1,116 @@
+"""The probe's findings: one row per (connection, tool, argument, technique), judged by effects, and the
+table and JSON a user reads. ESCAPED, HANG and CRASHED are findings; NOTED is a known limit of any check.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["FINDINGS", "Report", "Row", "worst"]
+
+ESCAPED = "ESCAPED"
+HANG = "HANG"
+CRASHED = "CRASHED"
+NOTED = "noted"
+HELD = "held"
+UNTESTED = "untested"  # the tool refused the inside controls too: 'held' would mean nothing
+FINDINGS = (ESCAPED, HANG, CRASHED)
+_ORDER = {ESCAPED: 0, HANG: 1, CRASHED: 2, NOTED: 3, HELD: 4, UNTESTED: 5}
+
+
+@dataclass
+class Row:
+    connection: str
+    tool: str
+    argument: str
+    technique: str
+    outcome: str
+    evidence: list[str] = field(default_factory=list)
+    value: str = ""  # the argument value that showed the outcome (or the last one tried)
+    calls: int = 0
+
+
+@dataclass
+class Report:
+    target: str
+    rows: list[Row] = field(default_factory=list)
+    connections: dict[str, str] = field(default_factory=dict)  # label -> negotiated protocol version
+    arguments: list[str] = field(default_factory=list)  # "tool.arg" probed
+    notes: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # connections that could not be made or broke off
+    calls: int = 0
+    seconds: float = 0.0
+
+    @property
+    def findings(self) -> list[Row]:
+        return [row for row in self.rows if row.outcome in FINDINGS]
+
+    @property
+    def escapes(self) -> list[Row]:
+        return [row for row in self.rows if row.outcome == ESCAPED]
+
+    def caught_by(self) -> set[str]:
+        """The techniques with at least one finding."""
+        return {row.technique for row in self.findings}
+
+    def table(self) -> list[Row]:
+        """One row per (tool, argument, technique): the worst outcome over the connections tried."""
+        merged: dict[tuple[str, str, str], Row] = {}
+        for row in self.rows:
+            key = (row.tool, row.argument, row.technique)
+            if key not in merged or _ORDER[row.outcome] < _ORDER[merged[key].outcome]:
+                merged[key] = row
+        return list(merged.values())
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "escapes": len(self.escapes),
+            "findings": len(self.findings),
+            "connections": self.connections,
+            "arguments": self.arguments,
+            "calls": self.calls,
+            "seconds": round(self.seconds, 2),
+            "notes": self.notes,
+            "failures": self.failures,
+            "rows": [asdict(row) for row in self.rows],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_json(), indent=2, ensure_ascii=False)
+
+    def to_text(self, *, all_rows: bool = True) -> str:
+        rows = self.table() if all_rows else [r for r in self.table() if r.outcome in FINDINGS]
+        head = ("TOOL", "ARGUMENT", "TECHNIQUE", "OUTCOME")
+        cells = [(r.tool, r.argument, r.technique, _outcome_text(r)) for r in rows]
+        widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head[:3])]
+        lines = [f"probe of {self.target}"]
+        lines += [f"  connection {label}: protocol {version}" for label, version in self.connections.items()]
+        lines.append("")
+        lines.append("  ".join(h.ljust(w) for h, w in zip(head[:3], widths, strict=True)) + "  " + head[3])
+        for c in cells:
+            lines.append("  ".join(v.ljust(w) for v, w in zip(c[:3], widths, strict=True)) + "  " + c[3])
+        lines.append("")
+        lines += [f"note: {n}" for n in self.notes]
+        lines += [f"FAILED: {f}" for f in self.failures]
+        findings = self.findings
+        caught = sorted(self.caught_by())
+        lines.append(
+            f"{len(self.escapes)} escape(s), {len(findings) - len(self.escapes)} other finding(s) "
+            f"in {self.calls} calls, {self.seconds:.1f} s"
+            + (f"; techniques that got through: {', '.join(caught)}" if caught else "")
+        )
+        return "\n".join(lines)
+
+
+def _outcome_text(row: Row) -> str:
+    if row.outcome in FINDINGS or row.outcome == NOTED:
+        shown = "; ".join(row.evidence[:3])
+        return f"{row.outcome} [{row.connection}] {shown} (via {row.value!r})"
+    return row.outcome
+
+
+def worst(outcomes: list[str]) -> str:
+    return min(outcomes, key=lambda o: _ORDER[o]) if outcomes else HELD

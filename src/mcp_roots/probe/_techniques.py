@@ -1,0 +1,221 @@
+"""The probe's techniques: one row per way out of a root, each with the paths (and file: URIs) that try it
+against the scratch tree, and the server bug it is made to catch. A new technique is one row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from ._scratch import LONG_NAME, Scratch
+
+__all__ = ["TECHNIQUES", "Technique", "Variant", "technique_named"]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One argument value: a path (or a file: URI, for arguments that take URIs)."""
+
+    value: str
+    kind: str  # "file": names a file; "dir": a directory; "new": a name to create
+
+
+@dataclass(frozen=True)
+class Technique:
+    name: str
+    catches: str  # the server bug it is made to catch
+    paths: Callable[[Scratch], list[Variant]]
+    uris: Callable[[Scratch], list[Variant]] | None = None  # extra raw URIs, for URI arguments
+    once: bool = False  # costly or blocking: run in the first connection only
+    race: bool = False  # run while the scratch tree swaps a directory with a link out
+    limit: bool = False  # an effect here is no escape a path check could stop: 'noted', not a finding
+    needs_roots: bool = False  # meaningful only where the probe declares client roots
+
+
+def _f(value: str) -> Variant:
+    return Variant(value, "file")
+
+
+def _d(value: str) -> Variant:
+    return Variant(value, "dir")
+
+
+def _n(value: str) -> Variant:
+    return Variant(value, "new")
+
+
+def file_uri(path: str) -> str:
+    """A file: URI naming ``path`` literally (every byte that is not unreserved is percent-encoded)."""
+    return "file://" + quote(path, safe="/")
+
+
+TECHNIQUES: list[Technique] = [
+    Technique(
+        "absolute-outside",
+        "no check at all: an absolute path outside the roots (the control every server must refuse)",
+        lambda s: [
+            _f(f"{s.base}/outside/secret.txt"),
+            _d(f"{s.base}/outside"),
+            _n(f"{s.base}/outside/new.txt"),
+        ],
+    ),
+    Technique(
+        "dotdot",
+        "'..' not resolved before the check",
+        lambda s: [
+            _f(f"{s.root}/../outside/secret.txt"),
+            _d(f"{s.root}/../outside"),
+            _f("../outside/secret.txt"),
+            _n(f"{s.root}/../outside/new.txt"),
+        ],
+    ),
+    Technique(
+        "sibling-prefix",
+        "a prefix check without a separator: '/x/root_evil' taken for inside '/x/root'",
+        lambda s: [
+            _f(f"{s.base}/root_evil/secret.txt"),
+            _d(f"{s.base}/root_evil"),
+            _n(f"{s.base}/root_evil/new.txt"),
+        ],
+    ),
+    Technique(
+        "parent",
+        "the root's parent itself taken as inside",
+        lambda s: [
+            _d(f"{s.root}/.."),
+            _d(str(s.base)),
+            _f(f"{s.base}/parent-secret.txt"),
+            _n(f"{s.root}/../new.txt"),
+        ],
+    ),
+    Technique(
+        "relative-cwd",
+        "a relative path resolved against the server's working directory instead of the root",
+        lambda s: [_f("outside/secret.txt"), _d("outside"), _f("parent-secret.txt"), _n("outside/new.txt")],
+    ),
+    Technique(
+        "symlink-final",
+        "the realpath of the parent only: a last component that is a symlink out",
+        lambda s: [_f(f"{s.root}/link-out"), _d(f"{s.root}/dir-out"), _f("link-out")],
+    ),
+    Technique(
+        "symlink-dir",
+        "a directory symlink out in the middle of the path",
+        lambda s: [
+            _f(f"{s.root}/dir-out/secret.txt"),
+            _d(f"{s.root}/dir-out/deep"),
+            _n(f"{s.root}/dir-out/new.txt"),
+        ],
+    ),
+    Technique(
+        "symlink-chain",
+        "only the first link of a chain followed before the check",
+        lambda s: [_f(f"{s.root}/chain1")],
+    ),
+    Technique(
+        "dangling-symlink",
+        "a write that follows a final symlink to a file that does not exist yet (created outside)",
+        lambda s: [_n(f"{s.root}/dangling"), _f(f"{s.root}/dangling")],
+    ),
+    Technique(
+        "dotdot-after-symlink",
+        "'..' normalized before symlinks are resolved: 'hop/..' is the link target's parent, not the root",
+        lambda s: [
+            _f(f"{s.root}/hop/../secret.txt"),
+            _d(f"{s.root}/hop/.."),
+            _n(f"{s.root}/hop/../new.txt"),
+        ],
+    ),
+    Technique(
+        "magic-link",
+        "procfs magic links (/proc/self/root, /proc/self/cwd) that jump anywhere",
+        lambda s: [
+            _f(f"/proc/self/root{s.base}/outside/secret.txt"),
+            _f(f"{s.root}/proc-link{s.base}/outside/secret.txt"),
+            _f("/proc/self/cwd/outside/secret.txt"),
+            _d(f"/proc/self/root{s.base}/outside"),
+            _n(f"/proc/self/root{s.base}/outside/new.txt"),
+        ],
+    ),
+    Technique(
+        "percent-encoded",
+        "paths percent-decoded after the check ('%2e%2e' is '..')",
+        lambda s: [
+            _f(f"{s.root}/%2e%2e/outside/secret.txt"),
+            _f(f"{s.root}/..%2Foutside%2Fsecret.txt"),
+            _f(f"{s.root}/%252e%252e/outside/secret.txt"),
+            _d(f"{s.root}/%2e%2e/outside"),
+        ],
+        uris=lambda s: [
+            _f(f"file://{s.root}/%2e%2e/outside/secret.txt"),
+            _f(f"file://{s.root}/..%2Foutside%2Fsecret.txt"),
+            _f(f"file://{s.root}/%252e%252e/outside/secret.txt"),
+            _f(f"file://{s.root}/../outside/secret.txt"),
+        ],
+    ),
+    Technique(
+        "percent-root",
+        "root URIs percent-decoded twice: the root 'sub%2F..' becomes 'sub/..', its parent",
+        lambda s: [_f(f"{s.percent_root.parent}/pct-secret.txt"), _d(str(s.percent_root.parent))],
+        needs_roots=True,
+    ),
+    Technique(
+        "unicode-folded",
+        "names folded (case, NFKC) before the check: 'ROOT', fullwidth 'ｒｏｏｔ', fullwidth dots",
+        lambda s: [
+            _f(f"{s.base}/ROOT/secret.txt"),
+            _f(f"{s.base}/\uff52\uff4f\uff4f\uff54/secret.txt"),
+            _f(f"{s.root}/\uff0e\uff0e/outside/secret.txt"),
+            _d(f"{s.base}/ROOT"),
+        ],
+    ),
+    Technique(
+        "control-chars",
+        "control characters stripped after the check ('.\\x01.' becomes '..'), or names with a newline",
+        lambda s: [
+            _f(f"{s.root}/.\x01./outside/secret.txt"),
+            _f(f"{s.root}/.\n./outside/secret.txt"),
+            _f(f"{s.root}/.\x7f./outside/secret.txt"),
+            _f(f"{s.root}/../outside/ctl\nsecret.txt"),
+            _f(f"{s.root}/benign.txt\x00/../../outside/secret.txt"),
+        ],
+        once=True,
+    ),
+    Technique(
+        "long-name",
+        "over-long names and paths (NAME_MAX, PATH_MAX) normalized differently by the check and the open",
+        lambda s: [
+            _f(f"{s.root}/../outside/{LONG_NAME}"),
+            _f(f"{s.root}/{'a' * 300}/../../outside/secret.txt"),
+            _f(f"{s.root}/{'./' * 2100}../outside/secret.txt"),
+        ],
+        once=True,
+    ),
+    Technique(
+        "fifo",
+        "a FIFO opened for reading or writing: the call blocks forever",
+        lambda s: [_f(f"{s.root}/fifo")],
+        once=True,
+    ),
+    Technique(
+        "swap-race",
+        "check-then-open: a directory swapped for a symlink out between the check and the open",
+        lambda s: [_f(f"{s.root}/race/d/secret.txt"), _n(f"{s.root}/race/d/new.txt")],
+        once=True,
+        race=True,
+    ),
+    Technique(
+        "hard-link",
+        "a hard link inside the root to a file outside (no path check can tell; noted, not counted)",
+        lambda s: [_f(f"{s.root}/hardlink")],
+        limit=True,
+    ),
+]
+
+
+def technique_named(name: str) -> Technique:
+    for technique in TECHNIQUES:
+        if technique.name == name:
+            return technique
+    raise KeyError(name)

@@ -1,0 +1,291 @@
+"""``mcp-roots probe``: parse its options, start (or reach) the server, run the probe, print the table or
+JSON, exit 1 on a finding. Ctrl-C cancels the run: the servers' process groups and the scratch tree go.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import anyio
+
+from ._procs import kill_groups
+from ._report import Report
+from ._runner import Options, run_probe
+from ._session import LEGACY, MODERN, Connection, Session
+from ._techniques import TECHNIQUES
+
+__all__ = ["main"]
+
+PROG = "mcp-roots probe"
+EXIT_OK, EXIT_FOUND, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+_DESCRIPTION = """\
+Try every known way out of a root through every path argument of an MCP server's tools (and resources/read
+of file: URIs): '..', a sibling with a shared prefix, symlinks out (final, in the middle, chained,
+dangling), '..' after a symlink, /proc magic links, percent-encoded and unicode-folded names, control
+characters, over-long names, a FIFO, a directory swapped for a link out during the call, and root URIs
+decoded twice. The server gets a scratch tree: '{root}' in COMMAND's arguments is replaced by its root, and
+the probe declares it as the client's root where it declares roots. Outcomes are judged by effects only: a
+planted canary's content or name in a result, a file created or changed outside the root, no answer
+before the deadline."""
+
+_EPILOG = f"""\
+examples:
+  mcp-roots probe -- mcp-roots serve {{root}}
+  mcp-roots probe -- npx -y @modelcontextprotocol/server-filesystem {{root}}
+  mcp-roots probe --tool fetch_doc:location -- python my_server.py --dir {{root}}
+  mcp-roots probe --http http://127.0.0.1:{{port}}/mcp -- mcp-roots serve --http {{port}} {{root}}
+
+The probe touches only its scratch tree (a new temporary directory, removed on exit) and starts the server
+there (arguments of COMMAND that name an existing file or directory here are made absolute first). A
+server that must be given other paths (a config file, a database) is run at your own risk: a server that
+escapes its roots may touch what it can reach.
+
+techniques: {", ".join(t.name for t in TECHNIQUES)}
+
+exit codes: 0 nothing got out; 1 an escape, a hang or a crash was found; 2 usage error, or the server could
+not be started or reached (on any of the connections tried); 130 interrupted."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--http", metavar="URL", help="reach the server by streamable HTTP at URL ({port}: a free port)"
+    )
+    parser.add_argument(
+        "--tool",
+        action="append",
+        default=[],
+        metavar="NAME:ARG",
+        help="probe this argument only (repeatable)",
+    )
+    parser.add_argument(
+        "--technique", action="append", metavar="NAME", help="use only this technique (repeatable)"
+    )
+    parser.add_argument(
+        "--era", choices=["legacy", "modern", "both"], default="both", help="protocol era(s) to ask for"
+    )
+    parser.add_argument(
+        "--client-roots",
+        choices=["declared", "none", "both"],
+        help="connect declaring the scratch root as the client's root, without roots, or both (the default; "
+        "'declared' for --http without a command: the probe did not give that server its roots)",
+    )
+    parser.add_argument(
+        "--deadline", type=float, default=3.0, metavar="S", help="seconds before a call is a hang (3)"
+    )
+    parser.add_argument(
+        "--race-attempts", type=int, default=16, metavar="N", help="calls per swap-race variant (16)"
+    )
+    parser.add_argument(
+        "--max-calls", type=int, default=10_000, metavar="N", help="stop after N calls (10000)"
+    )
+    parser.add_argument(
+        "--time-limit", type=float, default=600.0, metavar="S", help="stop after S seconds (600)"
+    )
+    parser.add_argument(
+        "--scratch-dir", metavar="DIR", help="make the scratch tree in DIR (default: the temp dir)"
+    )
+    parser.add_argument("--findings-only", action="store_true", help="print only the rows with a finding")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARG...]")
+    return parser
+
+
+def _options(args: argparse.Namespace) -> Options:
+    eras = [LEGACY, MODERN] if args.era == "both" else [args.era]
+    started_here = not args.http or any(a != "--" for a in args.argv)
+    choice = args.client_roots or ("both" if started_here else "declared")
+    roots = {"both": [False, True], "none": [False], "declared": [True]}[choice]
+    names = {t.name for t in TECHNIQUES}
+    unknown = [t for t in args.technique or [] if t not in names]
+    if unknown:
+        raise ValueError(f"unknown technique(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    for flag, value in (("--deadline", args.deadline), ("--time-limit", args.time_limit)):
+        if not (value > 0 and value != float("inf")):
+            raise ValueError(f"{flag} must be a positive number of seconds, not {value}")
+    if args.race_attempts < 1 or args.max_calls < 1:
+        raise ValueError("--race-attempts and --max-calls must be at least 1")
+    return Options(
+        deadline=args.deadline,
+        race_attempts=args.race_attempts,
+        max_calls=args.max_calls,
+        time_limit=args.time_limit,
+        tools=list(args.tool),
+        techniques=args.technique,
+        connections=[Connection(era, declared) for era in eras for declared in roots],
+        scratch_parent=args.scratch_dir,
+        progress=_progress(quiet=args.json),
+    )
+
+
+def _say(stream: Any, text: str) -> None:
+    stream.write(text + "\n")
+    stream.flush()
+
+
+def _progress(*, quiet: bool) -> Callable[[str], None] | None:
+    if quiet:
+        return None
+    started = time.monotonic()
+
+    def say(text: str) -> None:
+        _say(sys.stderr, f"{PROG}: {time.monotonic() - started:6.1f} s  {text}")
+
+    return say
+
+
+class _HttpCommand:
+    """A server started once as ``argv`` (``{root}``, ``{port}`` replaced) and reached at ``url``."""
+
+    cwd_is_scratch = True
+
+    def __init__(self, url: str, argv: list[str]) -> None:
+        from ._mcp2 import UrlTarget
+
+        self.port = _free_port()
+        self.url = url.replace("{port}", str(self.port))
+        self.argv = argv
+        self.eras = UrlTarget.eras
+        self.groups: set[int] = set()
+        self._process: Any = None
+
+    def describe(self) -> str:
+        return f"{' '.join(self.argv)} at {self.url}"
+
+    @contextlib.asynccontextmanager
+    async def connect(
+        self, connection: Connection, roots: list[str], root: str, cwd: str, errlog: str
+    ) -> AsyncIterator[Session]:
+        from ._mcp2 import client_session, command_line
+
+        if self._process is None:
+            argv = command_line(self.argv, root, self.port)
+            with open(errlog, "ab") as log:  # noqa: ASYNC230 - once, a local log file
+                self._process = await anyio.open_process(
+                    argv, stdin=None, stdout=log, stderr=log, cwd=cwd, start_new_session=True
+                )
+            self.groups.add(self._process.pid)
+            while not await _listening(self.port):
+                if self._process.returncode is not None:
+                    raise OSError(
+                        f"{argv[0]} exited ({self._process.returncode}) before listening on {self.port}"
+                    )
+                await anyio.sleep(0.05)
+        async with client_session(self.url, connection, roots) as session:
+            yield session
+
+
+async def _listening(port: int) -> bool:
+    try:
+        stream = await anyio.connect_tcp("127.0.0.1", port)
+    except OSError:
+        return False
+    await stream.aclose()
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _target(args: argparse.Namespace) -> Any:
+    argv = list(args.argv)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    from ._mcp2 import StdioTarget, UrlTarget
+
+    if args.http:
+        return _HttpCommand(args.http, argv) if argv else UrlTarget(args.http)
+    if not argv:
+        raise ValueError(
+            f"'{PROG}' needs a server command after '--' (for example: {PROG} -- mcp-roots serve {{root}}), "
+            "or --http URL"
+        )
+    if not any("{root}" in a for a in argv):
+        _say(
+            sys.stderr,
+            f"{PROG}: warning: no '{{root}}' in the command: the server gets the scratch root only as the "
+            "client's declared root",
+        )
+    return StdioTarget(argv)
+
+
+async def _run(target: Any, options: Options) -> tuple[Report | None, bool]:
+    interrupted = False
+    report: Report | None = None
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            nonlocal interrupted
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    interrupted = True
+                    group.cancel_scope.cancel()
+                    return
+
+        group.start_soon(watch)
+        report = await run_probe(target, options)
+        group.cancel_scope.cancel()
+    return report, interrupted
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run ``mcp-roots probe ARGV``; the exit code."""
+    try:
+        args = build_parser().parse_args(list(argv))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    target: Any = None
+    try:
+        options = _options(args)
+        target = _target(args)
+        report, interrupted = anyio.run(_run, target, options)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types", "pydantic", "httpx"):
+            raise
+        _say(
+            sys.stderr,
+            f"mcp-roots: error: '{PROG}' speaks MCP through the official mcp SDK, which is not installed "
+            "here; install it with: pip install 'mcp-roots[mcp]'",
+        )
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except (OSError, ValueError) as exc:
+        _say(sys.stderr, f"mcp-roots: error: {exc}")
+        return EXIT_ERROR
+    finally:
+        if target is not None:
+            kill_groups(getattr(target, "groups", set()))
+    if interrupted or report is None:
+        _say(sys.stderr, f"{PROG}: interrupted; the server and the scratch tree are gone")
+        return EXIT_INTERRUPTED
+    if not report.connections:
+        _say(
+            sys.stderr,
+            f"mcp-roots: error: could not connect to {report.target}: {'; '.join(report.failures)}",
+        )
+        return EXIT_ERROR
+    _say(sys.stdout, report.to_json() if args.json else report.to_text(all_rows=not args.findings_only))
+    if report.findings:
+        return EXIT_FOUND
+    return EXIT_ERROR if report.failures else EXIT_OK  # nothing found, but not everything could be tried
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,95 @@
+"""The pytest plugin of mcp-roots, opt-in: it only adds a fixture and loads the probe on first use.
+``await assert_confined(server, tool=..., arg=...)`` runs the probe's techniques against an MCP server, in
+memory or as a stdio command, and fails the test with every escape, hang or crash it found.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from .probe import Report
+
+__all__ = ["assert_confined", "mcp_roots_probe"]
+
+
+class _Factory:
+    """A server built for the scratch root: ``build(root)`` is called once per connection."""
+
+    def __init__(self, build: Callable[[Path], Any]) -> None:
+        self.build = build
+        self.cwd_is_scratch = False
+        self.eras: tuple[str, ...] = ("legacy", "modern")
+        self.name = getattr(build, "__name__", "factory")
+
+    def describe(self) -> str:
+        return f"server built by {self.name}(root)"
+
+    def connect(self, connection: Any, roots: list[str], root: str, cwd: str, errlog: str) -> Any:
+        from .probe import target_for
+
+        target = target_for(self.build(Path(root)))
+        self.eras = target.eras
+        return target.connect(connection, roots, root, cwd, errlog)
+
+
+async def assert_confined(
+    server: Any,
+    *,
+    tool: str | None = None,
+    arg: str | None = None,
+    techniques: Sequence[str] | None = None,
+    eras: Sequence[str] = ("legacy", "modern"),
+    declare_roots: Sequence[bool] | None = None,
+    deadline: float = 3.0,
+    race_attempts: int = 16,
+) -> Report:
+    """Probe ``server`` and fail (AssertionError with the findings) if any technique got out of the root.
+
+    ``server`` is an argv list or string with ``{root}`` (run over stdio in the scratch tree), an in-memory
+    server object (mcp 2.x ``MCPServer``/``Server``, fastmcp 4.x ``FastMCP``, mcp 1.x ``FastMCP``/``Server``),
+    or a function ``build(root: Path)`` that returns one for the scratch root. A server object built
+    beforehand knows no scratch root, so it is probed with declared client roots only. ``tool`` (and ``arg``)
+    narrow the probe to one tool (argument); without them every path argument found is probed.
+    Returns the report when nothing got out."""
+    # Loaded here, not when pytest loads the plugin: a project that never probes loads none of it.
+    from .probe import Connection, Options, run_probe, target_for
+
+    factory = inspect.isfunction(server) or inspect.ismethod(server)
+    target: Any = _Factory(server) if factory else target_for(server)
+    stdio = isinstance(server, (str, list, tuple))
+    if declare_roots is None:
+        declare_roots = (False, True) if (factory or stdio) else (True,)
+    if arg is not None and tool is None:
+        raise ValueError("assert_confined: arg= needs tool=")
+    options = Options(
+        deadline=deadline,
+        race_attempts=race_attempts,
+        tools=[f"{tool}:{arg}" if arg else tool] if tool else [],
+        techniques=list(techniques) if techniques is not None else None,
+        connections=[Connection(e, d) for e in eras for d in declare_roots],
+    )
+    report = await run_probe(target, options)
+    if report.failures:
+        raise AssertionError(f"the probe could not finish with {report.target}: {'; '.join(report.failures)}")
+    findings = report.findings
+    if findings:
+        rows = "\n".join(
+            f"  {r.tool} {r.argument}: {r.technique} {r.outcome} [{r.connection}] "
+            f"{'; '.join(r.evidence[:2])} "
+            f"(via {r.value!r})"
+            for r in findings
+        )
+        raise AssertionError(f"{len(findings)} way(s) out of the root in {report.target}:\n{rows}")
+    return report
+
+
+@pytest.fixture
+def mcp_roots_probe() -> Callable[..., Any]:
+    """The ``assert_confined`` coroutine function, as a fixture (``await mcp_roots_probe(server, ...)``)."""
+    return assert_confined
