@@ -102,6 +102,27 @@ def test_a_watch_walk_of_3000_folders_needs_few_descriptors(root: Path) -> None:
     assert len(seen) == 6000
 
 
+def test_a_watch_walk_of_60_nested_folders_holds_two_descriptors(root: Path) -> None:
+    """With only 8 spare descriptors, a recursive watch walk of a tree 60 folders deep sees all of it (the
+    path layer's walk goes back up through '..'; os.fwalk held one descriptor per level and failed)."""
+    deep = root / "deep"
+    level = deep
+    for i in range(60):
+        level = level / f"l{i}"
+    level.mkdir(parents=True)
+    (level / "f").write_text("")
+    rootset = RootSet.from_paths([root])
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 8, hard))
+    try:
+        seen = snapshot(rootset, str(deep), recursive=True, limit=10_000)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert len(seen) == 61
+    assert "/".join(f"l{i}" for i in range(60)) + "/f" in seen
+
+
 async def test_watches_per_connection_and_entries_per_watch_are_capped(root: Path) -> None:
     for i in range(20):
         (root / f"f{i}").write_text("x")
