@@ -1,12 +1,11 @@
-"""The directory listings, and directory_tree and search_files as visitors of the roots' one walk
-(``RootSet.walk``: descriptors only, never through a symlink, two descriptors at any depth), each visitor
-capped in entries, bytes, depth, names looked at and seconds, and stopped when its call is cancelled.
+"""The directory listings, and the recursive walks of directory_tree and search_files through directory
+descriptors only (``O_NOFOLLOW`` below the start, so a walk never leaves the root), each capped in entries,
+bytes, depth, names looked at and seconds, and stopped when its call is cancelled.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import posixpath
 import threading
@@ -15,12 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 
-from .. import RootsError, RootSet, TreeEntry
+from .. import RootsError, RootSet
 from ._globs import Glob, State
 
 __all__ = ["Limits", "SearchResult", "TreeResult", "listing", "search", "tree"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_CHILD_FLAGS = _DIR_FLAGS | os.O_NOFOLLOW
 #: How many names a walk looks at between two readings of the clock.
 _CLOCK_EVERY = 256
 
@@ -51,6 +51,22 @@ class SearchResult:
     truncated: str | None = None
 
 
+def _children(dirfd: int) -> list[tuple[str, bool, bool]]:
+    """``(name, is_directory, is_symlink)`` of a directory's entries, sorted by name; symlinks are never
+    followed (d_type, or an lstat where the filesystem does not fill it)."""
+    with os.scandir(dirfd) as it:
+        found = [(e.name, e.is_dir(follow_symlinks=False), e.is_symlink()) for e in it]
+    found.sort()
+    return found
+
+
+def _open_child(dirfd: int, name: str) -> int | None:
+    try:
+        return os.open(name, _CHILD_FLAGS, dir_fd=dirfd)
+    except OSError:
+        return None  # vanished, replaced by a symlink or a file, or unreadable: not descended into
+
+
 class _Budget:
     def __init__(self, limits: Limits, stop: threading.Event | None, clock: Callable[[], float]) -> None:
         self.limits = limits
@@ -62,25 +78,26 @@ class _Budget:
         self._clock = clock
         self._deadline = clock() + limits.max_seconds
         self._next_look = _CLOCK_EVERY
-        self._max_visited = limits.max_visited
 
     @property
     def truncated(self) -> str | None:
         return self.stopped or self.too_deep
 
-    def look(self) -> bool:
-        """One more name looked at: False once ``max_visited`` names were, or once the call is cancelled
-        or its seconds are spent (the clock is read every few names)."""
-        self.visited += 1
-        if self.visited > self._max_visited:
+    def visit(self, count: int) -> bool:
+        self.visited += count
+        if self.visited > self.limits.max_visited:
             self.stopped = (
                 f"stopped after looking at {self.limits.max_visited:,} entries; "
                 "narrow the path or add excludePatterns"
             )
             return False
+        return True
+
+    def in_time(self) -> bool:
+        """False once the call is cancelled or its seconds are spent (the clock is read every few names)."""
         self._next_look -= 1
         if self._next_look > 0:
-            return True
+            return self.stopped is None
         self._next_look = _CLOCK_EVERY
         if self._stop is not None and self._stop.is_set():
             self.stopped = "the call was cancelled"
@@ -106,36 +123,6 @@ class _Budget:
             self.too_deep = f"directories deeper than {self.limits.max_depth} levels are not shown"
             return False
         return True
-
-
-class _Stop(Exception):
-    """A visitor's budget is spent (the reason is in the budget): the walk ends here."""
-
-
-def _skip(exc: OSError, item: TreeEntry) -> None:
-    """A directory that vanished, became a symlink or a file, or cannot be read, is not descended into."""
-
-
-def _walk(
-    roots: RootSet,
-    start: str,
-    budget: _Budget,
-    visit: Callable[[int, TreeEntry], bool],
-    leave: Callable[[int, TreeEntry], None] | None = None,
-    on_error: Callable[[OSError, TreeEntry], None] = _skip,
-) -> None:
-    """The roots' one walk below ``start`` (depth first, in name order, two descriptors whatever the
-    depth), with ``visit`` spending ``budget``; a directory moved meanwhile ends it early, and says so."""
-    try:
-        roots.walk(start, visit, leave=leave, on_error=on_error)
-    except _Stop:
-        pass
-    except OSError as exc:
-        if exc.errno != errno.ESTALE:
-            raise
-        budget.stopped = (
-            "a directory was moved while the walk was inside it; only what was seen before is shown"
-        )
 
 
 def _walk_from(roots: RootSet, start: str, body: Callable[[int], None]) -> None:
@@ -167,67 +154,65 @@ def tree(
     size = 2  # "[" and "]"
     pending = 0  # bytes of the ends of the directories open now (so that a cut tree stays valid JSON)
     no_state: State = frozenset()
-    # One per directory open now, the start first: (len(parts) when it was opened, its end, its end when
-    # it stays empty, the exclude automaton's state at it).
-    levels: list[tuple[int, str, str, State]] = [(0, "", "", exclude.start() if exclude else no_state)]
-    pads: list[str] = []
 
-    def visit(_fd: int, item: TreeEntry) -> bool:
+    def build(dirfd: int, state: State, depth: int) -> None:
         nonlocal size, pending
-        if not budget.look():
-            raise _Stop
-        depth, name = item.depth, item.name
-        mark, _, _, state = levels[depth]
-        below = no_state
-        if exclude is not None:
-            below = exclude.step(state, name)
-            if exclude.accepts(below):
-                return False
-        while len(pads) <= depth:
-            pads.append("  " * (2 * len(pads) + 1))
-        pad = pads[depth]
+        children = _children(dirfd)
+        if not budget.visit(len(children)):
+            return
+        pad = "  " * (2 * depth + 1)
         inner = pad + "  "
-        first = len(parts) == mark
-        head = f'{"" if first else ","}\n{pad}{{\n{inner}"name": {encode_basestring(name)},\n{inner}"type": '
-        if item.is_dir:
-            entry = f'{head}"directory",\n{inner}"children": ['
-            end = f"\n{inner}]\n{pad}}}"
-        else:
-            entry = f'{head}"file"\n{pad}}}'
-            end = ""
-        cost = _size(entry)
-        if size + cost + len(end) + pending + (2 if depth == 0 and first else 0) > limits.max_tree_bytes:
-            budget.stopped = (
-                f"the tree is larger than {limits.max_tree_bytes:,} bytes; only its first part is "
-                "shown; narrow the path or add excludePatterns"
+        first = True
+        for name, is_dir, _ in children:
+            if not budget.in_time():
+                break
+            below = no_state
+            if exclude is not None:
+                below = exclude.step(state, name)
+                if exclude.accepts(below):
+                    continue
+            head = (
+                f'{"" if first else ","}\n{pad}{{\n{inner}"name": {encode_basestring(name)},\n{inner}"type": '
             )
-            raise _Stop
-        if not budget.take():
-            raise _Stop
-        parts.append(entry)
-        size += cost
-        if not item.is_dir:
-            return False
-        empty = f"]\n{pad}}}"  # shorter than ``end``: for a directory that shows no children
-        if budget.deeper(depth + 1):
-            levels.append((len(parts), end, empty, below))
+            if is_dir:
+                entry = f'{head}"directory",\n{inner}"children": ['
+                end = f"\n{inner}]\n{pad}}}"  # "]\n{pad}}" when it stays empty: shorter
+            else:
+                entry = f'{head}"file"\n{pad}}}'
+                end = ""
+            cost = _size(entry) + len(end)
+            if size + cost + pending + (2 if depth == 0 and first else 0) > limits.max_tree_bytes:
+                budget.stopped = (
+                    f"the tree is larger than {limits.max_tree_bytes:,} bytes; only its first part is "
+                    "shown; narrow the path or add excludePatterns"
+                )
+                break
+            if not budget.take():
+                break
+            parts.append(entry)
+            size += _size(entry)
+            first = False
+            if not is_dir:
+                continue
+            mark = len(parts)
             pending += len(end)
-            return True
-        parts.append(empty)
-        size += len(empty)
-        return False
+            if budget.deeper(depth + 1):
+                child = _open_child(dirfd, name)
+                if child is not None:
+                    try:
+                        build(child, below, depth + 1)
+                    finally:
+                        os.close(child)
+            pending -= len(end)
+            if len(parts) == mark:
+                end = f"]\n{pad}}}"
+            parts.append(end)
+            size += len(end)
 
-    def close(*_: object) -> None:  # a directory is done, or was not entered after all
-        nonlocal size, pending
-        mark, end, empty = levels.pop()[:3]
-        pending -= len(end)
-        end = empty if len(parts) == mark else end
-        parts.append(end)
-        size += len(end)
+    def run(fd: int) -> None:
+        build(fd, exclude.start() if exclude is not None else no_state, 0)
 
-    _walk(roots, start, budget, visit, close, close)
-    while len(levels) > 1:  # stopped early: close the directories still open
-        close()
+    _walk_from(roots, start, run)
     parts.append("\n]" if parts else "]")
     text = "[" + "".join(parts)
     parts.clear()
@@ -252,37 +237,43 @@ def search(
     base = start.rstrip("/") or "/"
     sep = "" if base.endswith("/") else "/"
     no_state: State = frozenset()
-    # The automata's states at each directory open now (index: its depth; the start is 0): a
-    # directory's entries are stepped from its own state, set when the walk went into it.
-    states: list[State] = [pattern.start()]
-    excluded: list[State] = [exclude.start() if exclude is not None else no_state]
 
-    def visit(_fd: int, item: TreeEntry) -> bool:
-        if not budget.look():
-            raise _Stop
-        depth, name = item.depth, item.name
-        below_excluded = no_state
-        if exclude is not None:
-            below_excluded = exclude.step(excluded[depth], name)
-            if exclude.accepts(below_excluded):
-                return False
-        below = pattern.step(states[depth], name)
-        if not below:
-            return False  # nothing at or below this name can match
-        if pattern.accepts(below):
-            full = base + sep + item.rel
-            if not item.is_symlink or roots.contains(full):
-                if not budget.take():
-                    raise _Stop
-                result.matches.append(full)
-        if not item.is_dir or not budget.deeper(depth + 1):
+    def visit(dirfd: int, prefix: str, state: State, excluded: State, depth: int) -> bool:
+        children = _children(dirfd)
+        if not budget.visit(len(children)):
             return False
-        del states[depth + 1 :], excluded[depth + 1 :]
-        states.append(below)
-        excluded.append(below_excluded)
+        for name, is_dir, is_link in children:
+            if not budget.in_time():
+                return False
+            below_excluded = no_state
+            if exclude is not None:
+                below_excluded = exclude.step(excluded, name)
+                if exclude.accepts(below_excluded):
+                    continue
+            below = pattern.step(state, name)
+            if not below:
+                continue  # nothing at or below this name can match
+            rel = prefix + name
+            if pattern.accepts(below):
+                full = base + sep + rel
+                if not is_link or roots.contains(full):
+                    if not budget.take():
+                        return False
+                    result.matches.append(full)
+            if is_dir and budget.deeper(depth + 1):
+                child = _open_child(dirfd, name)
+                if child is not None:
+                    try:
+                        if not visit(child, rel + "/", below, below_excluded, depth + 1):
+                            return False
+                    finally:
+                        os.close(child)
         return True
 
-    _walk(roots, start, budget, visit)
+    def run(fd: int) -> None:
+        visit(fd, "", pattern.start(), exclude.start() if exclude is not None else no_state, 0)
+
+    _walk_from(roots, start, run)
     result.truncated = budget.truncated
     return result
 
