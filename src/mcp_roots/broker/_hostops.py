@@ -21,7 +21,7 @@ from .._fileops import TEMP_NAME_BYTES, mkdir_at, remove_at
 from .._ops import rename_noreplace
 from .._pathtext import cut_to_bytes, file_kind
 from .._rootset import Root, RootSet
-from .._tree import LIST_FLAGS, descend
+from .._tree import LIST_FLAGS, descend, list_entries
 from . import _protocol as p
 from ._grants import Grants, Revoked
 
@@ -249,8 +249,7 @@ def list_page(rootset: RootSet, full: str, start: int, fence: Fence = _no_fence)
     fd = rootset.open_fd(full, LIST_FLAGS)
     try:
         fence(fd)
-        with os.scandir(fd) as scan:
-            raw = sorted((entry.name, entry.stat(follow_symlinks=False)) for entry in scan)
+        raw = sorted(list_entries(fd))  # the path layer's listing: lstat each, skip one removed meanwhile
     finally:
         os.close(fd)
     page = raw[start : start + LIST_PAGE]
