@@ -546,3 +546,32 @@ async def test_changes_work_under_every_resolution_strategy(root: Path, strategy
         await broker.handle("files/delete", {"path": "d", "recursive": True})
     assert sorted(os.listdir(root)) == ["a.txt", "g.txt"]
     assert (root / "g.txt").read_bytes() == b"one"
+
+
+@pytest.mark.parametrize("strategy", ["openat2", "walk", "walk-no-opath"])
+async def test_create_with_parents_checks_the_deepest_folder_that_exists(root: Path, strategy: str) -> None:
+    """files/create with parents: the missing folders are made from the deepest folder that exists, after
+    it is checked (a revoked one makes nothing), through a symlink that stays inside the root, and a file
+    in the way is refused."""
+    from mcp_roots._beneath import forced
+
+    (root / "kept" / "deep").mkdir(parents=True)
+    (root / "private").mkdir()
+    (root / "link").symlink_to("kept")
+    with forced(strategy):
+        broker = FileBroker(RootSet.from_paths([root]), rate=None)
+        broker.revoke([root / "private"])
+        denied = await refused(
+            broker, "files/create", {"path": "private/a/b/c.txt", "type": "file", "parents": True}
+        )
+        assert denied.reason == "PERMISSION_DENIED"
+        assert os.listdir(root / "private") == []
+        await broker.handle("files/create", {"path": "link/deep/x/y/z.txt", "type": "file", "parents": True})
+        assert (root / "kept" / "deep" / "x" / "y" / "z.txt").read_bytes() == b""
+        await broker.handle("files/create", {"path": "kept/deep/x/w", "type": "directory", "parents": True})
+        assert (root / "kept" / "deep" / "x" / "w").is_dir()
+        blocked = await refused(
+            broker, "files/create", {"path": "a.txt/b/c", "type": "directory", "parents": True}
+        )
+        assert blocked.reason in ("INVALID_PATH", "PERMISSION_DENIED"), blocked
+    assert (root / "a.txt").read_text() == "alpha"

@@ -11,8 +11,9 @@ import os
 import resource
 import shutil
 import subprocess
+import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,27 @@ def test_a_watch_walk_of_3000_folders_needs_few_descriptors(root: Path) -> None:
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert len(seen) == 6000
+
+
+def test_a_watch_walk_of_60_nested_folders_holds_two_descriptors(root: Path) -> None:
+    """With only 8 spare descriptors, a recursive watch walk of a tree 60 folders deep sees all of it (the
+    path layer's walk goes back up through '..'; os.fwalk held one descriptor per level and failed)."""
+    deep = root / "deep"
+    level = deep
+    for i in range(60):
+        level = level / f"l{i}"
+    level.mkdir(parents=True)
+    (level / "f").write_text("")
+    rootset = RootSet.from_paths([root])
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 8, hard))
+    try:
+        seen = snapshot(rootset, str(deep), recursive=True, limit=10_000)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert len(seen) == 61
+    assert "/".join(f"l{i}" for i in range(60)) + "/f" in seen
 
 
 async def test_watches_per_connection_and_entries_per_watch_are_capped(root: Path) -> None:
@@ -679,6 +701,65 @@ async def test_another_users_setuid_file_keeps_its_owner_and_loses_its_setuid_bi
     assert target.read_bytes() == b"#!/bin/sh\necho new\n"
     assert (st.st_uid, st.st_gid) == (12345, 23456)
     assert st.st_mode & 0o7777 == 0o755
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file another user's uid needs root")
+def test_where_the_owner_cannot_be_kept_files_write_is_permission_denied(tmp_path: Path) -> None:
+    """A broker that is not root (a forked child that dropped to another uid) may replace a file in a
+    world-writable folder, but cannot give the new file its owner: PERMISSION_DENIED (the path layer's
+    keep_metadata refuses), the file and the folder as they were, no staging file left."""
+    top = Path(tempfile.mkdtemp())  # not under pytest's 0700 basetemp: the child must reach it
+    try:
+        os.chmod(top, 0o755)
+        shared = top / "shared"
+        shared.mkdir()
+        os.chmod(shared, 0o777)
+        victim = shared / "notes"
+        victim.write_bytes(b"theirs")
+        os.chown(victim, 4321, 4322)
+        os.chmod(victim, 0o666)
+        said = _as_another_user(lambda: _write_through_broker(shared, "notes", b"mine now"))
+        assert said == "PERMISSION_DENIED", said
+        st = victim.stat()
+        assert victim.read_bytes() == b"theirs"
+        assert (st.st_uid, st.st_gid) == (4321, 4322)
+        assert sorted(p.name for p in shared.iterdir()) == ["notes"], "a staging file was left"
+    finally:
+        shutil.rmtree(top)
+
+
+def _write_through_broker(root: Path, rel: str, data: bytes) -> str:
+    async def write() -> str:
+        broker = FileBroker(RootSet.from_paths([root]), rate=None)
+        try:
+            await broker.handle("files/write", {"path": rel, "content": base64.b64encode(data).decode()})
+        except BrokerError as exc:
+            return exc.reason
+        return "written"
+
+    return anyio.run(write)
+
+
+def _as_another_user(body: Callable[[], str]) -> str:
+    """``body()``'s answer, run in a forked child that dropped root for uid/gid 4322/4323."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        os.close(read)
+        try:
+            os.setgroups([])
+            os.setresgid(4323, 4323, 4323)
+            os.setresuid(4322, 4322, 4322)
+            answer = body()
+        except BaseException as exc:
+            answer = f"other: {exc!r}"
+        os.write(write, answer.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        said = pipe.read().decode()
+    os.waitpid(pid, 0)
+    return said
 
 
 @pytest.mark.parametrize("mode", [0o4755, 0o2750, 0o1644])

@@ -12,6 +12,7 @@ from pathlib import PosixPath, PurePosixPath, PureWindowsPath, WindowsPath
 from ._errors import InvalidPath
 
 __all__ = [
+    "NAME_MAX",
     "PATH_MAX",
     "PATH_TYPES",
     "SYMLOOP_MAX",
@@ -29,6 +30,8 @@ __all__ = [
 #: Linux's limits; other POSIX systems have the same or larger ones for the purpose of refusing input.
 #: A path of PATH_MAX bytes or more (its encoded form, without the terminating NUL) is refused.
 PATH_MAX = 4096
+#: Bytes one name (a path segment, encoded) may hold; a longer name cannot exist. Bytes, never characters.
+NAME_MAX = 255
 #: Symlinks followed while resolving one path before it counts as a loop (Linux's MAXSYMLINKS).
 SYMLOOP_MAX = 40
 

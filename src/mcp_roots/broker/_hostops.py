@@ -21,7 +21,7 @@ from .._fileops import TEMP_NAME_BYTES, mkdir_at, remove_at
 from .._ops import rename_noreplace
 from .._pathtext import cut_to_bytes, file_kind
 from .._rootset import Root, RootSet
-from .._tree import LIST_FLAGS
+from .._tree import LIST_FLAGS, descend, list_entries
 from . import _protocol as p
 from ._grants import Grants, Revoked
 
@@ -140,39 +140,56 @@ def _make(dirfd: int, name: str, kind: str) -> os.stat_result:
 def create(
     rootset: RootSet, root: Root, rel: str, kind: str, parents: bool, checks: Grants
 ) -> os.stat_result:
-    """Create an empty file or a directory (exclusive) in its checked parent. ``parents`` creates the
-    missing folders one level at a time from a directory descriptor, without recursion and without
-    re-resolving the path per level, so a 2,000-level path costs 2,000 mkdir calls, not a RecursionError;
-    a folder that existed is checked (revocations, by identity) before anything is made in it."""
+    """Create an empty file or a directory (exclusive) in its checked parent. ``parents`` finds the
+    deepest folder that exists (by bisection, each look a RootSet open beneath the root, so a symlink
+    there is followed only while it stays inside), checks it (revocations, by identity) and then makes
+    the missing folders from its descriptor with the path layer's ``descend`` (mkdirat, then openat
+    O_NOFOLLOW, one level at a time, no recursion: a 2,000-level path costs 2,000 mkdir calls, not a
+    RecursionError). A folder made by this call is checked as its parent was; the final parent is
+    checked again before anything is made in it."""
     if not parents:
         with checked_parent(rootset, root, rel, checks) as (fd, name):
             return _make(fd, name, kind)
-    parts = rel.split("/")
+    folders = rel.split("/")
+    name = folders.pop()
     dir_flags = strategy().dir_flags
-    fd = rootset.open_fd(join(root, ""), dir_flags)
-    ours = False  # whether the directory ``fd`` is one this call made (checked when its parent was)
+    fd, found = _deepest_folder(rootset, root, folders, dir_flags)
     try:
-        for depth, name in enumerate(parts[:-1], start=1):
-            try:
-                os.stat(name, dir_fd=fd, follow_symlinks=False)
-                made = False
-            except FileNotFoundError:
-                if not ours:
-                    checks.fence(fd)
-                with contextlib.suppress(FileExistsError):
-                    mkdir_at(fd, name)
-                made = True
-            try:  # O_NOFOLLOW: a folder we just made, or found, is entered as itself
-                inner = os.open(name, dir_flags | os.O_NOFOLLOW, dir_fd=fd)
-            except NotADirectoryError:  # a symlink (or a file): let RootSet follow it beneath the root
-                inner = rootset.open_fd(join(root, "/".join(parts[:depth])), dir_flags)
-                made = False
+        if found < len(folders):
+            checks.fence(fd)  # the folder the first new one is made in
+            inner = descend(fd, folders[found:], dir_flags, create=True)
             os.close(fd)
-            fd, ours = inner, made
-        checks.fence_at(fd, parts[-1], "write")
-        return _make(fd, parts[-1], kind)
+            fd = inner
+        checks.fence_at(fd, name, "write")
+        return _make(fd, name, kind)
     finally:
         os.close(fd)
+
+
+def _deepest_folder(rootset: RootSet, root: Root, folders: list[str], flags: int) -> tuple[int, int]:
+    """``(descriptor, n)``: the deepest of the folders ``folders[:n]`` beneath ``root`` that exists, opened
+    with ``flags``. One open when they all exist; else a bisection (the root itself always exists). A file
+    in the way raises NotADirectoryError."""
+
+    def opened(n: int) -> int | None:
+        try:
+            return rootset.open_fd(join(root, "/".join(folders[:n])), flags)
+        except FileNotFoundError:
+            return None
+
+    fd = opened(len(folders))
+    if fd is not None:
+        return fd, len(folders)
+    lo, hi = 0, len(folders) - 1  # folders[:lo] exists; folders[:hi + 1] does not
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        probe = opened(mid)
+        if probe is None:
+            hi = mid - 1
+        else:
+            os.close(probe)
+            lo = mid
+    return rootset.open_fd(join(root, "/".join(folders[:lo])), flags), lo
 
 
 def delete(
@@ -232,8 +249,7 @@ def list_page(rootset: RootSet, full: str, start: int, fence: Fence = _no_fence)
     fd = rootset.open_fd(full, LIST_FLAGS)
     try:
         fence(fd)
-        with os.scandir(fd) as scan:
-            raw = sorted((entry.name, entry.stat(follow_symlinks=False)) for entry in scan)
+        raw = sorted(list_entries(fd))  # the path layer's listing: lstat each, skip one removed meanwhile
     finally:
         os.close(fd)
     page = raw[start : start + LIST_PAGE]

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final, Literal
 
 from .._errors import BrokerError
-from .._pathtext import PATH_MAX, control_character
+from .._pathtext import NAME_MAX, PATH_MAX, control_character
 
 __all__ = [
     "CAPABILITY",
@@ -72,7 +72,7 @@ MAX_CHUNK_SIZE: Final = 8 * 1024 * 1024
 MAX_PATH_BYTES: Final = PATH_MAX
 """A protocol path must be shorter than this many UTF-8 bytes (Linux's PATH_MAX)."""
 
-MAX_NAME_BYTES: Final = 255  # merge: take NAME_MAX from _pathtext if the path layer states it there
+MAX_NAME_BYTES: Final = NAME_MAX
 """One name (a path segment) may hold at most this many UTF-8 bytes (Linux's NAME_MAX). Bytes, never
 characters: 63 four-byte characters (252 bytes) are a legal name, 256 ASCII characters are not."""
 

@@ -18,7 +18,7 @@ from typing import TypeAlias
 import anyio
 
 from .._beneath import strategy
-from .._fileops import TEMP_NAME_BYTES
+from .._fileops import TEMP_NAME_BYTES, keep_metadata
 from .._ops import rename_noreplace
 from .._pathtext import cut_to_bytes
 from .._rootset import Root, RootSet
@@ -154,18 +154,10 @@ def pwrite_all(fd: int, data: bytes, offset: int) -> None:
         offset += written
 
 
-def _keep_metadata(fd: int, old: os.stat_result) -> None:  # merge: use the path layer's keep_metadata
-    """Give the new content at ``fd`` the owner and permission bits the replaced file had, never its
-    set-user-id, set-group-id or sticky bit. An owner this process may not give it is a refusal
-    (PermissionError): the file never changes hands."""
-    mine = os.fstat(fd)
-    if (mine.st_uid, mine.st_gid) != (old.st_uid, old.st_gid):
-        os.fchown(fd, old.st_uid, old.st_gid)
-    os.fchmod(fd, stat.S_IMODE(old.st_mode) & 0o777)
-
-
 def commit_staging(rootset: RootSet, upload: Upload, checks: Grants) -> os.stat_result:
-    """Make the staged upload the file: keep the old file's owner and permission bits, fsync, re-check
+    """Make the staged upload the file: keep the old file's owner and permission bits (the path layer's
+    ``keep_metadata``: never a set-id or sticky bit; an owner this process may not give the new file is a
+    PermissionError, so PERMISSION_DENIED, and the file never changes hands), fsync, re-check
     the directory, ``ifMatch`` / ``createOnly`` and that the staging name is still ours, then rename in the
     checked directory (the path layer's no-replace rename under createOnly)."""
     full = join(upload.root, upload.path)
@@ -174,7 +166,7 @@ def commit_staging(rootset: RootSet, upload: Upload, checks: Grants) -> os.stat_
     except FileNotFoundError:
         old = None
     if old is not None and stat.S_ISREG(old.st_mode):
-        _keep_metadata(upload.fd, old)
+        keep_metadata(upload.fd, old, upload.path)
     os.fsync(upload.fd)
     checks.fence_at(upload.dir_fd, upload.name, "write")
     check_target(rootset, full, upload.path, upload.if_match, upload.create_only)

@@ -1,15 +1,17 @@
 """files/watch on the host: bounded snapshots of a watched path, their differences, and the loop that
 sends them. Woken by the kernel (inotify through ``watchfiles``, when installed) or by a poll timer.
 
-Every snapshot walks beneath the root through descriptors (``os.fwalk`` from a directory RootSet opened):
-depth first, closing as it goes, so a walk holds at most ``max_depth + 1`` descriptors however wide the
-tree. An event is only a wake-up: what is reported comes from the next confined snapshot, so an event
+Every snapshot walks beneath the root through descriptors (the path layer's one walk, from a directory
+RootSet opened): depth first, never through a symlink, at most two descriptors however deep or wide the
+tree; a folder moved to another parent while the walk is inside it starts the snapshot again (three walks
+at most). An event is only a wake-up: what is reported comes from the next confined snapshot, so an event
 about a path that now leads outside the root reports nothing. Limits are visible: too many entries or
 folders too deep refuse the watch (QUOTA_EXCEEDED / IO_ERROR) or end it, never a silently partial view.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import posixpath
@@ -24,9 +26,9 @@ from typing import Any, Literal
 import anyio
 
 from .._rootset import Root, RootSet
+from .._tree import LIST_FLAGS, TreeEntry, walk
 from . import _protocol as p
 from . import _wire as w
-from ._hostops import LIST_FLAGS
 from ._reasons import TooDeep, WatchTooLarge
 
 __all__ = ["MAX_DEPTH", "Backend", "Snapshot", "Watch", "Watches", "diff", "snapshot"]
@@ -35,6 +37,8 @@ logger = logging.getLogger("mcp_roots")
 
 MAX_DEPTH = 64
 """Folder levels a recursive watch walks below the watched path; deeper is refused, not skipped."""
+_ATTEMPTS = 3
+"""Walks one snapshot may take when a folder is moved to another parent while it is walked (ESTALE)."""
 
 Backend = Literal["auto", "events", "poll"]
 Snapshot = dict[str, tuple[int, int, int, int]]
@@ -48,12 +52,23 @@ except ImportError:  # pragma: no cover - the test environment installs it
     watchfiles = None
 
 
-def _raise(exc: OSError) -> None:
-    raise exc
-
-
 def _entry(st: os.stat_result) -> tuple[int, int, int, int]:
     return (stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _walk(top: int, limit: int, max_depth: int) -> Snapshot:
+    out: Snapshot = {}
+
+    def visit(dir_fd: int, entry: TreeEntry) -> bool:
+        out[entry.rel] = _entry(os.stat(entry.name, dir_fd=dir_fd, follow_symlinks=False))
+        if len(out) > limit:
+            raise WatchTooLarge(limit)
+        if entry.is_dir and entry.depth >= max_depth:
+            raise TooDeep(f"folders deeper than {max_depth} levels")
+        return entry.is_dir
+
+    walk(top, visit, sort=False)  # a folder that cannot be entered raises: never a partial view
+    return out
 
 
 def snapshot(
@@ -75,17 +90,13 @@ def snapshot(
                     if len(out) > limit:
                         raise WatchTooLarge(limit)
             return out
-        for dirpath, dirnames, filenames, dirfd in os.fwalk(
-            ".", dir_fd=top, follow_symlinks=False, onerror=_raise
-        ):
-            prefix = "" if dirpath == "." else dirpath[2:] + "/"
-            depth = prefix.count("/")
-            for name in (*dirnames, *filenames):
-                out[prefix + name] = _entry(os.stat(name, dir_fd=dirfd, follow_symlinks=False))
-                if len(out) > limit:
-                    raise WatchTooLarge(limit)
-            if dirnames and depth >= max_depth:
-                raise TooDeep(f"folders deeper than {max_depth} levels")
+        for _ in range(_ATTEMPTS - 1):
+            try:
+                return _walk(top, limit, max_depth)
+            except OSError as exc:
+                if exc.errno != errno.ESTALE:
+                    raise
+        return _walk(top, limit, max_depth)
     finally:
         os.close(top)
     return out
