@@ -223,5 +223,3 @@ def strict_refusal(fn: object, name: str) -> str | None:
         "checked by mcp-roots and the server runs with RootsGuard(strict=True); guard them with "
         "@guard.paths(...) or mark the tool @guard.exempt(reason)"
     )
-
-

@@ -12,6 +12,7 @@ Who calls whom::
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -26,7 +27,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ._audit import GUARDED_ATTRIBUTE, GuardedFunction, guarded_function_of, strict_refusal
-from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable, os_error_line
+from ._errors import (
+    InvalidPath,
+    InvalidRootURI,
+    PathOutsideRoots,
+    RootsError,
+    RootsUnavailable,
+    os_error_line,
+)
 from ._policy import GuardPolicy
 from ._rootset import RootSet
 from ._uri import uri_to_path
@@ -87,7 +95,7 @@ def not_installed_error() -> GuardNotInstalled:
     return _not_installed_type(tuple(found))(NOT_INSTALLED)
 
 
-class NeedRoots(Exception):  # noqa: N818 (a signal, not an error)
+class NeedRoots(Exception):
     """This call's roots must be asked of the client (2026-07-28: by an input request); the port's
     :meth:`CallPort.ask` answers the call with that request. A port may raise a subclass of its own (one
     its framework lets through a tool runner)."""
@@ -246,8 +254,8 @@ async def resource_read(
     try:
         if spec is not None and not runs_wrapper:
             raise RootsUnavailable(
-                f"@guard.paths stands above the resource decorator on {spec.name}(): the framework registered "
-                "the unchecked function; put @guard.paths below the resource decorator"
+                f"@guard.paths stands above the resource decorator on {spec.name}(): the framework "
+                "registered the unchecked function; put @guard.paths below the resource decorator"
             )
         path = uri_to_path(uri) if is_file else None
         if path is not None and policy.ceiling is not None:
@@ -396,7 +404,9 @@ class GuardedCall(GuardedFunction):
             return
         for target in self.targets:
             if target.param in values:
-                target.check(ceiling, values[target.param], expand_user=self.policy.expand_user, absolute_only=True)
+                target.check(
+                    ceiling, values[target.param], expand_user=self.policy.expand_user, absolute_only=True
+                )
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments | dict[str, Any]:
         """The call as the body receives it, defaults applied: the keyword arguments (with every guarded
@@ -419,7 +429,9 @@ class GuardedCall(GuardedFunction):
         expand_user = self.policy.expand_user
         for target in self.targets:
             if target.param in arguments:
-                arguments[target.param] = target.check(roots, arguments[target.param], expand_user=expand_user)
+                arguments[target.param] = target.check(
+                    roots, arguments[target.param], expand_user=expand_user
+                )
 
 
 def _entered(spec: GuardedCall) -> _Call:
@@ -430,7 +442,7 @@ def _entered(spec: GuardedCall) -> _Call:
     return call
 
 
-def _refused(spec: GuardedCall, call: _Call, exc: Exception) -> Any:
+def _refused(spec: GuardedCall, call: _Call, exc: RootsError | OSError) -> Any:
     """A refused check, or the body's own refusal or OS error: one readable line, no traceback."""
     message = " ".join(str(exc).splitlines()) if isinstance(exc, RootsError) else os_error_line(exc)
     spec.policy.log_refusal(spec.name, exc, message)
@@ -529,8 +541,6 @@ def guard_function(
     delattr(wrapper, "__wrapped__")  # nothing may unwrap to the unguarded body
     setattr(wrapper, GUARDED_ATTRIBUTE, spec)
     spec.wrapper = wrapper
-    try:
+    with contextlib.suppress(AttributeError, TypeError):  # a builtin or a callable object
         setattr(fn, GUARDED_ATTRIBUTE, spec)
-    except (AttributeError, TypeError):  # a builtin or a callable object
-        pass
     return wrapper

@@ -203,5 +203,3 @@ class GuardPolicy:
         if not roots:
             self.say_once("granted-none", "the client granted no roots; every path is refused")
         return roots
-
-

@@ -1,10 +1,11 @@
 """The official ``mcp`` 2.x port: ``MCPServer`` and the low-level ``Server``, both protocol eras.
 
 A context-tier middleware, first in the server's chain, feeds each legacy connection's RootsCache
-(initialize, initialized, roots/list_changed) and hands ``tools/call`` and ``resources/read`` to the one guarded-call algorithm (``mcp_roots._calls``). This module supplies only how
-to get a call's roots (the cache, or the roots sent with a 2026-07-28 request), how to ask the client
-(an ``InputRequiredResult`` with a ``roots/list`` input request), how to refuse and how to run the next
-handler. The SDK's private corners are in ``mcp2_sdk``.
+(initialize, initialized, roots/list_changed) and hands ``tools/call`` and ``resources/read`` to the one
+guarded-call algorithm (``mcp_roots._calls``). This module supplies only how to get a call's roots (the
+cache, or the roots sent with a 2026-07-28 request), how to ask the client (an ``InputRequiredResult``
+with a ``roots/list`` input request), how to refuse and how to run the next handler. The SDK's private
+corners are in ``mcp2_sdk``.
 """
 
 from __future__ import annotations
@@ -117,7 +118,13 @@ class Mcp2Adapter:
     def handlers(self, server: Any) -> list[Handler]:
         """The tools and resource templates ``server`` has registered (for the audit)."""
         return [
-            Handler(kind, name, c.fn, parameters_of(c.fn, Context), kind == "resource template" and name[:5].lower() == "file:")
+            Handler(
+                kind,
+                name,
+                c.fn,
+                parameters_of(c.fn, Context),
+                kind == "resource template" and name[:5].lower() == "file:",
+            )
             for kind, name, c in Registry(server).components()
         ]
 
@@ -175,7 +182,9 @@ class Mcp2Adapter:
             state.waiting.remove(request)
         return self.policy.served_roots(roots)
 
-    def roots_answer(self, ctx: ServerRequestContext[Any, Any]) -> tuple[ServerRequestContext[Any, Any], object]:
+    def roots_answer(
+        self, ctx: ServerRequestContext[Any, Any]
+    ) -> tuple[ServerRequestContext[Any, Any], object]:
         """The request without this adapter's input response, and that response: only a 2026-07-28
         request from a client that declared roots can carry one (a legacy connection's roots come from its
         cache, and a client without the capability cannot widen the fallback)."""
@@ -296,7 +305,7 @@ class _Middleware:
             component = self.registry.tool(name)
             arguments = params.get("arguments")
             request = ctx
-            return await tool_call(
+            result: HandlerResult = await tool_call(
                 adapter,
                 request,
                 name=name,
@@ -305,6 +314,7 @@ class _Middleware:
                 answer=answer,
                 run=lambda: call_next(request),
             )
+            return result
         if method == "resources/read":
             ctx, answer = adapter.roots_answer(ctx)
             uri = (ctx.params or {}).get("uri")
@@ -313,9 +323,16 @@ class _Middleware:
             template, _ = self.registry.template(uri)
             fn = _swap_in_wrapper(template, adapter.policy) if template is not None else None
             request = ctx
-            return await resource_read(
-                adapter, request, uri=uri, fn=fn, runs_wrapper=True, answer=answer, run=lambda: call_next(request)
+            result = await resource_read(
+                adapter,
+                request,
+                uri=uri,
+                fn=fn,
+                runs_wrapper=True,
+                answer=answer,
+                run=lambda: call_next(request),
             )
+            return result
         if method == "initialize":
             result = await call_next(ctx)
             # Record only; never await the client here (initialize runs inline: that would deadlock).

@@ -1,6 +1,6 @@
 """The private corners of the official ``mcp`` 2.x SDK that mcp-roots relies on, each in one place, checked
-where it is used and raising ``SDKChanged`` when the SDK moved it; ``adapters/mcp2.py``, ``adapters/fastmcp4.py``
-and ``broker/`` import them from here (pinned by tests/test_guard.py).
+where it is used and raising ``SDKChanged`` when the SDK moved it; ``adapters/mcp2.py``,
+``adapters/fastmcp4.py`` and ``broker/`` import them from here (pinned by tests/test_guard.py).
 """
 
 from __future__ import annotations
