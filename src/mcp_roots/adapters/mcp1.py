@@ -3,9 +3,9 @@ stdio and streamable HTTP).
 
 mcp 1.x keeps one ``ServerSession`` per connection, which keys the connection's roots, but offers no
 middleware, and its notification handlers are not told which session a notification came from. So the
-adapter wraps the low-level server's message dispatch (``Server._handle_message``, which is) to see
-``initialized`` and ``roots/list_changed``, and FastMCP's tool manager (``call_tool``) to check a guarded
-tool's arguments before its body runs. ``roots/list`` goes out through the public ``send_request``.
+adapter wraps the low-level server's message dispatch (``Server._handle_message``) to see ``initialized``
+and ``roots/list_changed``, and FastMCP's tool and resource managers, where it hands each call to the one
+guarded-call algorithm (``mcp_roots._calls``). ``roots/list`` goes out through the public ``send_request``.
 """
 
 from __future__ import annotations
@@ -27,24 +27,11 @@ from mcp.shared.exceptions import McpError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, ConfigDict
 
-from .._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable, SDKChanged
-from .._guard import (
-    NOT_INSTALLED,
-    ConnectionRoots,
-    GuardNotInstalled,
-    GuardPolicy,
-    Handler,
-    audit_handlers,
-    call_roots,
-    client_error_text,
-    guarded_call,
-    guarded_function_of,
-    parameters_of,
-    strict_refusal,
-    warn_unguarded,
-)
+from .._audit import Handler, audit_handlers, parameters_of, warn_unguarded
+from .._calls import NOT_INSTALLED, GuardNotInstalled, own_spec, resource_read, tool_call
+from .._errors import RootsError, RootsUnavailable, SDKChanged
+from .._policy import ConnectionRoots, GuardPolicy
 from .._rootset import RootSet
-from .._uri import uri_to_path
 
 __all__ = ["Mcp1Adapter", "refusal"]
 
@@ -70,12 +57,6 @@ class _Refused(RootsError):
     result into a validation error for a tool with an output schema) and answered by the adapter."""
 
 
-def _refuse_read(message: str) -> Any:
-    """A refused ``resources/read``: FastMCP's resource error, which the client sees as one line."""
-    logger.info("refused resources/read: %s", message)
-    raise ResourceError(message)
-
-
 def _template_of(manager: Any, uri: str) -> tuple[Any, dict[str, Any]]:
     """The resource template FastMCP would read ``uri`` through and its parameters, or (None, {}) for a
     concrete resource or no match (FastMCP's ``ResourceManager.get_resource`` order)."""
@@ -89,10 +70,6 @@ def _template_of(manager: Any, uri: str) -> tuple[Any, dict[str, Any]]:
         if params:
             return template, params
     return None, {}
-
-
-def _raise_refusal(message: str) -> Any:
-    raise _Refused(message)
 
 
 class _RawRootsResult(BaseModel):
@@ -154,7 +131,10 @@ def _request_context_of(ctx: object) -> RequestContext[Any, Any, Any]:
 
 
 class Mcp1Adapter:
-    """One guard's wiring into ``mcp`` 1.x servers (see ``mcp_roots._guard`` for the interface)."""
+    """One guard's port into ``mcp`` 1.x servers (a :class:`mcp_roots._calls.CallPort`)."""
+
+    brokering = False
+    framework_errors: tuple[type[BaseException], ...] = (ToolError,)
 
     def __init__(self, policy: GuardPolicy | None) -> None:
         # None: an adapter that only reads a server (mcp-roots audit), never installs or serves.
@@ -309,7 +289,32 @@ class Mcp1Adapter:
         """The roots in force for the request ``ctx`` (FastMCP's ``Context`` or a ``RequestContext``)."""
         return await self._roots_for(_request_context_of(ctx))
 
-    # -- FastMCP tools --
+    # -- the port --
+
+    def ask(self, request: Any) -> types.CallToolResult:
+        # mcp 1.x speaks the legacy era only: roots are never asked by an input request.
+        return refusal("mcp-roots cannot ask for roots by multi-round-trip on mcp 1.x")
+
+    def refuse(self, message: str) -> types.CallToolResult:
+        return refusal(message)
+
+    def refuse_in_body(self, message: str) -> Any:
+        """Raised through FastMCP's tool runner (which would turn a returned result into a validation
+        error for a tool with an output schema) and answered as one line by the algorithm."""
+        raise _Refused(message)
+
+    def refuse_read(self, message: str, uri: str) -> Any:
+        """FastMCP's resource error, which the client sees as one line."""
+        raise ResourceError(message)
+
+    async def call_roots(self, request: Any) -> RootSet:
+        if not isinstance(request, RequestContext):
+            raise RootsUnavailable(
+                "mcp-roots can tell the roots only during an MCP request (no request context is active)"
+            )
+        return await self._roots_for(request)
+
+    # -- FastMCP tools and resources: where the algorithm runs --
 
     def _wrap_tool_manager(self, server: FastMCP) -> None:
         manager = getattr(server, _TOOL_MANAGER)
@@ -320,40 +325,17 @@ class Mcp1Adapter:
             name: str, arguments: dict[str, Any], context: Any = None, convert_result: bool = False
         ) -> Any:
             tool = get_tool(name)
-            fn = getattr(tool, "fn", None)
-            if self.policy.strict and fn is not None:
-                why = strict_refusal(fn, name)
-                if why is not None:
-                    logger.warning("refused %s(): %s", name, why)
-                    return refusal(why)
-            spec = guarded_function_of(fn)
-            if spec is None or spec.policy is not self.policy or not isinstance(context, Context):
-                return await call_tool(name, arguments, context=context, convert_result=convert_result)
-            if spec.wrapper is not None and fn is not spec.wrapper:
-                # @guard.paths stood above @server.tool(): FastMCP registered the bare function. Run the
-                # wrapper instead, so that the body's OS errors and refusals become one readable line too.
-                tool.fn = spec.wrapper
-            try:
-                roots = await self._roots_for(context.request_context)
-                checked = spec.check(roots, arguments)
-            except (PathOutsideRoots, InvalidPath, RootsUnavailable) as exc:
-                logger.info("refused %s(): %s", spec.name, exc)
-                return refusal(str(exc))
-            try:
-                with guarded_call(spec, roots, _raise_refusal):
-                    return await call_tool(name, checked, context=context, convert_result=convert_result)
-            except ToolError as exc:
-                # FastMCP wraps what the body raised ("Error executing tool ..."); a refusal or an OS error
-                # is one readable line for the client, whichever side of @server.tool() @guard.paths is on.
-                text = client_error_text(exc)
-                if text is None:
-                    raise
-                logger.info("refused %s(): %s", spec.name, text)
-                return refusal(text)
+            return await tool_call(
+                self,
+                context.request_context if isinstance(context, Context) else None,
+                name=name,
+                fn=_swap_in_wrapper(tool, self.policy),
+                arguments=arguments,
+                answer=None,
+                run=lambda: call_tool(name, arguments, context=context, convert_result=convert_result),
+            )
 
         manager.call_tool = guarded_call_tool
-
-    # -- FastMCP resources --
 
     def _wrap_resource_manager(self, server: FastMCP) -> None:
         """Check a ``resources/read`` where FastMCP looks the resource up (``FastMCP.read_resource`` calls
@@ -363,32 +345,25 @@ class Mcp1Adapter:
 
         async def guarded_get_resource(uri: Any, context: Any = None) -> Any:
             uri_text = str(uri)
-            template, params = _template_of(manager, uri_text)
-            spec = guarded_function_of(getattr(template, "fn", None))
-            if spec is not None and spec.policy is not self.policy:
-                spec = None  # another guard's business: its wrapper refuses if that guard is not installed
-            is_file = uri_text[:5].lower() == "file:"
-            if not is_file and spec is None:
-                return await get_resource(uri, context=context)
-            if spec is not None and spec.wrapper is not None and template.fn is not spec.wrapper:
-                # @guard.paths stood above @server.resource(): FastMCP registered the bare function.
-                template.fn = spec.wrapper
-            try:
-                if not isinstance(context, Context):
-                    raise RootsUnavailable(
-                        "mcp-roots can tell the roots only during an MCP request (no request context is "
-                        "active)"
-                    )
-                roots = await self._roots_for(context.request_context)
-                if is_file:
-                    roots.resolve(uri_to_path(uri_text))
-                checked = spec.check(roots, params) if spec is not None else None
-            except (PathOutsideRoots, InvalidPath, InvalidRootURI, RootsUnavailable) as exc:
-                _refuse_read(str(exc))
-            if spec is None:
-                with call_roots(roots):
-                    return await get_resource(uri, context=context)
-            with guarded_call(spec, roots, _refuse_read, checked):
-                return await get_resource(uri, context=context)
+            template, _ = _template_of(manager, uri_text)
+            return await resource_read(
+                self,
+                context.request_context if isinstance(context, Context) else None,
+                uri=uri_text,
+                fn=_swap_in_wrapper(template, self.policy),
+                runs_wrapper=True,
+                answer=None,
+                run=lambda: get_resource(uri, context=context),
+            )
 
         manager.get_resource = guarded_get_resource
+
+
+def _swap_in_wrapper(component: Any, policy: GuardPolicy) -> Any:
+    """What a registered tool or template runs; where @guard.paths stood above FastMCP's decorator (it
+    registered the bare function), the guard's wrapper is put in its place."""
+    fn = getattr(component, "fn", None)
+    spec = own_spec(fn, policy)
+    if spec is not None and spec.wrapper is not None and fn is not spec.wrapper:
+        component.fn = fn = spec.wrapper
+    return fn
