@@ -34,10 +34,13 @@ LAYERS: list[tuple[str, ...]] = [
     ("_sources",),
     ("_cache",),
     ("_sandbox",),
-    ("_guard", "_server"),
+    ("_policy",),  # which RootSet is in force
+    ("_audit",),  # guarded or exempt: the record @guard.paths leaves, read by the calls and the audit
+    ("_calls",),  # the guarded call, once; adapters are its ports
     ("adapters",),
     ("_provider",),
     ("broker",),
+    ("_guard",),  # the RootsGuard facade: installs an adapter, enables the broker
     ("__init__",),
     ("filesystem",),  # built on the public API (import mcp_roots), as a user would write a server
     ("cli", "__main__"),  # the command uses the public API, as a user would
@@ -46,14 +49,10 @@ LAYERS: list[tuple[str, ...]] = [
 #: Upward edges a lower module may take only lazily: inside a function or under ``if TYPE_CHECKING``, never
 #: when it is imported. Each is a dispatch to a higher layer that exists only when it is used.
 LAZY_EDGES: dict[tuple[str, str], str] = {
-    ("_guard", "adapters"): "install(), roots(ctx) and refusal() dispatch to the adapter of the framework "
-    "in use, chosen by the server's or context's type; import mcp_roots loads no SDK",
-    ("_guard", "broker"): "guard.files(ctx) loads the broker only when a tool uses brokered files",
     (
         "_rootset",
         "_sandbox",
     ): "RootSet.run/popen/run_async hand over to the sandbox, which is built on RootSet",
-    ("adapters", "broker"): "installing on an mcp 2.x server enables the server side of files/*",
 }
 LEVEL = {name: level for level, names in enumerate(LAYERS) for name in names}
 
@@ -206,6 +205,68 @@ def violations() -> list[str]:
     return found
 
 
+MAX_LINES = 600
+"""Every module at most this long: one job each, which its docstring names."""
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the mcp_roots modules it imports (lazy imports too: a circle is a circle)."""
+    graph: dict[str, set[str]] = {}
+    for path in modules():
+        imports, _ = imports_of(path)
+        module = dotted(path)
+        targets = graph.setdefault(module, set())
+        for imp in imports:
+            mine = own(imp.target)
+            if mine is None or mine == module:
+                continue
+            if (layer_of(module), layer_of(mine)) in LAZY_EDGES and imp.lazy:
+                continue  # the one edge the table still names (its owner removes it)
+            targets.add(mine)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every circle of ``graph``, once each (found by depth-first search)."""
+    found: list[list[str]] = []
+    seen: set[frozenset[str]] = set()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                circle = path[path.index(target) :]
+                if frozenset(circle) not in seen:
+                    seen.add(frozenset(circle))
+                    found.append([*circle, target])
+            elif target not in state:
+                visit(target)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_in_a_circle() -> None:
+    found = circles(import_graph())
+    assert not found, "\n".join(" -> ".join(c) for c in found)
+
+
+def test_every_module_is_at_most_600_lines() -> None:
+    long = {
+        str(p.relative_to(SRC.parent)): n
+        for p in modules()
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"split these by job (at most {MAX_LINES} lines each): {long}"
+
+
 def test_the_layer_table_names_every_module() -> None:
     missing = {layer_of(dotted(p)) for p in modules()} - set(LEVEL)
     assert not missing, f"add these to LAYERS: {sorted(missing)}"
@@ -245,6 +306,12 @@ def test_the_checker_sees_each_kind_of_violation(
     monkeypatch.setattr(sys.modules[__name__], "SRC", fake)
     found = violations()
     assert any(expected in v for v in found), found
+
+
+def test_the_circle_finder_sees_a_circle_through_a_lazy_import() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [["a", "b", "c", "a"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_checker_accepts_clean_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
