@@ -249,31 +249,34 @@ async def resource_read(
     policy = port.policy
     spec = own_spec(fn, policy)
     is_file = uri[:5].lower() == "file:"
-    if not is_file and spec is None:
-        return await run()
+    refuse = functools.partial(port.refuse_read, uri=uri)
+    roots: RootSet | None = None
     try:
         if spec is not None and not runs_wrapper:
             raise RootsUnavailable(
                 f"@guard.paths stands above the resource decorator on {spec.name}(): the framework "
                 "registered the unchecked function; put @guard.paths below the resource decorator"
             )
-        path = uri_to_path(uri) if is_file else None
-        if path is not None and policy.ceiling is not None:
-            policy.ceiling.resolve(path)  # outside the ceiling: refused before the client is asked
         if answer is not None:
             roots = await policy.roots_from_client_answer(answer)
-        else:
-            roots = await port.call_roots(request)
-        if path is not None:
+        if is_file:
+            path = uri_to_path(uri)
+            if roots is None and policy.ceiling is not None:
+                policy.ceiling.resolve(path)  # outside the ceiling: refused before the client is asked
+            if roots is None:
+                roots = await port.call_roots(request)
             roots.resolve(path)
     except NeedRoots:
         return port.ask(request)
     except _REFUSED as exc:
         policy.log_refusal("resources/read", exc)
-        return port.refuse_read(str(exc), uri)
-    token = _CALL.set(_Call(policy, port, request, roots, functools.partial(port.refuse_read, uri=uri)))
+        return refuse(str(exc))
+    # A guarded template's wrapper checks its parameters (asking for the roots if they are not known yet).
+    token = _CALL.set(_Call(policy, port, request, roots, refuse))
     try:
         return await run()
+    except NeedRoots:
+        return port.ask(request)
     finally:
         _CALL.reset(token)
 

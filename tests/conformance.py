@@ -1,0 +1,421 @@
+"""The adapter conformance table: every behaviour of the guarded call, written once, run on every framework
+entry through a :class:`Harness` (as anyio runs its tests on every backend through ``anyio_backend``).
+
+tests/test_conformance.py runs the table for mcp 2.x ``MCPServer``, mcp 2.x low-level ``Server`` and fastmcp
+4.x; tests/mcp1/test_conformance_mcp1.py for mcp 1.x ``FastMCP`` (in .venv-mcp1). No MCP SDK is imported
+here. A harness that lacks a method cannot be built (``Harness`` is abstract), and every row runs on every
+harness: a row missing on one adapter is a failing test.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import anyio
+import pytest
+from pydantic import Field
+
+from mcp_roots import RootsGuard, path_to_uri
+
+from .tree import Tree
+
+__all__ = ["ROWS", "Harness", "Session"]
+
+OUTSIDE_DEFAULT = "/etc/passwd"
+"""An absolute default outside every root of the tests (observation 1 of issue 20)."""
+
+
+class Session(abc.ABC):
+    """One client connection: tool calls and resource reads as (is_error, text), and how many roots/list
+    requests the client answered."""
+
+    roots_requests: int = 0
+
+    @abc.abstractmethod
+    async def call(self, tool: str, **arguments: Any) -> tuple[bool, str]: ...
+
+    @abc.abstractmethod
+    async def read(self, uri: str) -> tuple[bool, str]:
+        """A resources/read; a JSON-RPC or framework error is (True, its message)."""
+
+
+class Harness(abc.ABC):
+    """One framework entry: how to build a server, register a tool or resource template (with
+    ``@guard.paths`` below or above the framework's decorator), and connect a client in an era."""
+
+    name: str
+    eras: tuple[str, ...] = ("legacy", "modern")
+    reads_modern: bool = True
+    """False where a 2026-07-28 resources/read is refused, not guessed (fastmcp 4: not built yet)."""
+    registry: bool = True
+    """False where the server keeps no registry of functions (a low-level server): no audit, no strict."""
+    template_above_runs: bool = True
+    """False where @guard.paths above the resource decorator cannot be put in place (fastmcp 4 keeps its own
+    wrapper of the bare function): the read is refused, naming the fix."""
+
+    @abc.abstractmethod
+    def server(self, guard: RootsGuard | None, *, install: bool = True) -> Any: ...
+
+    @abc.abstractmethod
+    def register(self, server: Any, fn: Callable[..., Any]) -> Any:
+        """Register ``fn`` as a tool with the framework's decorator; return what the decorator returned."""
+
+    @abc.abstractmethod
+    def register_template(self, server: Any, uri_template: str, fn: Callable[..., Any]) -> Any:
+        """Register ``fn`` as a resource template (``text://{name}``)."""
+
+    @abc.abstractmethod
+    def register_file_resources(self, server: Any, paths: list[Path]) -> None:
+        """Serve each of ``paths`` as a ``file:`` resource that reads it (unguarded: the guard checks the
+        URI)."""
+
+    @abc.abstractmethod
+    def session(
+        self, server: Any, era: str, roots: list[Path] | None, *, silent: bool = False
+    ) -> AbstractAsyncContextManager[Session]:
+        """A connected client in ``era`` with ``roots`` (None: no roots capability); ``silent``: it
+        declares roots but never answers a roots/list."""
+
+    def tool(
+        self, server: Any, guard: RootsGuard | None, fn: Callable[..., Any], *names: str, order: str = "below"
+    ) -> None:
+        """Register ``fn`` guarded by ``guard.paths(*names)`` below or above the tool decorator (unguarded
+        when ``guard`` is None)."""
+        if guard is None:
+            self.register(server, fn)
+        elif order == "below":
+            self.register(server, guard.paths(*names)(fn))
+        else:
+            guard.paths(*names)(self.register(server, fn))
+
+    def template(
+        self, server: Any, guard: RootsGuard, fn: Callable[..., Any], *names: str, order: str = "below"
+    ) -> None:
+        if order == "below":
+            self.register_template(server, "text://{name}", guard.paths(*names)(fn))
+        else:
+            guard.paths(*names)(self.register_template(server, "text://{name}", fn))
+
+
+def make_guard(tree: Tree, **options: Any) -> RootsGuard:
+    """A guard whose only fallback source is what the row configures."""
+    options.setdefault("environ", {})
+    options.setdefault("user_config_dir", tree.base / "no-config")
+    options.setdefault("first_answer_timeout", 0.5)
+    return RootsGuard(**options)
+
+
+Row = Callable[[Harness, Tree, pytest.LogCaptureFixture], Awaitable[None]]
+ROWS: dict[str, Row] = {}
+
+
+def row(fn: Row) -> Row:
+    ROWS[fn.__name__] = fn
+    return fn
+
+
+async def read_text(path: str) -> str:
+    return Path(path).read_text()  # noqa: ASYNC240
+
+
+# --- the rows ----------------------------------------------------------------------------------------------
+
+
+@row
+async def inside_read_outside_refused(h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture) -> None:
+    """The control first: the unguarded twin leaks. Then each way out is refused, on each era."""
+    naive = h.server(None)
+    h.tool(naive, None, read_text)
+    for era in h.eras:
+        async with h.session(naive, era, [tree.project]) as s:
+            assert await s.call("read_text", path=str(tree.outside / "secret.txt")) == (False, "TOP SECRET")
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            assert await s.call("read_text", path=str(tree.project / "hello.txt")) == (
+                False,
+                "hello from project",
+            )
+            assert await s.call("read_text", path="sub/deep.txt") == (False, "deep")
+            for way_out in (
+                "outside/secret.txt",
+                "project/../outside/secret.txt",
+                "project/escape/secret.txt",
+            ):
+                refused, text = await s.call("read_text", path=str(tree.base / way_out))
+                assert refused, (era, way_out, text)
+                assert "outside the allowed roots" in text and "TOP SECRET" not in text
+
+
+@row
+async def omitted_argument_is_checked_as_its_default(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Observation 1: the body receives the default, so the default is what is checked."""
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+    inside_default = str(tree.project / "hello.txt")
+
+    async def leaky(path: str = OUTSIDE_DEFAULT) -> str:
+        return "ran with " + path
+
+    async def fine(path: str = inside_default) -> str:
+        return Path(path).read_text()  # noqa: ASYNC240
+
+    h.tool(server, guard, leaky, "path")
+    h.tool(server, guard, fine, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            refused, text = await s.call("leaky")
+            assert refused and "outside the allowed roots" in text and "ran with" not in text, (era, text)
+            assert await s.call("fine") == (False, "hello from project")
+
+
+@row
+async def lists_optional_annotated_and_path_values(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+
+    async def many(paths: list[str]) -> str:
+        return "|".join(Path(p).read_text() for p in paths)  # noqa: ASYNC240
+
+    async def maybe(path: Optional[str] = None) -> str:  # noqa: UP045 (the spelling a user writes)
+        return "none" if path is None else Path(path).read_text()  # noqa: ASYNC240
+
+    async def described(path: Annotated[str, Field(description="a file")]) -> str:
+        return Path(path).read_text()  # noqa: ASYNC240
+
+    async def typed(path: Path) -> str:
+        assert isinstance(path, Path) and path.is_absolute()  # the body gets a canonical Path
+        return path.read_text()
+
+    for fn in (many, maybe, described, typed):
+        h.tool(server, guard, fn, "paths" if fn is many else "path")
+    hello, deep, secret = (
+        tree.project / "hello.txt",
+        tree.project / "sub" / "deep.txt",
+        tree.outside / "secret.txt",
+    )
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            assert await s.call("many", paths=[str(hello), "sub/deep.txt"]) == (
+                False,
+                "hello from project|deep",
+            )
+            refused, text = await s.call("many", paths=[str(deep), str(secret)])
+            assert refused and "outside the allowed roots" in text
+            assert await s.call("maybe") == (False, "none")
+            assert await s.call("maybe", path=str(hello)) == (False, "hello from project")
+            assert (await s.call("maybe", path=str(secret)))[0]
+            assert await s.call("described", path=str(hello)) == (False, "hello from project")
+            assert (await s.call("described", path=str(secret)))[0]
+            assert await s.call("typed", path="hello.txt") == (False, "hello from project")
+            assert (await s.call("typed", path=str(secret)))[0]
+
+
+@row
+async def tilde_and_file_uri_arguments_are_refused_with_a_hint(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            refused, text = await s.call("read_text", path="~/hello.txt")
+            assert refused and "'~'" in text, text
+            refused, text = await s.call("read_text", path=path_to_uri(tree.project / "hello.txt"))
+            assert refused and "file: URI" in text, text
+
+
+@row
+async def outside_the_ceiling_costs_no_round_trip(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Observation 2: the ceiling precheck runs on every adapter and era, defaults included. On 2026-07-28
+    the client is never asked; on the legacy era a client that never answers gets the ceiling's refusal at
+    once, not the wait for its first answer and then "has not sent its roots yet"."""
+    guard = make_guard(
+        tree, roots=[tree.fallback], ceiling=[tree.project, tree.fallback], first_answer_timeout=30
+    )
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+
+    async def leaky(path: str = OUTSIDE_DEFAULT) -> str:
+        return "ran with " + path
+
+    h.tool(server, guard, leaky, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project], silent=era == "legacy") as s:
+            with anyio.fail_after(10):
+                refused, text = await s.call("read_text", path=str(tree.outside / "secret.txt"))
+                assert refused and "outside the allowed roots" in text, (era, text)
+                refused, text = await s.call("leaky")
+                assert refused and "outside the allowed roots" in text, (era, text)
+            if era == "modern":
+                assert s.roots_requests == 0
+                assert await s.call("read_text", path="hello.txt") == (False, "hello from project")
+
+
+@row
+async def a_client_without_roots_gets_the_fallback_or_a_refusal(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    for configured in (True, False):
+        guard = make_guard(tree, roots=[tree.fallback] if configured else None)
+        server = h.server(guard)
+        h.tool(server, guard, read_text, "path")
+        for era in h.eras:
+            async with h.session(server, era, None) as s:
+                result = await s.call("read_text", path=str(tree.fallback / "fb.txt"))
+                if configured:
+                    assert result == (False, "hello from fallback")
+                else:
+                    assert result[0] and "roots" in result[1], result
+
+
+@row
+async def not_installed_refuses_every_call(h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture) -> None:
+    """@guard.paths below the tool decorator on a server where install() never ran: every call is refused
+    with the reason. (Above it, the framework holds the bare function: that is what ``mcp-roots audit``
+    reports, "nothing guarded".)"""
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard, install=False)
+    h.tool(server, guard, read_text, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            for path in (tree.project / "hello.txt", tree.outside / "secret.txt"):
+                refused, text = await s.call("read_text", path=str(path))
+                assert refused and "guard.install(server) was not called" in text, (era, text)
+                assert "TOP SECRET" not in text and "hello" not in text
+
+
+@row
+async def decorator_order_does_not_matter(h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture) -> None:
+    for order in ("below", "above"):
+        guard = make_guard(tree, roots=[tree.fallback])
+        server = h.server(guard)
+        h.tool(server, guard, read_text, "path", order=order)
+
+        async def missing(path: str) -> str:
+            return Path(path).read_text()  # noqa: ASYNC240
+
+        h.tool(server, guard, missing, "path", order=order)
+        for era in h.eras:
+            async with h.session(server, era, [tree.project]) as s:
+                assert await s.call("read_text", path="hello.txt") == (False, "hello from project")
+                assert (await s.call("read_text", path=str(tree.outside / "secret.txt")))[0]
+                # The body's OS error is one readable line whichever side @guard.paths stands on.
+                refused, text = await s.call("missing", path="nope.txt")
+                assert refused and text.startswith("No such file") and "Traceback" not in text, (order, text)
+
+
+@row
+async def strict_refuses_unguarded_until_guarded_or_exempt(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = make_guard(tree, roots=[tree.fallback], strict=True)
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+
+    async def leaky_read(path: str) -> str:
+        return Path(path).read_text()  # noqa: ASYNC240
+
+    async def show_ref(ref_path: str) -> str:
+        return ref_path
+
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    h.tool(server, None, leaky_read)
+    h.tool(server, None, guard.exempt("names a git ref, not a file")(show_ref))
+    h.tool(server, None, add)
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            refused, text = await s.call("leaky_read", path=str(tree.project / "hello.txt"))
+            if not h.registry:
+                # A low-level server's handlers are the user's own dispatch: nothing to audit, nothing
+                # for strict to refuse (the README says so); the guarded function is still checked.
+                assert (refused, text) == (False, "hello from project") and guard.audit(server) == []
+            else:
+                assert refused and "strict=True" in text and "hello" not in text
+            assert await s.call("show_ref", ref_path="refs/heads/main") == (False, "refs/heads/main")
+            assert await s.call("add", a=1, b=2) == (False, "3")
+            assert await s.call("read_text", path="hello.txt") == (False, "hello from project")
+
+
+@row
+async def resources_file_uris_and_guarded_templates(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret_uri = path_to_uri(tree.outside / "secret.txt")
+    (tree.project / "escape.txt").symlink_to(tree.outside / "secret.txt")
+    files = [tree.project / "hello.txt", tree.outside / "secret.txt", tree.project / "escape" / "secret.txt"]
+    naive = h.server(None)
+    h.register_file_resources(naive, files)
+    for era in h.eras:
+        if era == "modern" and not h.reads_modern:
+            continue  # checked below: refused, not guessed
+        async with h.session(naive, era, [tree.project]) as s:
+            assert await s.read(secret_uri) == (False, "TOP SECRET")  # the control leaks
+    for order in ("below", "above"):
+        guard = make_guard(tree, roots=[tree.fallback])
+        server = h.server(guard)
+        h.register_file_resources(server, files)
+
+        async def text(name: Path) -> str:
+            assert isinstance(name, Path) and name.is_absolute()  # the body gets the canonical path
+            return name.read_text()  # noqa: ASYNC240
+
+        h.template(server, guard, text, "name", order=order)
+        for era in h.eras:
+            async with h.session(server, era, [tree.project]) as s:
+                if era == "modern" and not h.reads_modern:
+                    refused, message = await s.read(path_to_uri(tree.project / "hello.txt"))
+                    assert refused and "2026-07-28" in message
+                    continue
+                assert await s.read(path_to_uri(tree.project / "hello.txt")) == (False, "hello from project")
+                for uri in (secret_uri, path_to_uri(files[2])):
+                    refused, message = await s.read(uri)
+                    assert refused and "outside the allowed roots" in message and "TOP SECRET" not in message
+                inside = await s.read("text://hello.txt")
+                outside = await s.read("text://escape.txt")
+                if order == "above" and not h.template_above_runs:
+                    assert inside[0] and "below the resource decorator" in inside[1], inside
+                    continue
+                assert inside == (False, "hello from project"), (order, era, inside)
+                assert outside[0] and "TOP SECRET" not in outside[1], outside
+
+
+@row
+async def refusals_are_logged_once_per_streak(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Observation 2: one policy for every adapter: a model retrying a refused call logs it at INFO once,
+    then at DEBUG until a call passes."""
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+    secret = str(tree.outside / "secret.txt")
+    era = h.eras[0]
+    async with h.session(server, era, [tree.project]) as s:
+        await s.call("read_text", path="hello.txt")  # the roots are known
+        with caplog.at_level(logging.DEBUG, logger="mcp_roots"):
+            caplog.clear()
+            for _ in range(3):
+                assert (await s.call("read_text", path=secret))[0]
+            assert await s.call("read_text", path="hello.txt") == (False, "hello from project")
+            assert (await s.call("read_text", path=secret))[0]
+    refusals = [
+        r for r in caplog.records if r.name == "mcp_roots" and "refused read_text()" in r.getMessage()
+    ]
+    assert [r.levelno for r in refusals] == [logging.INFO, logging.DEBUG, logging.DEBUG, logging.INFO]
