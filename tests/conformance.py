@@ -10,6 +10,7 @@ harness: a row missing on one adapter is a failing test.
 from __future__ import annotations
 
 import abc
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import anyio
+import anyio.lowlevel
 import pytest
 from pydantic import Field
 
@@ -35,9 +37,18 @@ class Session(abc.ABC):
     requests the client answered."""
 
     roots_requests: int = 0
+    paths: list[Path]
+    """The client's roots: change them, then call :meth:`roots_changed`."""
 
     @abc.abstractmethod
     async def call(self, tool: str, **arguments: Any) -> tuple[bool, str]: ...
+
+    @abc.abstractmethod
+    async def roots_changed(self) -> None:
+        """Send notifications/roots/list_changed."""
+
+    @abc.abstractmethod
+    async def input_schema(self, tool: str) -> dict[str, Any]: ...
 
     @abc.abstractmethod
     async def read(self, uri: str) -> tuple[bool, str]:
@@ -49,6 +60,8 @@ class Harness(abc.ABC):
     ``@guard.paths`` below or above the framework's decorator), and connect a client in an era."""
 
     name: str
+    context_type: Any
+    """The type a tool annotates its context parameter with (what it passes to ``guard.roots(ctx)``)."""
     eras: tuple[str, ...] = ("legacy", "modern")
     reads_modern: bool = True
     """False where a 2026-07-28 resources/read is refused, not guessed (fastmcp 4: not built yet)."""
@@ -76,10 +89,10 @@ class Harness(abc.ABC):
 
     @abc.abstractmethod
     def session(
-        self, server: Any, era: str, roots: list[Path] | None, *, silent: bool = False
+        self, server: Any, era: str, roots: list[Path] | None, *, failing: bool = False
     ) -> AbstractAsyncContextManager[Session]:
         """A connected client in ``era`` with ``roots`` (None: no roots capability); ``silent``: it
-        declares roots but never answers a roots/list."""
+        declares roots but answers every roots/list with an error (roots switched off in the host)."""
 
     def tool(
         self, server: Any, guard: RootsGuard | None, fn: Callable[..., Any], *names: str, order: str = "below"
@@ -242,8 +255,8 @@ async def outside_the_ceiling_costs_no_round_trip(
     h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Observation 2: the ceiling precheck runs on every adapter and era, defaults included. On 2026-07-28
-    the client is never asked; on the legacy era a client that never answers gets the ceiling's refusal at
-    once, not the wait for its first answer and then "has not sent its roots yet"."""
+    the client is never asked; on the legacy era, a client whose roots/list fails gets the ceiling's
+    refusal ("outside the allowed roots"), not the one for having sent no roots."""
     guard = make_guard(
         tree, roots=[tree.fallback], ceiling=[tree.project, tree.fallback], first_answer_timeout=30
     )
@@ -255,7 +268,7 @@ async def outside_the_ceiling_costs_no_round_trip(
 
     h.tool(server, guard, leaky, "path")
     for era in h.eras:
-        async with h.session(server, era, [tree.project], silent=era == "legacy") as s:
+        async with h.session(server, era, [tree.project], failing=era == "legacy") as s:
             with anyio.fail_after(10):
                 refused, text = await s.call("read_text", path=str(tree.outside / "secret.txt"))
                 assert refused and "outside the allowed roots" in text, (era, text)
@@ -419,3 +432,145 @@ async def refusals_are_logged_once_per_streak(
         r for r in caplog.records if r.name == "mcp_roots" and "refused read_text()" in r.getMessage()
     ]
     assert [r.levelno for r in refusals] == [logging.INFO, logging.DEBUG, logging.DEBUG, logging.INFO]
+
+
+@row
+async def roots_change_is_visible_on_the_next_call(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = make_guard(tree)
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            assert await s.call("read_text", path=str(tree.project / "hello.txt")) == (
+                False,
+                "hello from project",
+            )
+            s.paths[:] = [tree.other]
+            await s.roots_changed()
+            assert (await s.call("read_text", path=str(tree.project / "hello.txt")))[0]
+            assert await s.call("read_text", path=str(tree.other / "other.txt")) == (
+                False,
+                "hello from other",
+            )
+
+
+@row
+async def a_client_whose_roots_fail_is_refused_not_given_the_fallback(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client that declared roots is the only authority: when its roots/list fails (switched off in the
+    host), its calls are refused, even where fallback roots are configured."""
+    guard = make_guard(tree, roots=[tree.fallback], first_answer_timeout=5)
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+    async with h.session(server, "legacy", [tree.project], failing=True) as s:
+        with anyio.fail_after(10):
+            refused, text = await s.call("read_text", path=str(tree.fallback / "fb.txt"))
+        assert refused and "hello from fallback" not in text and "roots" in text, text
+
+
+@row
+async def the_ceiling_narrows_client_roots(h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture) -> None:
+    guard = make_guard(tree, ceiling=tree.project / "sub")
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            assert await s.call("read_text", path=str(tree.project / "sub" / "deep.txt")) == (False, "deep")
+            assert (await s.call("read_text", path=str(tree.project / "hello.txt")))[0]
+
+
+@row
+async def two_concurrent_connections_are_isolated(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = make_guard(tree)
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+    file_of = {"project": "hello.txt", "other": "other.txt"}
+    for era in h.eras:
+        outcomes: dict[str, list[tuple[bool, str]]] = {}
+
+        async def connection(mine: Path, theirs: Path, era: str = era) -> None:
+            async with h.session(server, era, [mine]) as s:
+                results = []
+                for _ in range(3):
+                    results.append(await s.call("read_text", path=str(mine / file_of[mine.name])))
+                    results.append(await s.call("read_text", path=str(theirs / file_of[theirs.name])))
+                    await anyio.lowlevel.checkpoint()
+                outcomes[mine.name] = results
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(connection, tree.project, tree.other)
+            tg.start_soon(connection, tree.other, tree.project)
+        for name, results in outcomes.items():
+            assert all(not refused for refused, _ in results[0::2]), (era, name, results)
+            assert all(refused for refused, _ in results[1::2]), (era, name, results)
+
+
+@row
+async def the_input_schema_and_signature_are_the_tools_own(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    for order in ("below", "above"):
+        guard = make_guard(tree, roots=[tree.fallback])
+        plain, guarded = h.server(None), h.server(guard)
+
+        async def described(path: Annotated[str, Field(description="a file")], limit: int = 3) -> str:
+            return path
+
+        h.tool(plain, None, described)
+        h.tool(guarded, guard, described, "path", order=order)
+        own, seen = inspect.signature(described), inspect.signature(guard.paths("path")(described))
+        assert [(p.name, p.default) for p in seen.parameters.values()] == [
+            (p.name, p.default) for p in own.parameters.values()
+        ]
+        async with h.session(plain, h.eras[0], [tree.project]) as s:
+            expected = await s.input_schema("described")
+        async with h.session(guarded, h.eras[0], [tree.project]) as s:
+            assert await s.input_schema("described") == expected, order
+
+
+@row
+async def guard_roots_in_the_body_is_the_set_the_arguments_were_checked_against(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+
+    async def where(path: str, ctx: Any) -> str:
+        roots = await guard.roots(ctx)
+        return roots.read_text(path) + " in " + ",".join(p.name for p in roots.paths)
+
+    where.__annotations__["ctx"] = h.context_type  # the framework injects its context by this type
+    h.tool(server, guard, where, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            assert await s.call("where", path="hello.txt") == (False, "hello from project in project"), era
+
+
+@row
+async def an_unguarded_path_parameter_is_warned_once_at_startup(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+
+    async def leaky_read(path: str) -> str:
+        return Path(path).read_text()  # noqa: ASYNC240
+
+    h.tool(server, None, leaky_read)
+    with caplog.at_level(logging.WARNING, logger="mcp_roots"):
+        for _ in range(2):
+            async with h.session(server, h.eras[0], [tree.project]) as s:
+                await s.call("read_text", path="hello.txt")
+    warned = [r for r in caplog.records if "leaky_read" in r.getMessage() and r.levelno == logging.WARNING]
+    if h.registry:
+        assert len(warned) == 1 and "path" in warned[0].getMessage()
+        rows = {row.name: row.status for row in guard.audit(server)}
+        assert rows["read_text"] == "guarded" and rows["leaky_read"] == "UNGUARDED: path"
+    else:
+        assert warned == [] and guard.audit(server) == []

@@ -17,10 +17,12 @@ import anyio
 import mcp_types
 import pytest
 from fastmcp import Client as FastMCPClient
+from fastmcp import Context as FastMCPContext
 from fastmcp import FastMCP
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp.server import MCPServer, Server
+from mcp.server.mcpserver import Context
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
@@ -37,8 +39,16 @@ def _text(blocks: Any) -> str:
 
 
 class _Mcp2Session(Session):
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, paths: list[Path]) -> None:
         self.client = client
+        self.paths = paths
+
+    async def roots_changed(self) -> None:
+        await self.client.send_roots_list_changed()
+
+    async def input_schema(self, tool: str) -> dict[str, Any]:
+        tools = (await self.client.list_tools()).tools
+        return next(t.input_schema for t in tools if t.name == tool)
 
     async def call(self, tool: str, **arguments: Any) -> tuple[bool, str]:
         result = await self.client.call_tool(tool, arguments)
@@ -55,26 +65,30 @@ class _Mcp2Session(Session):
 class _Mcp2Base(Harness):
     @asynccontextmanager
     async def session(
-        self, server: Any, era: str, roots: list[Path] | None, *, silent: bool = False
+        self, server: Any, era: str, roots: list[Path] | None, *, failing: bool = False
     ) -> AsyncIterator[Session]:
         session: _Mcp2Session
 
-        async def list_roots(context: ClientRequestContext) -> mcp_types.ListRootsResult:
+        async def list_roots(
+            context: ClientRequestContext,
+        ) -> mcp_types.ListRootsResult | mcp_types.ErrorData:
             session.roots_requests += 1
-            if silent:
-                await anyio.sleep_forever()
+            if failing:
+                return mcp_types.ErrorData(code=mcp_types.METHOD_NOT_FOUND, message="roots are switched off")
             return mcp_types.ListRootsResult(
-                roots=[mcp_types.Root(uri=path_to_uri(p), name=p.name) for p in roots or []]
+                roots=[mcp_types.Root(uri=path_to_uri(p), name=p.name) for p in session.paths]
             )
 
         options: dict[str, Any] = {"list_roots_callback": list_roots} if roots is not None else {}
+        session = _Mcp2Session(None, list(roots or []))  # type: ignore[arg-type]
         async with Client(server, mode=MODES[era], **options) as client:
-            session = _Mcp2Session(client)
+            session.client = client
             yield session
 
 
 class Mcp2ServerHarness(_Mcp2Base):
     name = "mcp2-MCPServer"
+    context_type = Context
 
     def server(self, guard: RootsGuard | None, *, install: bool = True) -> Any:
         server = MCPServer("conformance")
@@ -115,7 +129,11 @@ class _Handlers:
         self, ctx: ServerRequestContext[Any, Any], params: mcp_types.CallToolRequestParams
     ) -> mcp_types.CallToolResult:
         try:
-            result = self.tools[params.name](**(params.arguments or {}))
+            fn = self.tools[params.name]
+            arguments = dict(params.arguments or {})
+            if "ctx" in inspect.signature(fn).parameters:
+                arguments["ctx"] = ctx
+            result = fn(**arguments)
             if inspect.isawaitable(result):
                 result = await result
         except MCPError:
@@ -145,6 +163,7 @@ class Mcp2LowLevelHarness(_Mcp2Base):
     on a framework's tools (the guard asks for the roots when the function is called)."""
 
     name = "mcp2-lowlevel-Server"
+    context_type = ServerRequestContext
     registry = False
 
     def server(self, guard: RootsGuard | None, *, install: bool = True) -> Any:
@@ -185,8 +204,16 @@ class Mcp2LowLevelHarness(_Mcp2Base):
 
 
 class _FastMCPSession(Session):
-    def __init__(self, client: FastMCPClient[Any]) -> None:
+    def __init__(self, client: FastMCPClient[Any], paths: list[Path]) -> None:
         self.client = client
+        self.paths = paths
+
+    async def roots_changed(self) -> None:
+        await self.client.send_roots_list_changed()
+
+    async def input_schema(self, tool: str) -> dict[str, Any]:
+        tools = await self.client.list_tools()
+        return dict(next(t.inputSchema for t in tools if t.name == tool))
 
     async def call(self, tool: str, **arguments: Any) -> tuple[bool, str]:
         result = await self.client.call_tool(tool, arguments, raise_on_error=False)
@@ -202,6 +229,7 @@ class _FastMCPSession(Session):
 
 class FastMCP4Harness(Harness):
     name = "fastmcp4"
+    context_type = FastMCPContext
     reads_modern = False
     template_above_runs = False
 
@@ -223,21 +251,21 @@ class FastMCP4Harness(Harness):
 
     @asynccontextmanager
     async def session(
-        self, server: Any, era: str, roots: list[Path] | None, *, silent: bool = False
+        self, server: Any, era: str, roots: list[Path] | None, *, failing: bool = False
     ) -> AsyncIterator[Session]:
         session: _FastMCPSession
 
         async def list_roots(context: Any) -> list[mcp_types.Root]:
             session.roots_requests += 1
-            if silent:
-                await anyio.sleep_forever()
-            return [mcp_types.Root(uri=path_to_uri(p), name=p.name) for p in roots or []]
+            if failing:
+                raise RuntimeError("roots are switched off")  # fastmcp answers an error
+            return [mcp_types.Root(uri=path_to_uri(p), name=p.name) for p in session.paths]
 
         client: FastMCPClient[Any] = FastMCPClient(
             server, roots=list_roots if roots is not None else None, mode=MODES[era]
         )  # type: ignore[call-arg]
+        session = _FastMCPSession(client, list(roots or []))
         async with client:
-            session = _FastMCPSession(client)
             yield session
 
 

@@ -12,7 +12,7 @@ import anyio
 import mcp.types as types
 import pytest
 from mcp.client.session import ClientSession
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 from mcp.shared.exceptions import McpError
 from mcp.shared.memory import create_connected_server_and_client_session
 from pydantic import AnyUrl
@@ -28,8 +28,16 @@ def _text(blocks: Any) -> str:
 
 
 class _Mcp1Session(Session):
-    def __init__(self, session: ClientSession) -> None:
-        self.session = session
+    def __init__(self, session: ClientSession | None, paths: list[Path]) -> None:
+        self.session = session  # type: ignore[assignment]
+        self.paths = paths
+
+    async def roots_changed(self) -> None:
+        await self.session.send_roots_list_changed()
+
+    async def input_schema(self, tool: str) -> dict[str, Any]:
+        tools = (await self.session.list_tools()).tools
+        return next(t.inputSchema for t in tools if t.name == tool)
 
     async def call(self, tool: str, **arguments: Any) -> tuple[bool, str]:
         result = await self.session.call_tool(tool, arguments)
@@ -45,6 +53,7 @@ class _Mcp1Session(Session):
 
 class Mcp1FastMCPHarness(Harness):
     name = "mcp1-FastMCP"
+    context_type = Context
     eras = ("legacy",)
 
     def server(self, guard: RootsGuard | None, *, install: bool = True) -> Any:
@@ -65,23 +74,24 @@ class Mcp1FastMCPHarness(Harness):
 
     @asynccontextmanager
     async def session(
-        self, server: Any, era: str, roots: list[Path] | None, *, silent: bool = False
+        self, server: Any, era: str, roots: list[Path] | None, *, failing: bool = False
     ) -> AsyncIterator[Session]:
         assert era == "legacy"
         session: _Mcp1Session
 
-        async def list_roots(context: Any) -> types.ListRootsResult:
+        async def list_roots(context: Any) -> types.ListRootsResult | types.ErrorData:
             session.roots_requests += 1
-            if silent:
-                await anyio.sleep_forever()
+            if failing:
+                return types.ErrorData(code=types.METHOD_NOT_FOUND, message="roots are switched off")
             return types.ListRootsResult(
-                roots=[types.Root(uri=path_to_uri(p), name=p.name) for p in roots or []]  # type: ignore[arg-type]
+                roots=[types.Root(uri=path_to_uri(p), name=p.name) for p in session.paths]  # type: ignore[arg-type]
             )
 
+        session = _Mcp1Session(None, list(roots or []))
         async with create_connected_server_and_client_session(
             server, list_roots_callback=list_roots if roots is not None else None
         ) as client:
-            session = _Mcp1Session(client)
+            session.session = client
             yield session
 
 
