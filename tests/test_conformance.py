@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import mcp_types
 import pytest
 from fastmcp import Client as FastMCPClient
@@ -22,8 +21,8 @@ from fastmcp import FastMCP
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp.server import MCPServer, Server
-from mcp.server.mcpserver import Context
 from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 
 from mcp_roots import RootsGuard, path_to_uri

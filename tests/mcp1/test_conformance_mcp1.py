@@ -8,7 +8,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import mcp.types as types
 import pytest
 from mcp.client.session import ClientSession
