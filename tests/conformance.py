@@ -647,3 +647,30 @@ async def an_unguarded_path_parameter_is_warned_once_at_startup(
     else:
         assert warned == []
         assert guard.audit(server) == []
+
+
+@row
+async def an_aliased_argument_is_checked_as_the_body_receives_it(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 25 item 5: the client writes the alias (``file_path``); the framework hands the body ``path``.
+    The guard checks what the body receives, so no spelling of the argument gets past it."""
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+
+    async def aliased(path: Annotated[str, Field(validation_alias="file_path")]) -> str:
+        return "ran with " + path
+
+    h.tool(server, guard, aliased, "path")
+    secret = str(tree.outside / "secret.txt")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            # A low-level handler passes the client's names through: there the alias is the name itself.
+            key = "file_path" if h.registry else "path"
+            refused, text = await s.call("aliased", **{key: secret})
+            assert refused, (era, text)
+            assert "ran with" not in text
+            assert await s.call("aliased", **{key: "hello.txt"}) == (
+                False,
+                f"ran with {tree.project / 'hello.txt'}",
+            )
