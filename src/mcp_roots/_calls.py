@@ -136,6 +136,11 @@ class CallPort(Protocol):
         fallback), or raise :class:`NeedRoots` when they must be asked of the client."""
         ...
 
+    def has_roots(self, request: Any) -> bool:
+        """Whether this call's roots are in hand: :meth:`call_roots` will send nothing to the client
+        (the ceiling precheck is then skipped: the check against the roots refuses the same paths)."""
+        ...
+
     def ask(self, request: Any) -> Any:
         """The result that answers the call with a request for the client's roots (2026-07-28)."""
         ...
@@ -212,7 +217,8 @@ async def tool_call(
         if answer is not None:
             roots = await policy.roots_from_client_answer(answer)
         elif spec is not None:
-            spec.precheck(spec.raw_values(arguments))
+            if not port.has_roots(request):
+                spec.precheck(spec.raw_values(arguments))  # 0 round trips for a path outside the ceiling
             roots = await port.call_roots(request)
     except NeedRoots:
         return port.ask(request)

@@ -205,6 +205,10 @@ class FastMCP4Adapter:
             )
         return await self.call_roots(_Request(ctx))
 
+    def has_roots(self, request: _Request) -> bool:
+        sdk_ctx = _sdk_context(request.ctx)
+        return not _is_modern(sdk_ctx) and self.sdk.has_roots(sdk_ctx)
+
     async def call_roots(self, request: _Request) -> RootSet:
         sdk_ctx = _sdk_context(request.ctx)
         if not _is_modern(sdk_ctx):

@@ -307,6 +307,18 @@ class Mcp1Adapter:
         """FastMCP's resource error, which the client sees as one line."""
         raise ResourceError(message)
 
+    def has_roots(self, request: Any) -> bool:
+        if not isinstance(request, RequestContext):
+            return False
+        state = self.policy.connection(request.session)
+        if state is None or not state.cache_started:
+            return False
+        try:
+            state.cache.current()
+        except RootsUnavailable:
+            return False
+        return True
+
     async def call_roots(self, request: Any) -> RootSet:
         if not isinstance(request, RequestContext):
             raise RootsUnavailable(
