@@ -10,6 +10,7 @@ harness: a row missing on one adapter is a failing test.
 from __future__ import annotations
 
 import abc
+import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -674,3 +675,55 @@ async def an_aliased_argument_is_checked_as_the_body_receives_it(
                 False,
                 f"ran with {tree.project / 'hello.txt'}",
             )
+
+
+class _Files:
+    """Tools as methods of an object (issue 25, "also seen": bound-method tools)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    async def read_method(self, path: str) -> str:
+        return self.prefix + Path(path).read_text()  # noqa: ASYNC240
+
+
+@row
+async def bound_methods_stacked_guards_and_partials(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 25, "also seen": a bound method is guarded like a function; @guard.paths stacked twice checks
+    both names; a functools.partial is guarded (or refused with a readable error), never a raw TypeError."""
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+    files = _Files("> ")
+    h.tool(server, guard, files.read_method, "path")
+
+    async def copy(src: str, dest: str) -> str:
+        return Path(src).read_text() + " -> " + Path(dest).name  # noqa: ASYNC240
+
+    h.register(server, guard.paths("src")(guard.paths("dest")(copy)))
+
+    async def read_with(path: str, suffix: str) -> str:
+        return Path(path).read_text() + suffix  # noqa: ASYNC240
+
+    partial = functools.partial(read_with, suffix="!")
+    partial.__name__ = "read_partial"  # type: ignore[attr-defined]  # frameworks name a tool by __name__
+    h.register(server, guard.paths("path")(partial))
+    hello, secret = tree.project / "hello.txt", str(tree.outside / "secret.txt")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            assert await s.call("read_method", path=str(hello)) == (False, "> hello from project")
+            refused, text = await s.call("read_method", path=secret)
+            assert refused, text
+            assert "outside the allowed roots" in text
+            copied = await s.call("copy", src=str(hello), dest="new.txt")
+            assert copied == (False, "hello from project -> new.txt")
+            for arguments in ({"src": secret, "dest": "new.txt"}, {"src": str(hello), "dest": secret}):
+                refused, text = await s.call("copy", **arguments)
+                assert refused, (era, arguments, text)
+                assert "outside the allowed roots" in text
+                assert "guard.install" not in text
+            assert await s.call("read_partial", path=str(hello)) == (False, "hello from project!")
+            refused, text = await s.call("read_partial", path=secret)
+            assert refused, text
+            assert "outside the allowed roots" in text

@@ -481,8 +481,10 @@ def guard_function(
     except (TypeError, ValueError) as exc:
         raise TypeError(f"@guard.paths: cannot read the signature of {fn!r}: {exc}") from None
     fn_name = getattr(fn, "__name__", repr(fn))
+    # A functools.partial has no annotations of its own: its function's are the ones its signature shows.
+    annotated = fn.func if isinstance(fn, functools.partial) else fn
     try:
-        hints = typing.get_type_hints(fn, localns=localns, include_extras=True)
+        hints = typing.get_type_hints(annotated, localns=localns, include_extras=True)
     except NameError as exc:
         raise TypeError(f"@guard.paths: cannot resolve the annotations of {fn_name}(): {exc}") from None
     except TypeError:
