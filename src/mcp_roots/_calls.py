@@ -421,10 +421,9 @@ class GuardedCall(GuardedFunction):
         """The call as the body receives it, defaults applied: the keyword arguments (with every guarded
         default filled in) when all came by name, else the bound arguments."""
         if not args and self.by_name:
-            values = dict(kwargs)
-            for name, default in self.defaults.items():
-                values.setdefault(name, default)
-            return values
+            for name, default in self.defaults.items():  # ``kwargs`` is the call's own dict
+                kwargs.setdefault(name, default)
+            return kwargs
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
@@ -459,10 +458,8 @@ def _refused(spec: GuardedCall, call: _Call, exc: RootsError | OSError) -> Any:
 
 
 async def _roots_of(spec: GuardedCall, call: _Call, values: Mapping[str, Any]) -> tuple[RootSet, Any]:
-    """The call's roots: known, or asked of the port now (a hand-written handler calling a guarded
+    """The call's roots, not known yet: asked of the port now (a hand-written handler calling a guarded
     function), after the ceiling precheck; and the token that makes them the call's roots."""
-    if call.roots is not None:
-        return call.roots, None
     if call.port is None:
         raise RootsUnavailable(f"{spec.name}(): the roots of this call are not known")
     spec.precheck(values)
@@ -497,16 +494,12 @@ def guard_function(
     new_sig = sig.replace(parameters=params, return_annotation=hints.get("return", sig.return_annotation))
     spec = GuardedCall(policy, fn, names, targets, new_sig)
 
-    def prepare(call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """(the arguments by name, to check in place; how to call the body with them)."""
         bound = spec.bind(args, kwargs)
         if isinstance(bound, dict):
-            return (bound, None)
-        return (bound.arguments, bound)
-
-    def call_args(
-        arguments: dict[str, Any], bound: inspect.BoundArguments | None
-    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        return ((), arguments) if bound is None else (bound.args, bound.kwargs)
+            return bound, None
+        return bound.arguments, bound
 
     wrapper: Callable[..., Any]
     if inspect.iscoroutinefunction(fn):
@@ -515,12 +508,15 @@ def guard_function(
             call = _entered(spec)
             token = None
             try:
-                arguments, bound = prepare(call, args, kwargs)
-                roots, token = await _roots_of(spec, call, arguments)
+                arguments, bound = prepare(args, kwargs)
+                roots = call.roots
+                if roots is None:
+                    roots, token = await _roots_of(spec, call, arguments)
                 spec.check(roots, arguments)
                 spec.policy.call_passed()
-                body_args, body_kwargs = call_args(arguments, bound)
-                return await fn(*body_args, **body_kwargs)
+                if bound is None:
+                    return await fn(**arguments)
+                return await fn(*bound.args, **bound.kwargs)
             except (RootsError, OSError) as exc:
                 return _refused(spec, call, exc)
             finally:
@@ -535,11 +531,12 @@ def guard_function(
             try:
                 if call.roots is None:
                     raise RootsUnavailable(f"{spec.name}(): the roots of this call are not known")
-                arguments, bound = prepare(call, args, kwargs)
+                arguments, bound = prepare(args, kwargs)
                 spec.check(call.roots, arguments)
                 spec.policy.call_passed()
-                body_args, body_kwargs = call_args(arguments, bound)
-                return fn(*body_args, **body_kwargs)
+                if bound is None:
+                    return fn(**arguments)
+                return fn(*bound.args, **bound.kwargs)
             except (RootsError, OSError) as exc:
                 return _refused(spec, call, exc)
 
