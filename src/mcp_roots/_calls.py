@@ -217,7 +217,7 @@ async def tool_call(
         if answer is not None:
             roots = await policy.roots_from_client_answer(answer)
         elif spec is not None:
-            if not port.has_roots(request):
+            if policy.ceiling is not None and not port.has_roots(request):
                 spec.precheck(spec.raw_values(arguments))  # 0 round trips for a path outside the ceiling
             roots = await port.call_roots(request)
     except NeedRoots:
