@@ -287,11 +287,6 @@ async def resource_read(
         _CALL.reset(token)
 
 
-def enter_roots(policy: GuardPolicy, roots: RootSet) -> contextvars.Token[_Call | None]:
-    """Make ``roots`` what the call in progress runs with (an adapter's own handler that obtained them)."""
-    return _CALL.set(_Call(policy, None, None, roots, lambda message: message))
-
-
 # --- The checks -----------------------------------------------------------------------------------------
 
 
