@@ -441,6 +441,12 @@ async def resources_file_uris_and_guarded_templates(
 
         h.template(server, guard, text, "name", order=order)
 
+        def text_sync(name: Path) -> str:  # a synchronous template: its roots are fetched before it runs
+            return name.read_text()
+
+        if h.registry and order == "below":
+            h.register_template(server, "sync://{name}", guard.paths("name")(text_sync))
+
         async def plain(name: str) -> str:
             return (tree.project / name).read_text()
 
@@ -470,6 +476,11 @@ async def resources_file_uris_and_guarded_templates(
                     assert "below the resource decorator" in inside[1], inside
                     continue
                 assert inside == (False, "hello from project"), (order, era, inside)
+                if h.registry and order == "below":
+                    assert await s.read("sync://hello.txt") == (False, "hello from project")
+                    refused, message = await s.read("sync://escape.txt")
+                    assert refused, message
+                    assert "TOP SECRET" not in message
                 assert outside[0], outside
                 assert "TOP SECRET" not in outside[1], outside
 

@@ -263,14 +263,14 @@ async def resource_read(
                 f"@guard.paths stands above the resource decorator on {spec.name}(): the framework "
                 "registered the unchecked function; put @guard.paths below the resource decorator"
             )
+        path = uri_to_path(uri) if is_file else None
         if answer is not None:
             roots = await policy.roots_from_client_answer(answer)
-        if is_file:
-            path = uri_to_path(uri)
-            if roots is None and policy.ceiling is not None:
+        elif path is not None or spec is not None:
+            if path is not None and policy.ceiling is not None and not port.has_roots(request):
                 policy.ceiling.resolve(path)  # outside the ceiling: refused before the client is asked
-            if roots is None:
-                roots = await port.call_roots(request)
+            roots = await port.call_roots(request)
+        if path is not None and roots is not None:
             roots.resolve(path)
     except NeedRoots:
         return port.ask(request)
