@@ -2,8 +2,9 @@
 
 Every module under src/mcp_roots is parsed (not imported). A module may import from its own layer or a
 lower one, never a higher one; only the SDK-facing modules may import an MCP SDK or pydantic; only _sys/
-may import ctypes; and no module reads a sibling module's underscore name (``from ._x import _y``,
-``_x._y``). The layers are a table: a new module is one entry in it.
+may import ctypes; no module reads a sibling module's underscore name (``from ._x import _y``, ``_x._y``);
+no modules import each other in a circle (lazy imports included); every module is at most 600 lines. The
+layers are a table: a new module is one entry in it.
 """
 
 from __future__ import annotations
