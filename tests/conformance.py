@@ -45,6 +45,10 @@ class Session(abc.ABC):
     async def call(self, tool: str, **arguments: Any) -> tuple[bool, str]: ...
 
     @abc.abstractmethod
+    async def prompt(self, name: str, **arguments: str) -> tuple[bool, str]:
+        """A prompts/get: (False, the first message's text), or (True, the error's message)."""
+
+    @abc.abstractmethod
     async def roots_changed(self) -> None:
         """Send notifications/roots/list_changed."""
 
@@ -82,6 +86,10 @@ class Harness(abc.ABC):
     @abc.abstractmethod
     def register_template(self, server: Any, uri_template: str, fn: Callable[..., Any]) -> Any:
         """Register ``fn`` as a resource template (``text://{name}``)."""
+
+    @abc.abstractmethod
+    def register_prompt(self, server: Any, fn: Callable[..., Any]) -> Any:
+        """Register ``fn`` as a prompt with the framework's decorator."""
 
     @abc.abstractmethod
     def register_file_resources(self, server: Any, paths: list[Path]) -> None:
@@ -738,3 +746,40 @@ async def bound_methods_stacked_guards_and_partials(
             refused, text = await s.call("read_partial", path=secret)
             assert refused, text
             assert "outside the allowed roots" in text
+
+
+@row
+async def prompts_are_guarded_audited_and_strict(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 25 item 10: a prompt's path arguments are guarded like a tool's; the audit lists prompts and
+    strict refuses an unguarded one."""
+    guard = make_guard(tree, roots=[tree.fallback], strict=True)
+    server = h.server(guard)
+
+    async def summarize(path: str) -> str:
+        return "Summarize: " + Path(path).read_text()  # noqa: ASYNC240
+
+    async def leaky_prompt(path: str) -> str:
+        return "Summarize: " + Path(path).read_text()  # noqa: ASYNC240
+
+    h.register_prompt(server, guard.paths("path")(summarize))
+    h.register_prompt(server, leaky_prompt)
+    hello, secret = str(tree.project / "hello.txt"), str(tree.outside / "secret.txt")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            assert await s.prompt("summarize", path=hello) == (False, "Summarize: hello from project")
+            refused, text = await s.prompt("summarize", path=secret)
+            assert refused, (era, text)
+            assert "outside the allowed roots" in text
+            assert "TOP SECRET" not in text
+            refused, text = await s.prompt("leaky_prompt", path=hello)
+            if h.registry:
+                assert refused, (era, text)
+                assert "strict=True" in text
+            else:  # a hand-written handler: nothing registered to audit
+                assert (refused, text) == (False, "Summarize: hello from project")
+    if h.registry:
+        rows = {(row.kind, row.name): row.status for row in guard.audit(server)}
+        assert rows[("prompt", "summarize")] == "guarded"
+        assert rows[("prompt", "leaky_prompt")] == "UNGUARDED: path"

@@ -45,6 +45,13 @@ class _Mcp2Session(Session):
     async def roots_changed(self) -> None:
         await self.client.send_roots_list_changed()
 
+    async def prompt(self, name: str, **arguments: str) -> tuple[bool, str]:
+        try:
+            result = await self.client.get_prompt(name, arguments)
+        except MCPError as exc:
+            return True, exc.error.message
+        return False, _text([m.content for m in result.messages][:1])
+
     async def input_schema(self, tool: str) -> dict[str, Any]:
         tools = (await self.client.list_tools()).tools
         return next(t.input_schema for t in tools if t.name == tool)
@@ -101,6 +108,9 @@ class Mcp2ServerHarness(_Mcp2Base):
     def register_template(self, server: Any, uri_template: str, fn: Callable[..., Any]) -> Any:
         return server.resource(uri_template)(fn)
 
+    def register_prompt(self, server: Any, fn: Callable[..., Any]) -> Any:
+        return server.prompt()(fn)
+
     def register_file_resources(self, server: Any, paths: list[Path]) -> None:
         for path in paths:
             server.resource(path_to_uri(path), name=str(path))(_reader(path))
@@ -116,7 +126,15 @@ class _Handlers:
     def __init__(self) -> None:
         self.tools: dict[str, Callable[..., Any]] = {}
         self.templates: dict[str, Callable[..., Any]] = {}
+        self.prompts: dict[str, Callable[..., Any]] = {}
         self.files: dict[str, Path] = {}
+
+    async def get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: mcp_types.GetPromptRequestParams
+    ) -> mcp_types.GetPromptResult:
+        text = await self.prompts[params.name](**(params.arguments or {}))
+        content = mcp_types.TextContent(type="text", text=text)
+        return mcp_types.GetPromptResult(messages=[mcp_types.PromptMessage(role="user", content=content)])
 
     async def list_tools(self, ctx: ServerRequestContext[Any, Any], params: Any) -> mcp_types.ListToolsResult:
         schema = {"type": "object"}
@@ -172,6 +190,7 @@ class Mcp2LowLevelHarness(_Mcp2Base):
             on_list_tools=handlers.list_tools,
             on_call_tool=handlers.call_tool,
             on_read_resource=handlers.read_resource,
+            on_get_prompt=handlers.get_prompt,
         )
         server.handlers = handlers  # type: ignore[attr-defined]
         if guard is not None and install:
@@ -184,6 +203,10 @@ class Mcp2LowLevelHarness(_Mcp2Base):
 
     def register_template(self, server: Any, uri_template: str, fn: Callable[..., Any]) -> Any:
         server.handlers.templates[uri_template] = fn
+        return fn
+
+    def register_prompt(self, server: Any, fn: Callable[..., Any]) -> Any:
+        server.handlers.prompts[fn.__name__] = fn
         return fn
 
     def tool(
@@ -209,6 +232,13 @@ class _FastMCPSession(Session):
 
     async def roots_changed(self) -> None:
         await self.client.send_roots_list_changed()
+
+    async def prompt(self, name: str, **arguments: str) -> tuple[bool, str]:
+        try:
+            result = await self.client.get_prompt(name, arguments)
+        except Exception as exc:  # fastmcp's client raises its own error type with the server's message
+            return True, str(exc)
+        return False, _text([m.content for m in result.messages][:1])
 
     async def input_schema(self, tool: str) -> dict[str, Any]:
         tools = await self.client.list_tools()
@@ -243,6 +273,9 @@ class FastMCP4Harness(Harness):
 
     def register_template(self, server: Any, uri_template: str, fn: Callable[..., Any]) -> Any:
         return server.resource(uri_template)(fn)
+
+    def register_prompt(self, server: Any, fn: Callable[..., Any]) -> Any:
+        return server.prompt(fn)
 
     def register_file_resources(self, server: Any, paths: list[Path]) -> None:
         for path in paths:

@@ -206,8 +206,9 @@ def warn_unguarded(rows: Sequence[AuditRow], *, strict: bool) -> None:
             )
 
 
-def strict_refusal(fn: object, name: str) -> str | None:
-    """Why a strict guard refuses to run tool ``name`` (registered as ``fn``), or None."""
+def strict_refusal(fn: object, name: str, kind: str = "tool") -> str | None:
+    """Why a strict guard refuses to run tool (or prompt: ``kind``) ``name`` (registered as ``fn``), or
+    None."""
     parameters: dict[str, Any] = {}
     try:
         parameters = {p.name: p.annotation for p in inspect.signature(fn).parameters.values()}  # type: ignore[arg-type]
@@ -215,11 +216,11 @@ def strict_refusal(fn: object, name: str) -> str | None:
         return None
     spec = guarded_function_of(fn)
     installed = [spec.policy] if spec is not None else []
-    (row,) = audit_handlers([Handler("tool", name, fn, parameters)], installed)  # type: ignore[arg-type]
+    (row,) = audit_handlers([Handler(kind, name, fn, parameters)], installed)  # type: ignore[arg-type]
     if not row.unguarded:
         return None
     return (
-        f"tool {name!r} refuses every call: its path-like parameters ({', '.join(row.unguarded)}) are not "
+        f"{kind} {name!r} refuses every call: its path-like parameters ({', '.join(row.unguarded)}) are not "
         "checked by mcp-roots and the server runs with RootsGuard(strict=True); guard them with "
-        "@guard.paths(...) or mark the tool @guard.exempt(reason)"
+        f"@guard.paths(...) or mark the {kind} @guard.exempt(reason)"
     )

@@ -201,16 +201,23 @@ async def tool_call(
     arguments: Mapping[str, Any],
     answer: object,
     run: Callable[[], Awaitable[Any]],
+    kind: str = "tool",
+    refuse: Callable[[str], Any] | None = None,
+    ask: Callable[[Any], Any] | None = None,
+    refuse_in_body: Callable[[str], Any] | None = None,
 ) -> Any:
     """A ``tools/call`` of tool ``name`` (registered as ``fn``, None when the framework keeps no function),
     with the client's raw ``arguments`` and the roots ``answer`` the request carried (2026-07-28), or None.
-    ``run()`` runs the next handler (the framework, which runs the tool's wrapper)."""
+    ``run()`` runs the next handler (the framework, which runs the tool's wrapper). A ``prompts/get`` is the
+    same call (``kind="prompt"``) with its own ``refuse`` (prompt results have no ``isError``: it raises)."""
     policy = port.policy
+    refuse_call = port.refuse if refuse is None else refuse
+    ask_client = port.ask if ask is None else ask
     if policy.strict and fn is not None:
-        why = strict_refusal(fn, name)
+        why = strict_refusal(fn, name, kind)
         if why is not None:
             logger.warning("refused %s(): %s", name, why)
-            return port.refuse(why)
+            return refuse_call(why)
     spec = own_spec(fn, policy)
     roots: RootSet | None = None
     try:
@@ -221,20 +228,21 @@ async def tool_call(
                 spec.precheck(spec.raw_values(arguments))  # 0 round trips for a path outside the ceiling
             roots = await port.call_roots(request)
     except NeedRoots:
-        return port.ask(request)
+        return ask_client(request)
     except _REFUSED as exc:
         policy.log_refusal(name, exc)
-        return port.refuse(str(exc))
-    token = _CALL.set(_Call(policy, port, request, roots, port.refuse_in_body))
+        return refuse_call(str(exc))
+    body_refuse = refuse_in_body or (port.refuse_in_body if refuse is None else refuse)
+    token = _CALL.set(_Call(policy, port, request, roots, body_refuse))
     try:
         return await run()
     except NeedRoots:  # a hand-written handler asked for the roots (guard.roots(ctx)) or a lazy wrapper
-        return port.ask(request)
+        return ask_client(request)
     except port.framework_errors as exc:
         text = client_error_text(exc) if spec is not None else None
         if text is None:
             raise
-        return port.refuse(text)
+        return refuse_call(text)
     finally:
         _CALL.reset(token)
 

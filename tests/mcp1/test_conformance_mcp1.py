@@ -31,6 +31,13 @@ class _Mcp1Session(Session):
         self.session = session  # type: ignore[assignment]
         self.paths = paths
 
+    async def prompt(self, name: str, **arguments: str) -> tuple[bool, str]:
+        try:
+            result = await self.session.get_prompt(name, arguments)
+        except McpError as exc:
+            return True, exc.error.message
+        return False, _text([m.content for m in result.messages][:1])
+
     async def roots_changed(self) -> None:
         await self.session.send_roots_list_changed()
 
@@ -66,6 +73,9 @@ class Mcp1FastMCPHarness(Harness):
 
     def register_template(self, server: Any, uri_template: str, fn: Callable[..., Any]) -> Any:
         return server.resource(uri_template)(fn)
+
+    def register_prompt(self, server: Any, fn: Callable[..., Any]) -> Any:
+        return server.prompt()(fn)
 
     def register_file_resources(self, server: Any, paths: list[Path]) -> None:
         for path in paths:

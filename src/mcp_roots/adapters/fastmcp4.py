@@ -16,7 +16,9 @@ from typing import Any
 
 import mcp_types
 from fastmcp import Context, FastMCP
-from fastmcp.exceptions import ResourceError, ToolError
+from fastmcp.exceptions import PromptError, ResourceError, ToolError
+from fastmcp.prompts.base import InputRequiredPromptResult, PromptResult
+from fastmcp.prompts.function_prompt import FunctionPrompt
 from fastmcp.resources.base import ResourceResult
 from fastmcp.resources.template import ResourceTemplate
 from fastmcp.server.dependencies import FastMCPRequestContext
@@ -151,6 +153,8 @@ class FastMCP4Adapter:
             fn = getattr(component, "fn", None)
             if isinstance(component, FunctionTool):
                 found.append(Handler("tool", component.name, fn, parameters_of(fn, Context)))
+            elif isinstance(component, FunctionPrompt):
+                found.append(Handler("prompt", component.name, fn, parameters_of(fn, Context)))
             elif isinstance(component, ResourceTemplate) and fn is not None:
                 uri = component.uri_template
                 found.append(
@@ -165,7 +169,7 @@ class FastMCP4Adapter:
         guard's wrapper in its place at startup, so that a call reaching the tool by a way this middleware
         does not see (fastmcp's hashed names for app tools) refuses instead of running unchecked."""
         for component in self._components(server).values():
-            if isinstance(component, FunctionTool):
+            if isinstance(component, (FunctionTool, FunctionPrompt)):
                 _swap_in_wrapper(component, self.policy)
 
     def installed(self, server: Any) -> list[GuardPolicy]:
@@ -261,6 +265,29 @@ class FastMCP4Adapter:
         )
         return result
 
+    async def get_prompt(
+        self,
+        server: FastMCP,
+        context: MiddlewareContext[mcp_types.GetPromptRequestParams],
+        call_next: CallNext[mcp_types.GetPromptRequestParams, PromptResult],
+    ) -> PromptResult:
+        name = context.message.name
+        prompt = await server.get_prompt(name)
+        fn = _swap_in_wrapper(prompt, self.policy) if isinstance(prompt, FunctionPrompt) else None
+        result: PromptResult = await tool_call(
+            self,
+            _Request(context.fastmcp_context),
+            name=name,
+            fn=fn,
+            arguments=context.message.arguments or {},
+            answer=self.roots_answer(context.fastmcp_context),
+            run=lambda: call_next(context),
+            kind="prompt",
+            refuse=_refuse_prompt,
+            ask=_ask_prompt,
+        )
+        return result
+
     async def read_resource(
         self,
         server: FastMCP,
@@ -281,6 +308,17 @@ class FastMCP4Adapter:
             run=lambda: call_next(context),
         )
         return result
+
+
+def _ask_prompt(request: Any) -> InputRequiredPromptResult:
+    return InputRequiredPromptResult(
+        mcp_types.InputRequiredResult(input_requests={ROOTS_INPUT_KEY: mcp_types.ListRootsRequest()})
+    )
+
+
+def _refuse_prompt(message: str) -> Any:
+    """A refused ``prompts/get``: fastmcp's prompt error, which the client sees as one line."""
+    raise PromptError(message)
 
 
 def _swap_in_wrapper(component: Any, policy: GuardPolicy) -> Any:
@@ -344,6 +382,13 @@ class RootsMiddleware(Middleware):
         call_next: CallNext[mcp_types.CallToolRequestParams, ToolResult],
     ) -> ToolResult:
         return await self.adapter.call_tool(self.server, context, call_next)
+
+    async def on_get_prompt(
+        self,
+        context: MiddlewareContext[mcp_types.GetPromptRequestParams],
+        call_next: CallNext[mcp_types.GetPromptRequestParams, PromptResult],
+    ) -> PromptResult:
+        return await self.adapter.get_prompt(self.server, context, call_next)
 
     async def on_read_resource(
         self,

@@ -14,6 +14,7 @@ import inspect
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -43,6 +44,7 @@ _DISPATCH_PARAMETERS = ["message", "session", "lifespan_context", "raise_excepti
 _TOOL_MANAGER = "_tool_manager"
 _LOWLEVEL_SERVER = "_mcp_server"
 _RESOURCE_MANAGER = "_resource_manager"
+_PROMPT_MANAGER = "_prompt_manager"
 # Where install() records the guards it wired into a low-level server (an attribute of our own).
 _INSTALLED = "_mcp_roots_policies"
 
@@ -55,6 +57,19 @@ def refusal(message: str) -> types.CallToolResult:
 class _Refused(RootsError):
     """A guarded body's refusal, raised through FastMCP's tool runner (which would turn a returned
     result into a validation error for a tool with an output schema) and answered by the adapter."""
+
+
+@dataclass(frozen=True)
+class _Request:
+    """A request seen at the dispatch, before the SDK made its ``RequestContext``."""
+
+    session: Any
+    request_id: Any
+
+
+def _refuse_prompt(message: str) -> Any:
+    """A guarded prompt's refusal from inside FastMCP's prompt rendering (sent as the request's error)."""
+    raise _Refused(message)
 
 
 def _template_of(manager: Any, uri: str) -> tuple[Any, dict[str, Any]]:
@@ -107,6 +122,11 @@ def _check_private_corners(server: object) -> None:
         manager = getattr(server, _TOOL_MANAGER, None)
         if not all(callable(getattr(manager, name, None)) for name in ("call_tool", "get_tool")):
             raise _sdk_changed(f"FastMCP's tool registry (FastMCP.{_TOOL_MANAGER}.call_tool / get_tool)")
+        prompts = getattr(server, _PROMPT_MANAGER, None)
+        if not all(callable(getattr(prompts, name, None)) for name in ("get_prompt", "list_prompts")):
+            raise _sdk_changed(
+                f"FastMCP's prompt registry (FastMCP.{_PROMPT_MANAGER}.get_prompt / list_prompts)"
+            )
         resources = getattr(server, _RESOURCE_MANAGER, None)
         if not all(
             callable(getattr(resources, name, None))
@@ -167,6 +187,15 @@ class Mcp1Adapter:
                 rows = audit_handlers(self.handlers(server), [self.policy])
                 warn_unguarded(rows, strict=self.policy.strict)
             self._sessions.add(session)
+            request = getattr(message, "request", None)
+            if isinstance(request, types.ClientRequest) and isinstance(request.root, types.GetPromptRequest):
+                await self._get_prompt(
+                    server,
+                    message,
+                    session,
+                    lambda: dispatch(message, session, lifespan_context, raise_exceptions),
+                )
+                return
             if isinstance(message, types.ClientNotification):
                 if isinstance(message.root, types.RootsListChangedNotification):
                     # Recorded before the notification's handlers run and before any request that
@@ -186,9 +215,34 @@ class Mcp1Adapter:
             self._wrap_tool_manager(server)
             self._wrap_resource_manager(server)
 
+    async def _get_prompt(
+        self, server: Any, responder: Any, session: ServerSession, run: Callable[[], Awaitable[None]]
+    ) -> None:
+        """``prompts/get`` through the one algorithm, at the dispatch (mcp 1.x has no prompt hook that
+        sees the request): a refusal before the prompt runs answers the request with an error."""
+        params = responder.request.root.params
+        prompts = getattr(server, _PROMPT_MANAGER, None) if isinstance(server, FastMCP) else None
+        prompt = prompts.get_prompt(params.name) if prompts is not None else None
+        refused: list[str] = []
+        await tool_call(
+            self,
+            _Request(session, responder.request_id),
+            name=params.name,
+            fn=_swap_in_wrapper(prompt, self.policy) if prompt is not None else None,
+            arguments=params.arguments or {},
+            answer=None,
+            run=run,
+            kind="prompt",
+            refuse=refused.append,
+            refuse_in_body=_refuse_prompt,
+        )
+        if refused:
+            with responder:
+                await responder.respond(types.ErrorData(code=types.INVALID_PARAMS, message=refused[0]))
+
     def handlers(self, server: Any) -> list[Handler]:
-        """FastMCP's tools and resource templates (for the audit); none for a low-level server, whose
-        handlers are the user's own dispatch functions."""
+        """FastMCP's tools, resource templates and prompts (for the audit); none for a low-level server,
+        whose handlers are the user's own dispatch functions."""
         if not isinstance(server, FastMCP):
             return []
         _check_private_corners(server)
@@ -206,6 +260,8 @@ class Mcp1Adapter:
                     uri[:5] == "file:",
                 )
             )
+        for prompt in getattr(server, _PROMPT_MANAGER).list_prompts():
+            found.append(Handler("prompt", prompt.name, prompt.fn, parameters_of(prompt.fn, Context)))
         return found
 
     def installed(self, server: Any) -> list[GuardPolicy]:
@@ -262,7 +318,7 @@ class Mcp1Adapter:
             with anyio.CancelScope(shield=True):
                 await self.policy.close_connection(session)
 
-    async def _roots_for(self, request_ctx: RequestContext[Any, Any, Any]) -> RootSet:
+    async def _roots_for(self, request_ctx: RequestContext[Any, Any, Any] | _Request) -> RootSet:
         session = request_ctx.session
         if not isinstance(session, ServerSession):
             raise _sdk_changed("the ServerSession of a request (RequestContext.session)")
@@ -308,7 +364,7 @@ class Mcp1Adapter:
         raise ResourceError(message)
 
     def has_roots(self, request: Any) -> bool:
-        if not isinstance(request, RequestContext):
+        if not isinstance(request, (RequestContext, _Request)):
             return False
         state = self.policy.connection(request.session)
         if state is None or not state.cache_started:
@@ -320,7 +376,7 @@ class Mcp1Adapter:
         return True
 
     async def call_roots(self, request: Any) -> RootSet:
-        if not isinstance(request, RequestContext):
+        if not isinstance(request, (RequestContext, _Request)):
             raise RootsUnavailable(
                 "mcp-roots can tell the roots only during an MCP request (no request context is active)"
             )

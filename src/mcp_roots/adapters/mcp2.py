@@ -1,11 +1,11 @@
 """The official ``mcp`` 2.x port: ``MCPServer`` and the low-level ``Server``, both protocol eras.
 
 A context-tier middleware, first in the server's chain, feeds each legacy connection's RootsCache
-(initialize, initialized, roots/list_changed) and hands ``tools/call`` and ``resources/read`` to the one
-guarded-call algorithm (``mcp_roots._calls``). This module supplies only how to get a call's roots (the
-cache, or the roots sent with a 2026-07-28 request), how to ask the client (an ``InputRequiredResult``
-with a ``roots/list`` input request), how to refuse and how to run the next handler. The SDK's private
-corners are in ``mcp2_sdk``.
+(initialize, initialized, roots/list_changed) and hands ``tools/call``, ``prompts/get`` and
+``resources/read`` to the one guarded-call algorithm (``mcp_roots._calls``). This module supplies only how
+to get a call's roots (the cache, or the roots sent with a 2026-07-28 request), how to ask the client (an
+``InputRequiredResult`` with a ``roots/list`` input request), how to refuse and how to run the next
+handler. The SDK's private corners are in ``mcp2_sdk``.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ class Mcp2Adapter:
         middleware.insert(0, _Middleware(self, Registry(server)))
 
     def handlers(self, server: Any) -> list[Handler]:
-        """The tools and resource templates ``server`` has registered (for the audit)."""
+        """The tools, resource templates and prompts ``server`` has registered (for the audit)."""
         return [
             Handler(
                 kind,
@@ -285,6 +285,11 @@ class Mcp2Adapter:
             state.cache.notify_changed()
 
 
+def _refuse_prompt(message: str) -> NoReturn:
+    """A refused ``prompts/get``: a JSON-RPC error (prompt results have no ``isError``)."""
+    raise MCPError(INVALID_PARAMS, message)
+
+
 def _swap_in_wrapper(component: Any, policy: GuardPolicy) -> Any:
     """The function a registered tool, template or prompt runs; where @guard.paths stood above the
     framework's decorator (it registered the bare function), the guard's wrapper is put in its place."""
@@ -329,6 +334,26 @@ class _Middleware:
                 arguments=arguments if isinstance(arguments, Mapping) else {},
                 answer=answer,
                 run=lambda: call_next(request),
+            )
+            return result
+        if method == "prompts/get":
+            ctx, answer = adapter.roots_answer(ctx)
+            params = ctx.params or {}
+            name = params.get("name")
+            name = name if isinstance(name, str) else ""
+            prompt = self.registry.prompt(name)
+            arguments = params.get("arguments")
+            request = ctx
+            result = await tool_call(
+                adapter,
+                request,
+                name=name,
+                fn=_swap_in_wrapper(prompt, adapter.policy) if prompt is not None else None,
+                arguments=arguments if isinstance(arguments, Mapping) else {},
+                answer=answer,
+                run=lambda: call_next(request),
+                kind="prompt",
+                refuse=_refuse_prompt,
             )
             return result
         if method == "resources/read":

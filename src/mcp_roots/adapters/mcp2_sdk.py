@@ -109,9 +109,10 @@ class Registry:
         return None, {}
 
     def components(self) -> list[tuple[str, str, Any]]:
-        """(kind, name, component) of every tool and resource template, for the audit."""
+        """(kind, name, component) of every tool, resource template and prompt, for the audit."""
         if self.tools is None or self.resources is None or self.prompts is None:
             return []
         found: list[tuple[str, str, Any]] = [("tool", t.name, t) for t in self.tools.list_tools()]
         found += [("resource template", t.uri_template, t) for t in self.resources.list_templates()]
+        found += [("prompt", p.name, p) for p in self.prompts.list_prompts()]
         return found
