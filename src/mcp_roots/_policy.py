@@ -49,6 +49,17 @@ class ConnectionRoots:
     served: bool = False
     """notifications/initialized was handled: a repeated one is ignored quietly."""
 
+    def roots_in_hand(self) -> bool:
+        """Whether a call's roots come without a first answer to wait for or a request to start: the cache
+        runs and has roots in force."""
+        if not self.cache_started:
+            return False
+        try:
+            self.cache.current()
+        except RootsUnavailable:
+            return False
+        return True
+
 
 class GuardPolicy:
     """A RootsGuard's configuration and the services adapters build on (see the module docstring)."""

@@ -367,13 +367,7 @@ class Mcp1Adapter:
         if not isinstance(request, (RequestContext, _Request)):
             return False
         state = self.policy.connection(request.session)
-        if state is None or not state.cache_started:
-            return False
-        try:
-            state.cache.current()
-        except RootsUnavailable:
-            return False
-        return True
+        return state is not None and state.roots_in_hand()
 
     async def call_roots(self, request: Any) -> RootSet:
         if not isinstance(request, (RequestContext, _Request)):

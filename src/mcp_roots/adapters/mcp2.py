@@ -97,15 +97,6 @@ def _take_roots_answer(params: Mapping[str, Any]) -> tuple[Mapping[str, Any], ob
     return cleaned, responses[ROOTS_INPUT_KEY]
 
 
-def _in_hand(state: ConnectionRoots) -> bool:
-    """Whether the connection's cache has roots in force (a call then waits on no first answer)."""
-    try:
-        state.cache.current()
-    except RootsUnavailable:
-        return False
-    return True
-
-
 class Mcp2Adapter:
     """One guard's port into ``mcp`` 2.x servers (a :class:`mcp_roots._calls.CallPort`)."""
 
@@ -162,7 +153,7 @@ class Mcp2Adapter:
         if _is_modern(connection):
             return False
         state = self.policy.connection(connection)
-        return state is not None and state.cache_started and _in_hand(state)
+        return state is not None and state.roots_in_hand()
 
     async def roots(self, ctx: Any) -> RootSet:
         """The roots in force for the request ``ctx`` (a tool ``Context`` or a ``ServerRequestContext``).
