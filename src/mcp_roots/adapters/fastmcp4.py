@@ -33,7 +33,8 @@ from .._calls import NeedRoots, own_spec, resource_read, tool_call
 from .._errors import RootsUnavailable, SDKChanged
 from .._policy import GuardPolicy
 from .._rootset import RootSet
-from .mcp2 import ROOTS_INPUT_KEY, Mcp2Adapter
+from .mcp2 import ROOTS_INPUT_KEY
+from .mcp2_connections import Connections
 from .mcp2_sdk import connection_of
 
 __all__ = ["FastMCP4Adapter", "refusal"]
@@ -128,7 +129,7 @@ class FastMCP4Adapter:
         # None: an adapter that only reads a server (mcp-roots audit), never installs or serves.
         self.policy: GuardPolicy = policy  # type: ignore[assignment]
         # The mcp 2.x connection code (initialize, initialized, list_changed, roots/list), shared.
-        self.sdk = Mcp2Adapter(policy)
+        self.connections = Connections(policy)
 
     def install(self, server: Any) -> None:
         """Put the guard's middleware first in the server's fastmcp middleware chain."""
@@ -211,12 +212,12 @@ class FastMCP4Adapter:
 
     def has_roots(self, request: _Request) -> bool:
         sdk_ctx = _sdk_context(request.ctx)
-        return not _is_modern(sdk_ctx) and self.sdk.has_roots(sdk_ctx)
+        return not _is_modern(sdk_ctx) and self.connections.has_roots(sdk_ctx)
 
     async def call_roots(self, request: _Request) -> RootSet:
         sdk_ctx = _sdk_context(request.ctx)
         if not _is_modern(sdk_ctx):
-            return await self.sdk.call_roots(sdk_ctx)
+            return await self.connections.roots(sdk_ctx)
         if not _declares_roots(sdk_ctx):
             return self.policy.no_capability_fallback()
         if request.read:
@@ -357,7 +358,7 @@ class RootsMiddleware(Middleware):
     ) -> mcp_types.InitializeResult | None:
         result = await call_next(context)
         # Record only; never await the client here (initialize runs inline: that would deadlock).
-        self.adapter.sdk.open_connection(_sdk_context(context.fastmcp_context))
+        self.adapter.connections.open_connection(_sdk_context(context.fastmcp_context))
         return result
 
     async def on_notification(
@@ -366,13 +367,13 @@ class RootsMiddleware(Middleware):
         call_next: CallNext[mcp_types.Notification[Any, Any], Any],
     ) -> Any:
         if context.method == "notifications/roots/list_changed":
-            self.adapter.sdk.notify_changed(_sdk_context(context.fastmcp_context))
+            self.adapter.connections.notify_changed(_sdk_context(context.fastmcp_context))
             return await call_next(context)
         if context.method == "notifications/initialized":
             result = await call_next(context)
             # Lives as long as the connection: the SDK runs each notification as its own task and cancels
             # them when the connection ends.
-            await self.adapter.sdk.serve_connection(_sdk_context(context.fastmcp_context))
+            await self.adapter.connections.serve_connection(_sdk_context(context.fastmcp_context))
             return result
         return await call_next(context)
 

@@ -12,17 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
-import anyio
-from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
-    CONNECTION_CLOSED,
     INVALID_PARAMS,
     INVALID_REQUEST,
     CallToolResult,
@@ -30,14 +26,13 @@ from mcp_types import (
     ListRootsRequest,
     TextContent,
 )
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._audit import Handler, audit_handlers, parameters_of, warn_unguarded
-from .._calls import NOT_INSTALLED, NeedRoots, not_installed_error, own_spec, resource_read, tool_call
-from .._errors import RootsUnavailable
-from .._policy import ConnectionRoots, GuardPolicy
+from .._calls import NeedRoots, own_spec, resource_read, tool_call
+from .._policy import GuardPolicy
 from .._rootset import RootSet
-from .mcp2_sdk import Registry, connection_of, middleware_of, request_channel
+from .mcp2_connections import Connections, declares_roots, is_modern
+from .mcp2_sdk import Registry, connection_of, middleware_of
 
 __all__ = ["ROOTS_INPUT_KEY", "Mcp2Adapter", "refusal"]
 
@@ -76,15 +71,6 @@ def _request_context_of(ctx: object) -> ServerRequestContext[Any, Any]:
     )
 
 
-def _is_modern(connection: Connection) -> bool:
-    return connection.protocol_version in MODERN_PROTOCOL_VERSIONS
-
-
-def _declares_roots(connection: Connection) -> bool:
-    caps = connection.client_capabilities
-    return caps is not None and caps.roots is not None
-
-
 def _take_roots_answer(params: Mapping[str, Any]) -> tuple[Mapping[str, Any], object]:
     """``params`` without this adapter's input response, and that response (None when absent)."""
     responses = params.get("inputResponses")
@@ -106,6 +92,7 @@ class Mcp2Adapter:
     def __init__(self, policy: GuardPolicy | None) -> None:
         # None: an adapter that only reads a server (mcp-roots audit), never installs or serves.
         self.policy: GuardPolicy = policy  # type: ignore[assignment]
+        self.connections = Connections(policy)
 
     def install(self, server: Any) -> None:
         """Put the guard's middleware first in the server's context-tier middleware list, so that a
@@ -149,11 +136,7 @@ class Mcp2Adapter:
         raise MCPError(INVALID_PARAMS, message, {"uri": uri})
 
     def has_roots(self, request: ServerRequestContext[Any, Any]) -> bool:
-        connection = connection_of(request)
-        if _is_modern(connection):
-            return False
-        state = self.policy.connection(connection)
-        return state is not None and state.roots_in_hand()
+        return not is_modern(connection_of(request)) and self.connections.has_roots(request)
 
     async def roots(self, ctx: Any) -> RootSet:
         """The roots in force for the request ``ctx`` (a tool ``Context`` or a ``ServerRequestContext``).
@@ -165,29 +148,11 @@ class Mcp2Adapter:
 
     async def call_roots(self, request: ServerRequestContext[Any, Any]) -> RootSet:
         connection = connection_of(request)
-        if _is_modern(connection):
-            if not _declares_roots(connection):
+        if is_modern(connection):
+            if not declares_roots(connection):
                 return self.policy.no_capability_fallback()
             raise _RootsRequired()
-        state = self.policy.connection(connection)
-        if state is None:
-            if _declares_roots(connection):
-                # The client declared roots in an initialize the guard never saw: the guard is not wired
-                # into this server. Its roots are the only authority; the fallback would be a wider one.
-                logger.error("guard.roots(): %s", NOT_INSTALLED)
-                raise not_installed_error()
-            # No handshake seen on this connection: stateless HTTP.
-            return self.policy.no_lifecycle_fallback()
-        if not state.cache_started:
-            # Streamable HTTP: the first roots/list waits for the first guarded call (see serve_connection).
-            state.cache_started = True
-            state.cache.start()
-        state.waiting.append(request)
-        try:
-            roots = await state.cache.fresh(self.policy.timeout)
-        finally:
-            state.waiting.remove(request)
-        return self.policy.served_roots(roots)
+        return await self.connections.roots(request)
 
     def roots_answer(
         self, ctx: ServerRequestContext[Any, Any]
@@ -199,81 +164,10 @@ class Mcp2Adapter:
         if answer is None:
             return ctx, None
         connection = connection_of(ctx)
-        if not _is_modern(connection) or not _declares_roots(connection):
+        if not is_modern(connection) or not declares_roots(connection):
             logger.warning("ignored roots sent with a request on a connection that cannot send them")
             answer = None
         return dataclasses.replace(ctx, params=params), answer
-
-    # -- legacy connections: how to ask the client --
-
-    def open_connection(self, ctx: ServerRequestContext[Any, Any]) -> ConnectionRoots:
-        connection = connection_of(ctx)
-        existing = self.policy.connection(connection)
-        if existing is not None:
-            return existing
-        caps = (ctx.params or {}).get("capabilities")
-        roots_cap = caps.get("roots") if isinstance(caps, Mapping) else None
-        state = self.policy.open_connection(
-            connection,
-            self._fetcher(connection),
-            declared=isinstance(roots_cap, Mapping),
-            list_changed=isinstance(roots_cap, Mapping) and bool(roots_cap.get("listChanged")),
-        )
-        connection.exit_stack.push_async_callback(self.policy.close_connection, connection)
-        return state
-
-    def _fetcher(self, connection: Connection) -> Callable[[], Any]:
-        # A weak reference: the policy's map holds this connection's state weakly by the connection, and a
-        # strong one from inside the state would keep both alive if the exit stack never ran.
-        connection_ref = weakref.ref(connection)
-
-        async def fetch() -> object:
-            # The raw result, not ListRootsResult: the typed path rejects the whole answer when one entry is
-            # not a file: URI. The cache judges each entry itself.
-            connection = connection_ref()
-            if connection is None:
-                raise RootsUnavailable("the connection has ended")
-            state = self.policy.connection(connection)
-            waiting = [c for c in state.waiting if c.session.can_send_request] if state is not None else []
-            try:
-                if waiting:
-                    # Tied to a call that waits for the answer: on streamable HTTP the request then rides
-                    # that call's open response stream, which exists for sure, rather than the standalone
-                    # GET stream, which the client may not have opened (yet).
-                    return await request_channel(waiting[-1]).send_raw_request("roots/list", None)
-                return await connection.send_raw_request("roots/list", None)
-            except MCPError as exc:
-                if exc.code == CONNECTION_CLOSED:
-                    # The connection is ending and its task group is about to cancel this refresh.
-                    logger.debug("roots/list abandoned: the connection closed")
-                    await anyio.sleep_forever()
-                raise  # kept by the cache: the last valid roots (or none), never the fallback
-
-        return fetch
-
-    async def serve_connection(self, ctx: ServerRequestContext[Any, Any]) -> None:
-        """Run this connection's roots refresh for as long as the connection lives (the SDK runs each
-        notification handler as its own task and cancels them when the connection ends)."""
-        connection = connection_of(ctx)
-        state = self.policy.connection(connection)
-        if state is None:
-            state = self.open_connection(dataclasses.replace(ctx, params=None))
-        if state.served:
-            return
-        state.served = True
-        if not connection.has_standalone_channel:
-            self.policy.cannot_ask(state, "this connection has no back-channel (stateless HTTP)")
-        if connection.session_id is None:
-            state.cache_started = True
-            state.cache.start()
-        # else streamable HTTP: a roots/list sent now would go to the standalone GET stream, which the
-        # client opens only after initialized; the first guarded call starts the cache instead.
-        await state.cache.run()
-
-    def notify_changed(self, ctx: ServerRequestContext[Any, Any]) -> None:
-        state = self.policy.connection(connection_of(ctx))
-        if state is not None:
-            state.cache.notify_changed()
 
 
 def _refuse_prompt(message: str) -> NoReturn:
@@ -368,7 +262,7 @@ class _Middleware:
         if method == "initialize":
             result = await call_next(ctx)
             # Record only; never await the client here (initialize runs inline: that would deadlock).
-            adapter.open_connection(ctx)
+            adapter.connections.open_connection(ctx)
             return result
         if method == "notifications/initialized":
             state = adapter.policy.connection(connection_of(ctx))
@@ -376,8 +270,8 @@ class _Middleware:
                 logger.debug("ignoring a repeated notifications/initialized")
                 return None
             await call_next(ctx)
-            await adapter.serve_connection(ctx)
+            await adapter.connections.serve_connection(ctx)
             return None
         if method == "notifications/roots/list_changed":
-            adapter.notify_changed(ctx)
+            adapter.connections.notify_changed(ctx)
         return await call_next(ctx)
