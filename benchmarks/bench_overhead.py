@@ -177,7 +177,12 @@ async def rows_mcp1(project: Path, outside: Path, calls: int, rounds: int) -> li
             assert not result.isError, result
             return result
 
-        return [await row("mcp 1.x FastMCP", "legacy", call, project, outside, counter, calls, rounds)]
+        rows = [await row("mcp 1.x FastMCP", "legacy", call, project, outside, counter, calls, rounds)]
+        before = counter.calls
+        refused = await client.call_tool("guarded", {"path": str(outside / "secret.txt")})
+        assert refused.isError, refused
+        rows[-1]["outside"] = counter.calls - before
+        return rows
 
 
 async def row(

@@ -23,8 +23,8 @@ from mcp_types import (
 )
 
 from mcp_roots import RootsCache, RootsGuard
-from mcp_roots.adapters.mcp2 import connection_of as _connection_of
-from mcp_roots.adapters.mcp2 import request_channel as _request_channel
+from mcp_roots.adapters.mcp2_sdk import connection_of as _connection_of
+from mcp_roots.adapters.mcp2_sdk import request_channel as _request_channel
 
 from .serverkit import RootsCallback, Tree, lowlevel_server, text_of
 

@@ -8,7 +8,6 @@ asyncio and trio; every refusal test has a naive control that shows the leak it 
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ import pytest
 from mcp import Client
 from mcp.server import MCPServer, Server
 from mcp.server.mcpserver import Context
-from mcp.shared.exceptions import MCPError
 
 from mcp_roots import RootsGuard, path_to_uri
 
@@ -72,58 +70,6 @@ async def call(server: MCPServer | Server[Any], mode: str, callback: Any, tool: 
 # --- decorator order --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ERAS)
-async def test_naive_server_leaks_the_outside_file(tree: Tree, mode: str) -> None:
-    """The control: without a guard the tool reads what lies outside the client's roots."""
-    result = await call(
-        order_server(None, "naive"),
-        mode,
-        RootsCallback(tree.project),
-        "read_text",
-        path=str(tree.outside / "secret.txt"),
-    )
-    assert text_of(result) == "TOP SECRET"
-
-
-@pytest.mark.parametrize("order", ["below", "above"])
-@pytest.mark.parametrize("mode", ERAS)
-async def test_outside_read_is_refused_whichever_side_the_decorator_stands(
-    tree: Tree, mode: str, order: str
-) -> None:
-    guard = RootsGuard([tree.fallback])
-    server = order_server(guard, order)
-    callback = RootsCallback(tree.project)
-    for outside in (tree.outside / "secret.txt", tree.project / "escape" / "secret.txt"):
-        refused = await call(server, mode, callback, "read_text", path=str(outside))
-        assert refused.is_error
-        assert "outside the allowed roots" in text_of(refused)
-        assert "TOP SECRET" not in text_of(refused)
-    allowed = await call(server, mode, callback, "read_text", path=str(tree.project / "hello.txt"))
-    assert not allowed.is_error
-    assert text_of(allowed) == "hello from project"
-
-
-@pytest.mark.parametrize("order", ["below", "above"])
-@pytest.mark.parametrize("mode", ERAS)
-async def test_input_schema_is_the_tools_own_in_either_order(tree: Tree, mode: str, order: str) -> None:
-    server = order_server(RootsGuard([tree.fallback]), order)
-    async with Client(server, mode=mode) as client:
-        (tool,) = (await client.list_tools()).tools
-    assert tool.input_schema["properties"].keys() == {"path"}
-    assert tool.input_schema["required"] == ["path"]
-
-
-@pytest.mark.parametrize("mode", ERAS)
-async def test_guarded_tool_without_install_refuses_every_call(tree: Tree, mode: str) -> None:
-    server = order_server(RootsGuard([tree.fallback]), "below", install=False)
-    for path in (tree.outside / "secret.txt", tree.fallback / "fb.txt"):
-        result = await call(server, mode, RootsCallback(tree.project), "read_text", path=str(path))
-        assert result.is_error
-        assert "guard.install(server) was not called" in text_of(result)
-        assert "TOP SECRET" not in text_of(result)
-        assert "hello" not in text_of(result)
-
-
 # --- 2026-07-28: guard.roots(ctx) without @guard.paths, low-level handlers, the ceiling ---------------
 
 
@@ -158,22 +104,6 @@ async def test_modern_lowlevel_handler_gets_the_roots_by_multi_round_trip(tree: 
         assert callback.calls == 2
 
 
-@pytest.mark.parametrize("mode", ERAS)
-async def test_path_outside_the_ceiling_is_refused_without_asking_the_client(tree: Tree, mode: str) -> None:
-    guard = RootsGuard(ceiling=tree.base / "project")
-    server = order_server(guard, "below")
-    callback = RootsCallback(tree.project)
-    async with Client(server, mode=mode, list_roots_callback=callback) as client:
-        asked_at_start = callback.calls  # the legacy era fetches once after initialized
-        refused = await client.call_tool("read_text", {"path": str(tree.outside / "secret.txt")})
-        assert refused.is_error
-        assert "TOP SECRET" not in text_of(refused)
-        if mode == "auto":
-            assert callback.calls == asked_at_start == 0  # no round trip at all
-        ok = await client.call_tool("read_text", {"path": str(tree.project / "hello.txt")})
-        assert text_of(ok) == "hello from project"
-
-
 async def test_modern_roots_sent_unasked_on_a_legacy_connection_are_ignored(tree: Tree) -> None:
     """Only an answer to the guard's own input request counts: a client cannot widen its roots by adding
     `inputResponses` to a legacy call."""
@@ -189,50 +119,6 @@ async def test_modern_roots_sent_unasked_on_a_legacy_connection_are_ignored(tree
 
 
 # --- errors and paths as models write them ------------------------------------------------------------
-
-
-@pytest.mark.parametrize("order", ["below", "above"])
-@pytest.mark.parametrize("mode", ERAS)
-async def test_os_error_is_one_readable_line_without_a_traceback(
-    tree: Tree, mode: str, order: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.INFO)
-    server = order_server(RootsGuard([tree.fallback]), order)
-    missing = tree.project / "missing.txt"
-    result = await call(server, mode, RootsCallback(tree.project), "read_text", path=str(missing))
-    assert result.is_error
-    assert text_of(result) == f"No such file: '{missing}'"
-    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
-
-
-@pytest.mark.parametrize("mode", ERAS)
-async def test_tilde_and_file_uri_arguments_are_refused_with_a_hint(tree: Tree, mode: str) -> None:
-    server = order_server(RootsGuard([tree.fallback]), "below")
-    (tree.project / "~").mkdir()
-    (tree.project / "~" / "x.txt").write_text("a file under a directory named ~")
-    callback = RootsCallback(tree.project)
-    tilde = await call(server, mode, callback, "read_text", path="~/x.txt")
-    assert tilde.is_error
-    assert "does not expand" in text_of(tilde)
-    uri = await call(server, mode, callback, "read_text", path=path_to_uri(tree.project / "hello.txt"))
-    assert uri.is_error
-    assert "file: URI" in text_of(uri)
-
-
-@pytest.mark.parametrize("mode", ERAS)
-async def test_expand_user_expands_tilde_and_file_uris(
-    tree: Tree, mode: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("HOME", str(tree.project))
-    server = order_server(RootsGuard([tree.fallback], expand_user=True), "below")
-    callback = RootsCallback(tree.project)
-    tilde = await call(server, mode, callback, "read_text", path="~/hello.txt")
-    assert text_of(tilde) == "hello from project"
-    uri = await call(server, mode, callback, "read_text", path=path_to_uri(tree.project / "hello.txt"))
-    assert text_of(uri) == "hello from project"
-    outside = await call(server, mode, callback, "read_text", path=path_to_uri(tree.outside / "secret.txt"))
-    assert outside.is_error
-    assert "TOP SECRET" not in text_of(outside)
 
 
 # --- resources ------------------------------------------------------------------------------------------
@@ -252,22 +138,6 @@ def resource_server(guard: RootsGuard | None, tree: Tree) -> MCPServer:
     for path in (tree.project / "hello.txt", tree.outside / "secret.txt"):
         server.resource(path_to_uri(path), name=path.name)(_reader(path))
     return server
-
-
-@pytest.mark.parametrize("mode", ERAS)
-async def test_file_resources_are_checked_against_the_same_roots(tree: Tree, mode: str) -> None:
-    callback = RootsCallback(tree.project)
-    secret_uri = path_to_uri(tree.outside / "secret.txt")
-    async with Client(resource_server(None, tree), mode=mode, list_roots_callback=callback) as client:
-        leaked = await client.read_resource(secret_uri)  # the control: an unguarded server serves it
-        assert "TOP SECRET" in str(leaked.contents[0])
-    async with Client(
-        resource_server(RootsGuard([tree.fallback]), tree), mode=mode, list_roots_callback=callback
-    ) as client:
-        inside = await client.read_resource(path_to_uri(tree.project / "hello.txt"))
-        assert "hello from project" in str(inside.contents[0])
-        with pytest.raises(MCPError, match="outside the allowed roots"):
-            await client.read_resource(secret_uri)
 
 
 # --- the audit, strict mode, exempt ------------------------------------------------------------------------
@@ -312,37 +182,6 @@ def test_audit_counts_nothing_guarded_when_install_was_forgotten(tree: Tree) -> 
     server = order_server(guard, "above", install=False)
     (row,) = guard.audit(server)
     assert row.unguarded == ("path",)
-
-
-async def test_unguarded_tool_is_warned_once_at_startup(tree: Tree, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="mcp_roots")
-    guard = RootsGuard([tree.fallback])
-    server = audited_server(guard)
-    for _ in range(2):
-        async with Client(server, mode="legacy") as client:
-            result = await client.call_tool("leaky_read", {"path": str(tree.fallback / "fb.txt")})
-            assert not result.is_error  # not strict: only a warning
-    warnings = [r.getMessage() for r in caplog.records if "does not check" in r.getMessage()]
-    assert len(warnings) == 1
-    assert "'leaky_read'" in warnings[0]
-
-
-@pytest.mark.parametrize("mode", ERAS)
-async def test_strict_guard_refuses_an_unguarded_tool_until_guarded_or_exempt(tree: Tree, mode: str) -> None:
-    guard = RootsGuard([tree.fallback], strict=True)
-    server = audited_server(guard)
-    callback = RootsCallback(tree.project)
-    async with Client(server, mode=mode, list_roots_callback=callback) as client:
-        leaky = await client.call_tool("leaky_read", {"path": str(tree.outside / "secret.txt")})
-        assert leaky.is_error
-        assert "strict=True" in text_of(leaky)
-        assert "TOP SECRET" not in text_of(leaky)
-        exempt = await client.call_tool("show_ref", {"ref_path": "refs/heads/main"})
-        assert text_of(exempt) == "refs/heads/main"
-        guarded = await client.call_tool("read_text", {"path": str(tree.project / "hello.txt")})
-        assert text_of(guarded) == "hello from project"
-        plain = await client.call_tool("add", {"a": 1, "b": 2})
-        assert text_of(plain) == "3"
 
 
 SERVER_MODULE = """
@@ -416,11 +255,15 @@ async def test_malformed_modern_roots_answer_is_a_refusal_not_a_crash(tree: Tree
             "name": "read_text",
             "arguments": {"path": str(tree.project / "hello.txt")},
             "inputResponses": {"mcp_roots.roots": {"roots": "not a list"}},
-            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"roots": {}},
+            },
         }
         result = await dispatcher.send_raw_request("tools/call", params)
     assert result["isError"] is True
-    assert "malformed" in result["content"][0]["text"]
+    # (The temporary directory's name holds the test's name: look at the message alone.)
+    assert result["content"][0]["text"].startswith("the roots the client sent with this call are malformed")
 
 
 def template_server(guard: RootsGuard, order: str) -> MCPServer:
@@ -444,20 +287,6 @@ def template_server(guard: RootsGuard, order: str) -> MCPServer:
             return name.read_text()
 
     return server
-
-
-@pytest.mark.parametrize("order", ["below", "above"])
-@pytest.mark.parametrize("mode", ERAS)
-async def test_guarded_resource_template_reads_inside_and_refuses_outside(
-    tree: Tree, mode: str, order: str
-) -> None:
-    (tree.project / "escape.txt").symlink_to(tree.outside / "secret.txt")
-    server = template_server(RootsGuard([tree.fallback]), order)
-    async with Client(server, mode=mode, list_roots_callback=RootsCallback(tree.project)) as client:
-        inside = await client.read_resource("text://hello.txt")
-        assert "hello from project" in str(inside.contents[0])
-        with pytest.raises(MCPError, match="outside the allowed roots"):
-            await client.read_resource("text://escape.txt")
 
 
 def test_install_says_so_when_the_sdk_moved_a_private_corner(tree: Tree) -> None:

@@ -2,8 +2,9 @@
 
 Every module under src/mcp_roots is parsed (not imported). A module may import from its own layer or a
 lower one, never a higher one; only the SDK-facing modules may import an MCP SDK or pydantic; only _sys/
-may import ctypes; and no module reads a sibling module's underscore name (``from ._x import _y``,
-``_x._y``). The layers are a table: a new module is one entry in it.
+may import ctypes; no module reads a sibling module's underscore name (``from ._x import _y``, ``_x._y``);
+no modules import each other in a circle (lazy imports included); every module is at most 600 lines. The
+layers are a table: a new module is one entry in it.
 """
 
 from __future__ import annotations
@@ -37,10 +38,13 @@ LAYERS: list[tuple[str, ...]] = [
     ("_owned",),  # the task group an object owns while open (anyio only)
     ("_answers",),
     ("_cache",),
-    ("_guard", "_server"),
+    ("_policy",),  # which RootSet is in force
+    ("_audit",),  # guarded or exempt: the record @guard.paths leaves, read by the calls and the audit
+    ("_calls",),  # the guarded call, once; adapters are its ports
     ("adapters",),
     ("_provider",),
     ("broker",),
+    ("_guard",),  # the RootsGuard facade: installs an adapter, enables the broker
     ("__init__",),
     ("filesystem",),  # built on the public API (import mcp_roots), as a user would write a server
     ("probe",),  # mcp-roots probe: a client of any server; uses _sys.linux's renameat2 for its swap race
@@ -48,14 +52,6 @@ LAYERS: list[tuple[str, ...]] = [
     ("cli", "__main__"),  # the command uses the public API, as a user would
 ]
 
-#: Upward edges a lower module may take only lazily: inside a function or under ``if TYPE_CHECKING``, never
-#: when it is imported. Each is a dispatch to a higher layer that exists only when it is used.
-LAZY_EDGES: dict[tuple[str, str], str] = {
-    ("_guard", "adapters"): "install(), roots(ctx) and refusal() dispatch to the adapter of the framework "
-    "in use, chosen by the server's or context's type; import mcp_roots loads no SDK",
-    ("_guard", "broker"): "guard.files(ctx) loads the broker only when a tool uses brokered files",
-    ("adapters", "broker"): "installing on an mcp 2.x server enables the server side of files/*",
-}
 LEVEL = {name: level for level, names in enumerate(LAYERS) for name in names}
 
 #: Third-party modules that are an MCP framework (or its data layer), and where they may be imported.
@@ -188,8 +184,6 @@ def violations() -> list[str]:
             if mine is not None:
                 other = layer_of(mine)
                 if other in LEVEL and LEVEL[other] > LEVEL[layer]:
-                    if imp.lazy and (layer, other) in LAZY_EDGES:
-                        continue
                     found.append(f"{where}:{imp.line}: upward import of {imp.target} ({layer} < {other})")
                 private = [n for n in imp.names if n.startswith("_") and not n.startswith("__")]
                 private = [n for n in private if not _is_module(f"{imp.target}.{n}")]
@@ -207,6 +201,66 @@ def violations() -> list[str]:
             if own(target) != module:
                 found.append(f"{where}:{line}: reads the underscore name {attr} of {target}")
     return found
+
+
+MAX_LINES = 600
+"""Every module at most this long: one job each, which its docstring names."""
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the mcp_roots modules it imports (lazy imports too: a circle is a circle)."""
+    graph: dict[str, set[str]] = {}
+    for path in modules():
+        imports, _ = imports_of(path)
+        module = dotted(path)
+        targets = graph.setdefault(module, set())
+        for imp in imports:
+            mine = own(imp.target)
+            if mine is None or mine == module:
+                continue
+            targets.add(mine)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every circle of ``graph``, once each (found by depth-first search)."""
+    found: list[list[str]] = []
+    seen: set[frozenset[str]] = set()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                circle = path[path.index(target) :]
+                if frozenset(circle) not in seen:
+                    seen.add(frozenset(circle))
+                    found.append([*circle, target])
+            elif target not in state:
+                visit(target)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_in_a_circle() -> None:
+    found = circles(import_graph())
+    assert not found, "\n".join(" -> ".join(c) for c in found)
+
+
+def test_every_module_is_at_most_600_lines() -> None:
+    long = {
+        str(p.relative_to(SRC.parent)): n
+        for p in modules()
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"split these by job (at most {MAX_LINES} lines each): {long}"
 
 
 def test_the_layer_table_names_every_module() -> None:
@@ -248,6 +302,12 @@ def test_the_checker_sees_each_kind_of_violation(
     monkeypatch.setattr(sys.modules[__name__], "SRC", fake)
     found = violations()
     assert any(expected in v for v in found), found
+
+
+def test_the_circle_finder_sees_a_circle_through_a_lazy_import() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [["a", "b", "c", "a"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_checker_accepts_clean_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,9 +15,7 @@ from typing import Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from ._answers import RESOLUTION_BUDGET
-from ._answers import MalformedRoots as MalformedRoots  # re-exported for _guard until it imports _answers
-from ._answers import build_client_roots as build_client_roots  # the same
+from ._answers import RESOLUTION_BUDGET, MalformedRoots, build_client_roots
 from ._errors import RootsUnavailable
 from ._owned import OwnedTaskGroup
 from ._rootset import RootSet

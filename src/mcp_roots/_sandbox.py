@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
 from ._errors import SandboxUnavailable
 from ._sys import landlock, seccomp
@@ -72,13 +72,6 @@ SYSTEM_DEVICE_PATHS: tuple[str, ...] = ("/dev/null", "/dev/zero", "/dev/full")
 CLEAN_ENV_NAMES: tuple[str, ...] = ("PATH", "HOME", "LANG", "TERM")
 
 RootPaths = Iterable[str | os.PathLike[str]]
-
-
-class _RootLike(Protocol):
-    """What a ``RootSet`` iterates (a ``Root``): its canonical ``path``."""
-
-    @property
-    def path(self) -> os.PathLike[str]: ...
 
 
 _FS = landlock.FS
@@ -557,7 +550,7 @@ def _python_needs() -> list[str]:
 
 
 def confine_process(
-    roots: Iterable[str | os.PathLike[str] | _RootLike],
+    roots: RootPaths,
     *,
     write: bool = True,
     extra_read: Sequence[str | os.PathLike[str]] = (),
@@ -578,8 +571,7 @@ def confine_process(
             "only the calling thread and what it starts afterwards, so the others would stay unconfined; "
             "create RootsGuard(confine=True) before anything starts a thread (at the top of the program)"
         )
-    # A RootSet (from _guard) iterates Root objects, whose .path is the canonical path.
-    paths = [os.fspath(root.path if hasattr(root, "path") else root) for root in roots]
+    paths = [os.fspath(root) for root in roots]
     confinement = plan(
         paths,
         write=write,

@@ -1,7 +1,8 @@
 """The mcp 1.x adapter against the real mcp 1.30 SDK: FastMCP and the low-level Server, each run as a real
 subprocess (tests/mcp1/server.py) over stdio and over streamable HTTP on 127.0.0.1, driven by the SDK's own
 ClientSession, on asyncio and trio (a stdio server runs on the test's backend too). Legacy era only (mcp 1.x
-has no other).
+has no other). The guarded-call behaviours themselves are rows of the conformance table
+(tests/mcp1/test_conformance_mcp1.py); these cover the two transports and the low-level Server.
 """
 
 from __future__ import annotations
@@ -215,32 +216,12 @@ async def test_two_concurrent_connections_are_isolated(tree: Tree, flavor: tuple
 FASTMCP_FLAVORS = [f for f in FLAVORS if f[0] == "fastmcp"]
 
 
-@pytest.mark.parametrize("order", ["below", "above"])
-@pytest.mark.parametrize("fastmcp_flavor", FASTMCP_FLAVORS, ids=["-".join(f) for f in FASTMCP_FLAVORS])
-async def test_decorator_in_either_order(tree: Tree, fastmcp_flavor: tuple[str, str], order: str) -> None:
-    async with connect(fastmcp_flavor, tree, Roots(tree.project), "--order", order) as session:
-        assert await read(session, tree.project / "hello.txt") == (False, "hello from project")
-        is_error, text = await read(session, tree.outside / "secret.txt")
-        assert is_error
-        assert "TOP SECRET" not in text
-
-
 async def test_install_forgotten_refuses_every_call(tree: Tree, flavor: tuple[str, str]) -> None:
     async with connect(flavor, tree, Roots(tree.project), "--no-install") as session:
         for path in (tree.project / "hello.txt", tree.outside / "secret.txt"):
             is_error, text = await read(session, path)
             assert is_error
             assert "guard.install(server) was not called" in text
-
-
-@pytest.mark.parametrize("fastmcp_flavor", FASTMCP_FLAVORS, ids=["-".join(f) for f in FASTMCP_FLAVORS])
-async def test_input_schema_is_the_tools_own(tree: Tree, fastmcp_flavor: tuple[str, str]) -> None:
-    async with connect(fastmcp_flavor, tree, Roots(tree.project)) as session:
-        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-    guarded, twin = tools["read_text"].inputSchema, tools["plain_read"].inputSchema
-    assert set(guarded["properties"]) == {"path"}
-    # The same signature gives the same schema but for the title FastMCP derives from the function's name.
-    assert {**guarded, "title": None} == {**twin, "title": None}
 
 
 async def test_os_error_is_one_readable_line(tree: Tree, flavor: tuple[str, str]) -> None:
@@ -284,25 +265,6 @@ def test_install_names_the_supported_frameworks(tree: Tree) -> None:
         _guard(tree).install(object())
 
 
-@pytest.mark.parametrize("fastmcp_flavor", FASTMCP_FLAVORS, ids=["-".join(f) for f in FASTMCP_FLAVORS])
-async def test_audit_warns_of_an_unguarded_path_parameter_and_strict_refuses_it(
-    tree: Tree, fastmcp_flavor: tuple[str, str]
-) -> None:
-    kind, transport = fastmcp_flavor
-    async with connect(fastmcp_flavor, tree, Roots(tree.project)) as session:
-        await session.list_tools()
-    log = await anyio.Path(tree.base / f"server-{kind}-{transport}.log").read_text()
-    warnings = [line for line in log.splitlines() if "plain_read" in line]
-    assert len(warnings) == 1, log
-    assert "path-like parameters that mcp-roots does not check: path" in warnings[0]
-
-    async with connect(fastmcp_flavor, tree, Roots(tree.project), "--strict") as session:
-        is_error, text = await read(session, tree.project / "hello.txt", "plain_read")
-        assert is_error
-        assert "strict=True" in text
-        assert await read(session, tree.project / "hello.txt") == (False, "hello from project")
-
-
 # --- resources/read (FastMCP) --------------------------------------------------------------------------
 
 
@@ -313,47 +275,3 @@ async def read_resource(session: ClientSession, uri: str) -> tuple[bool, str]:
     except Exception as exc:
         return True, str(exc)
     return False, "".join(getattr(block, "text", "") for block in result.contents)
-
-
-@pytest.mark.parametrize("fastmcp_flavor", FASTMCP_FLAVORS, ids=["-".join(f) for f in FASTMCP_FLAVORS])
-@pytest.mark.parametrize("install", [False, True], ids=["control-unguarded", "guarded"])
-async def test_resources_file_uri_and_guarded_template(
-    tree: Tree, fastmcp_flavor: tuple[str, str], install: bool
-) -> None:
-    (tree.project / "leak.txt").symlink_to(tree.outside / "secret.txt")
-    args = ["--resources", str(tree.base)] + ([] if install else ["--no-install"])
-    async with connect(fastmcp_flavor, tree, Roots(tree.project), *args) as session:
-        assert await read_resource(session, path_to_uri(tree.project / "hello.txt")) == (
-            False,
-            "hello from project",
-        )
-        # The unguarded template follows the symlink out on both servers: the link does lead outside.
-        assert await read_resource(session, "plain://leak.txt") == (False, "TOP SECRET")
-        for outside in (tree.outside / "secret.txt", tree.project / "escape" / "secret.txt"):
-            refused, text = await read_resource(session, path_to_uri(outside))
-            if not install:  # the control: the unguarded server leaks both
-                assert (refused, text) == (False, "TOP SECRET")
-                continue
-            assert refused
-            assert "outside the allowed roots" in text
-            assert "TOP SECRET" not in text
-            assert "Traceback" not in text
-        if not install:
-            return
-        assert await read_resource(session, "notes://hello.txt") == (False, "hello from project")
-        refused, text = await read_resource(session, "notes://leak.txt")
-        assert refused
-        assert "outside the allowed roots" in text
-        assert "TOP SECRET" not in text
-
-
-@pytest.mark.parametrize("order", ["below", "above"])
-async def test_resources_guarded_template_in_either_order(tree: Tree, order: str) -> None:
-    (tree.project / "leak.txt").symlink_to(tree.outside / "secret.txt")
-    args = ["--resources", str(tree.base), "--order", order]
-    async with connect(("fastmcp", "stdio"), tree, Roots(tree.project), *args) as session:
-        assert await read_resource(session, "notes://hello.txt") == (False, "hello from project")
-        refused, text = await read_resource(session, "notes://leak.txt")
-        assert refused
-        assert "outside the allowed roots" in text
-        assert "TOP SECRET" not in text

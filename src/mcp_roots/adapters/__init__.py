@@ -1,8 +1,8 @@
 """Which adapter serves a server or a request context: decided by the object's class (module and name,
 walked along its MRO), so that no SDK is imported to ask; only the chosen adapter module imports its SDK.
 
-The adapter modules are the only code that imports an MCP SDK or touches its privates. The interface they
-implement is described in ``mcp_roots._guard``'s docstring.
+The adapter modules are the only code that imports an MCP SDK or touches its privates. Each is a port: the
+facade (``_guard.Adapter``) installs it, and the one guarded-call algorithm (``_calls.CallPort``) calls it.
 """
 
 from __future__ import annotations
@@ -17,13 +17,11 @@ from typing import Any
 
 __all__ = [
     "KINDS",
-    "TOOL_ERRORS",
     "Kind",
     "adapter_for_context",
     "adapter_for_server",
     "refusal",
     "supported_kinds",
-    "tool_error_types",
 ]
 
 
@@ -144,24 +142,3 @@ def adapter_for_server(server: object) -> type:
 def adapter_for_context(ctx: object) -> type:
     """The adapter class that understands the request context ``ctx``."""
     return _lookup(ctx, False)
-
-
-TOOL_ERRORS: list[tuple[str, str]] = [
-    ("mcp.server.mcpserver.exceptions", "ToolError"),
-    ("fastmcp.exceptions", "ToolError"),
-    ("mcp.server.fastmcp.exceptions", "ToolError"),
-]
-"""(module, class) of each framework's "a tool failed, show the client this message" exception. A
-guarded function that runs without install() raises an exception of every loaded one of these types, so
-that whichever framework runs it shows the client why (and not "Error executing tool")."""
-
-
-def tool_error_types() -> tuple[type[Exception], ...]:
-    """The tool-error types of the frameworks loaded in this process (none is imported here)."""
-    found = []
-    for module_name, class_name in TOOL_ERRORS:
-        module = sys.modules.get(module_name)
-        cls = getattr(module, class_name, None) if module is not None else None
-        if isinstance(cls, type) and issubclass(cls, Exception):
-            found.append(cls)
-    return tuple(found)

@@ -1,22 +1,24 @@
 """The ``fastmcp`` 4.x adapter (PrefectHQ's ``fastmcp.FastMCP``, which runs on ``mcp`` 2.x), both eras.
 
-A fastmcp ``Middleware``, first in the server's chain, sees ``initialize``, the notifications and every
-``tools/call``. Legacy connections keep a RootsCache each, run by the same ``mcp`` 2.x connection code as
-``adapters/mcp2.py``; on 2026-07-28 a guarded call is first answered with a ``roots/list`` input request. A
-guarded tool is found by name in fastmcp's registry and its arguments are checked in the middleware, so the
-tool's signature (and its input schema) stays its own and the decorator order does not matter.
+A fastmcp ``Middleware``, first in the server's chain, sees ``initialize``, the notifications, every
+``tools/call`` and ``resources/read``, and hands the calls to the one guarded-call algorithm
+(``mcp_roots._calls``). Legacy connections keep a RootsCache each, run by the ``mcp`` 2.x port
+(``adapters/mcp2.py``); on 2026-07-28 a guarded call is first answered with a ``roots/list`` input request.
+This module supplies only how to get a call's roots, ask the client, refuse and run the next handler.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types
 from fastmcp import Context, FastMCP
-from fastmcp.exceptions import ResourceError, ToolError
+from fastmcp.exceptions import PromptError, ResourceError, ToolError
+from fastmcp.prompts.base import InputRequiredPromptResult, PromptResult
+from fastmcp.prompts.function_prompt import FunctionPrompt
 from fastmcp.resources.base import ResourceResult
 from fastmcp.resources.template import ResourceTemplate
 from fastmcp.server.dependencies import FastMCPRequestContext
@@ -26,23 +28,14 @@ from fastmcp.tools.function_tool import FunctionTool
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsUnavailable, SDKChanged
-from .._guard import (
-    GuardedFunction,
-    GuardPolicy,
-    Handler,
-    audit_handlers,
-    call_roots,
-    client_error_text,
-    guarded_call,
-    guarded_function_of,
-    parameters_of,
-    strict_refusal,
-    warn_unguarded,
-)
+from .._audit import Handler, audit_handlers, parameters_of, warn_unguarded
+from .._calls import NeedRoots, own_spec, resource_read, tool_call
+from .._errors import RootsUnavailable, SDKChanged
+from .._policy import GuardPolicy
 from .._rootset import RootSet
-from .._uri import uri_to_path
-from .mcp2 import ROOTS_INPUT_KEY, Mcp2Adapter, connection_of
+from .mcp2 import ROOTS_INPUT_KEY
+from .mcp2_connections import Connections
+from .mcp2_sdk import connection_of
 
 __all__ = ["FastMCP4Adapter", "refusal"]
 
@@ -60,25 +53,13 @@ def refusal(message: str) -> ToolResult:
     return ToolResult(content=[mcp_types.TextContent(type="text", text=message)], is_error=True)
 
 
-def _raise_refusal(message: str) -> Any:
-    """A guarded body's refusal: fastmcp shows a ``ToolError``'s message as the call's one-line error
-    (a returned result would have to match the tool's output schema)."""
-    raise ToolError(message)
-
-
-def _refuse_read(message: str) -> Any:
-    """A refused ``resources/read``: fastmcp's resource error, which the client sees as one line."""
-    logger.info("refused resources/read: %s", message)
-    raise ResourceError(message)
-
-
-def _runs_wrapper(fn: object, spec: GuardedFunction) -> bool:
+def _runs_wrapper(fn: object, wrapper: object, bare: object) -> bool:
     """Whether ``fn`` (what fastmcp registered, often its own wrapper of the user's function) runs the
-    wrapper @guard.paths returned, not the bare function underneath it."""
+    ``wrapper`` @guard.paths returned, not the ``bare`` function underneath it."""
     for _ in range(8):  # a few layers of framework wrappers at most
-        if fn is None or fn is spec.fn:
+        if fn is None or fn is bare:
             return False
-        if fn is spec.wrapper:
+        if fn is wrapper:
             return True
         fn = getattr(fn, "__wrapped__", None)
     return False
@@ -130,14 +111,25 @@ def _declares_roots(sdk_ctx: ServerRequestContext[Any, Any]) -> bool:
     return caps is not None and caps.roots is not None
 
 
+@dataclass(frozen=True)
+class _Request:
+    """One request as the port sees it: fastmcp's context, and whether it is a ``resources/read``."""
+
+    ctx: Context | None
+    read: bool = False
+
+
 class FastMCP4Adapter:
-    """One guard's wiring into ``fastmcp`` 4.x servers (see ``mcp_roots._guard`` for the interface)."""
+    """One guard's port into ``fastmcp`` 4.x servers (a :class:`mcp_roots._calls.CallPort`)."""
+
+    brokering = False
+    framework_errors: tuple[type[BaseException], ...] = (ToolError,)
 
     def __init__(self, policy: GuardPolicy | None) -> None:
         # None: an adapter that only reads a server (mcp-roots audit), never installs or serves.
         self.policy: GuardPolicy = policy  # type: ignore[assignment]
         # The mcp 2.x connection code (initialize, initialized, list_changed, roots/list), shared.
-        self.sdk = Mcp2Adapter(policy)
+        self.connections = Connections(policy)
 
     def install(self, server: Any) -> None:
         """Put the guard's middleware first in the server's fastmcp middleware chain."""
@@ -146,19 +138,24 @@ class FastMCP4Adapter:
             return
         server.middleware.insert(0, RootsMiddleware(self, server))
 
-    def handlers(self, server: Any) -> list[Handler]:
-        """The tools and resource templates registered on ``server`` itself (for the audit)."""
+    def _components(self, server: Any) -> dict[str, Any]:
         components = getattr(server.local_provider, _COMPONENTS, None)
         if not isinstance(components, dict):
             raise SDKChanged(
                 "mcp-roots cannot list fastmcp's registered components (fastmcp changed: "
                 f"LocalProvider.{_COMPONENTS}); please report this with your fastmcp version"
             )
+        return components
+
+    def handlers(self, server: Any) -> list[Handler]:
+        """The tools and resource templates registered on ``server`` itself (for the audit)."""
         found = []
-        for component in components.values():
+        for component in self._components(server).values():
             fn = getattr(component, "fn", None)
             if isinstance(component, FunctionTool):
                 found.append(Handler("tool", component.name, fn, parameters_of(fn, Context)))
+            elif isinstance(component, FunctionPrompt):
+                found.append(Handler("prompt", component.name, fn, parameters_of(fn, Context)))
             elif isinstance(component, ResourceTemplate) and fn is not None:
                 uri = component.uri_template
                 found.append(
@@ -172,20 +169,31 @@ class FastMCP4Adapter:
         """Where @guard.paths stood above @server.tool, fastmcp registered the bare function: put the
         guard's wrapper in its place at startup, so that a call reaching the tool by a way this middleware
         does not see (fastmcp's hashed names for app tools) refuses instead of running unchecked."""
-        components = getattr(server.local_provider, _COMPONENTS, None)
-        for component in components.values() if isinstance(components, dict) else ():
-            spec = guarded_function_of(getattr(component, "fn", None))
-            if (
-                isinstance(component, FunctionTool)
-                and spec is not None
-                and spec.policy is self.policy
-                and spec.wrapper is not None
-            ):
-                component.fn = spec.wrapper
+        for component in self._components(server).values():
+            if isinstance(component, (FunctionTool, FunctionPrompt)):
+                _swap_in_wrapper(component, self.policy)
 
     def installed(self, server: Any) -> list[GuardPolicy]:
         """The policies of the guards installed on ``server``."""
         return [m.adapter.policy for m in getattr(server, "middleware", []) if isinstance(m, RootsMiddleware)]
+
+    # -- the port --
+
+    def ask(self, request: Any) -> InputRequiredToolResult:
+        return InputRequiredToolResult(
+            mcp_types.InputRequiredResult(input_requests={ROOTS_INPUT_KEY: mcp_types.ListRootsRequest()})
+        )
+
+    def refuse(self, message: str) -> ToolResult:
+        return refusal(message)
+
+    def refuse_in_body(self, message: str) -> Any:
+        """fastmcp shows a ``ToolError``'s message as the call's one-line error (a returned result would
+        have to match the tool's output schema)."""
+        raise ToolError(message)
+
+    def refuse_read(self, message: str, uri: str) -> Any:
+        raise ResourceError(message)
 
     async def roots(self, ctx: Any) -> RootSet:
         """The roots in force for the request of the fastmcp ``Context`` ``ctx``, outside a guarded call."""
@@ -195,38 +203,44 @@ class FastMCP4Adapter:
                 "`Context` on your tool and pass it to guard.roots(ctx)"
             )
         sdk_ctx = _sdk_context(ctx)
-        if _is_modern(sdk_ctx):
-            if not _declares_roots(sdk_ctx):
-                return self.policy.no_capability_fallback()
+        if _is_modern(sdk_ctx) and _declares_roots(sdk_ctx):
             raise RootsUnavailable(
                 "on a 2026-07-28 connection the client's roots arrive with the tool call; decorate the tool "
                 "with @guard.paths(...) (no names is fine) so mcp-roots can ask for them"
             )
-        return await self.sdk.roots_for(sdk_ctx)
+        return await self.call_roots(_Request(ctx))
 
-    async def _roots_for_call(
-        self, spec: GuardedFunction, context: MiddlewareContext[mcp_types.CallToolRequestParams]
-    ) -> RootSet | ToolResult:
-        """The roots a guarded call runs with, or the result that answers the call instead (an input
-        request for the roots, on 2026-07-28)."""
-        ctx = context.fastmcp_context
-        sdk_ctx = _sdk_context(ctx)
+    def has_roots(self, request: _Request) -> bool:
+        sdk_ctx = _sdk_context(request.ctx)
+        return not _is_modern(sdk_ctx) and self.connections.has_roots(sdk_ctx)
+
+    async def call_roots(self, request: _Request) -> RootSet:
+        sdk_ctx = _sdk_context(request.ctx)
         if not _is_modern(sdk_ctx):
-            return await self.sdk.roots_for(sdk_ctx)
+            return await self.connections.roots(sdk_ctx)
         if not _declares_roots(sdk_ctx):
             return self.policy.no_capability_fallback()
-        responses = ctx.input_responses if ctx is not None else None
+        if request.read:
+            # A 2026-07-28 read carries no roots, and this adapter does not yet ask for them on a read:
+            # refuse rather than guess (fail closed).
+            raise RootsUnavailable(
+                "mcp-roots cannot yet check a resources/read against the client's roots on a 2026-07-28 "
+                "connection with fastmcp 4; the read is refused"
+            )
+        raise NeedRoots()
+
+    def roots_answer(self, ctx: Context | None) -> object:
+        """The roots the client sent with this 2026-07-28 call (its input response), or None."""
+        if ctx is None or ctx.request_context is None:
+            return None
+        sdk_ctx = _sdk_context(ctx)
+        if not _is_modern(sdk_ctx) or not _declares_roots(sdk_ctx):
+            return None
+        responses = ctx.input_responses
         answer = responses.get(ROOTS_INPUT_KEY) if responses else None
         if isinstance(answer, mcp_types.ListRootsResult):
-            entries = [root.model_dump(mode="json", by_alias=True) for root in answer.roots]
-            return await self.policy.roots_from_client_answer({"roots": entries})
-        # Before asking the client: a path outside the operator's ceiling is refused whatever the client
-        # would answer, so it costs no round trip.
-        if self.policy.ceiling is not None:
-            spec.precheck(self.policy.ceiling, context.message.arguments or {})
-        return InputRequiredToolResult(
-            mcp_types.InputRequiredResult(input_requests={ROOTS_INPUT_KEY: mcp_types.ListRootsRequest()})
-        )
+            return {"roots": [root.model_dump(mode="json", by_alias=True) for root in answer.roots]}
+        return None
 
     async def call_tool(
         self,
@@ -234,42 +248,46 @@ class FastMCP4Adapter:
         context: MiddlewareContext[mcp_types.CallToolRequestParams],
         call_next: CallNext[mcp_types.CallToolRequestParams, ToolResult],
     ) -> ToolResult:
-        tool = await server.get_tool(context.message.name)
-        fn = getattr(tool, "fn", None)
-        if self.policy.strict and fn is not None:
-            why = strict_refusal(fn, context.message.name)
-            if why is not None:
-                logger.warning("refused %s(): %s", context.message.name, why)
-                return refusal(why)
-        spec = guarded_function_of(fn)
-        if spec is None or spec.policy is not self.policy:
-            # Unguarded, or guarded by another RootsGuard (whose wrapper refuses if it was not installed).
-            return await call_next(context)
-        if isinstance(tool, FunctionTool) and spec.wrapper is not None and tool.fn is not spec.wrapper:
-            # @guard.paths stood above @server.tool: fastmcp registered the bare function. Run the wrapper
-            # instead, so that the body's OS errors and refusals become one readable line too.
-            tool.fn = spec.wrapper
-        arguments: Mapping[str, Any] = context.message.arguments or {}
-        try:
-            roots = await self._roots_for_call(spec, context)
-            if isinstance(roots, ToolResult):
-                return roots
-            checked = spec.check(roots, arguments)
-        except (PathOutsideRoots, InvalidPath, RootsUnavailable) as exc:
-            logger.info("refused %s(): %s", spec.name, exc)
-            return refusal(str(exc))
-        message = context.message.model_copy(update={"arguments": checked})
-        try:
-            with guarded_call(spec, roots, _raise_refusal):
-                return await call_next(context.copy(message=message))
-        except ToolError as exc:
-            # fastmcp wraps what the body raised; a refusal or an OS error is one readable line for the
-            # client (whichever side of @mcp.tool @guard.paths stands on), not "Error calling tool".
-            text = client_error_text(exc)
-            if text is None:
-                raise
-            logger.info("refused %s(): %s", spec.name, text)
-            return refusal(text)
+        name = context.message.name
+        tool = await server.get_tool(name)
+        fn = (
+            _swap_in_wrapper(tool, self.policy)
+            if isinstance(tool, FunctionTool)
+            else getattr(tool, "fn", None)
+        )
+        result: ToolResult = await tool_call(
+            self,
+            _Request(context.fastmcp_context),
+            name=name,
+            fn=fn,
+            arguments=context.message.arguments or {},
+            answer=self.roots_answer(context.fastmcp_context),
+            run=lambda: call_next(context),
+        )
+        return result
+
+    async def get_prompt(
+        self,
+        server: FastMCP,
+        context: MiddlewareContext[mcp_types.GetPromptRequestParams],
+        call_next: CallNext[mcp_types.GetPromptRequestParams, PromptResult],
+    ) -> PromptResult:
+        name = context.message.name
+        prompt = await server.get_prompt(name)
+        fn = _swap_in_wrapper(prompt, self.policy) if isinstance(prompt, FunctionPrompt) else None
+        result: PromptResult = await tool_call(
+            self,
+            _Request(context.fastmcp_context),
+            name=name,
+            fn=fn,
+            arguments=context.message.arguments or {},
+            answer=self.roots_answer(context.fastmcp_context),
+            run=lambda: call_next(context),
+            kind="prompt",
+            refuse=_refuse_prompt,
+            ask=_ask_prompt,
+        )
+        return result
 
     async def read_resource(
         self,
@@ -277,49 +295,41 @@ class FastMCP4Adapter:
         context: MiddlewareContext[mcp_types.ReadResourceRequestParams],
         call_next: CallNext[mcp_types.ReadResourceRequestParams, ResourceResult],
     ) -> ResourceResult:
-        """``resources/read``: a ``file:`` URI is checked against the connection's roots, and a resource
-        template under ``@guard.paths`` gets its path parameters checked, before the handler runs."""
         uri = str(context.message.uri)
         template = await server.get_resource_template(uri)
-        spec = guarded_function_of(getattr(template, "fn", None))
-        if spec is not None and spec.policy is not self.policy:
-            spec = None  # another guard's business: its wrapper refuses if that guard is not installed
-        is_file = uri[:5].lower() == "file:"
-        if not is_file and spec is None:
-            return await call_next(context)
-        try:
-            if spec is not None and not _runs_wrapper(getattr(template, "fn", None), spec):
-                raise RootsUnavailable(
-                    f"@guard.paths stands above @server.resource on {spec.name}(): fastmcp registered the "
-                    "unchecked function; put @guard.paths below the resource decorator"
-                )
-            roots = await self._roots_for_read(context)
-            if is_file:
-                roots.resolve(uri_to_path(uri))
-            params = template.matches(uri) if template is not None else None
-            checked = spec.check(roots, params or {}) if spec is not None else None
-        except (PathOutsideRoots, InvalidPath, InvalidRootURI, RootsUnavailable) as exc:
-            _refuse_read(str(exc))
-        if spec is None:
-            with call_roots(roots):
-                return await call_next(context)
-        with guarded_call(spec, roots, _refuse_read, checked):
-            return await call_next(context)
-
-    async def _roots_for_read(
-        self, context: MiddlewareContext[mcp_types.ReadResourceRequestParams]
-    ) -> RootSet:
-        sdk_ctx = _sdk_context(context.fastmcp_context)
-        if not _is_modern(sdk_ctx):
-            return await self.sdk.roots_for(sdk_ctx)
-        if not _declares_roots(sdk_ctx):
-            return self.policy.no_capability_fallback()
-        # A 2026-07-28 read carries no roots, and this adapter does not yet ask for them on a read: refuse
-        # rather than guess (fail closed).
-        raise RootsUnavailable(
-            "mcp-roots cannot yet check a resources/read against the client's roots on a 2026-07-28 "
-            "connection with fastmcp 4; the read is refused"
+        fn = getattr(template, "fn", None)
+        spec = own_spec(fn, self.policy)
+        result: ResourceResult = await resource_read(
+            self,
+            _Request(context.fastmcp_context, read=True),
+            uri=uri,
+            fn=fn,
+            runs_wrapper=spec is None or _runs_wrapper(fn, spec.wrapper, spec.fn),
+            answer=None,
+            run=lambda: call_next(context),
         )
+        return result
+
+
+def _ask_prompt(request: Any) -> InputRequiredPromptResult:
+    return InputRequiredPromptResult(
+        mcp_types.InputRequiredResult(input_requests={ROOTS_INPUT_KEY: mcp_types.ListRootsRequest()})
+    )
+
+
+def _refuse_prompt(message: str) -> Any:
+    """A refused ``prompts/get``: fastmcp's prompt error, which the client sees as one line."""
+    raise PromptError(message)
+
+
+def _swap_in_wrapper(component: Any, policy: GuardPolicy) -> Any:
+    """What a registered tool runs; where @guard.paths stood above @server.tool (fastmcp registered the
+    bare function), the guard's wrapper is put in its place."""
+    fn = getattr(component, "fn", None)
+    spec = own_spec(fn, policy)
+    if spec is not None and spec.wrapper is not None and fn is not spec.wrapper:
+        component.fn = fn = spec.wrapper
+    return fn
 
 
 class RootsMiddleware(Middleware):
@@ -348,7 +358,7 @@ class RootsMiddleware(Middleware):
     ) -> mcp_types.InitializeResult | None:
         result = await call_next(context)
         # Record only; never await the client here (initialize runs inline: that would deadlock).
-        self.adapter.sdk.open_connection(_sdk_context(context.fastmcp_context))
+        self.adapter.connections.open_connection(_sdk_context(context.fastmcp_context))
         return result
 
     async def on_notification(
@@ -357,16 +367,13 @@ class RootsMiddleware(Middleware):
         call_next: CallNext[mcp_types.Notification[Any, Any], Any],
     ) -> Any:
         if context.method == "notifications/roots/list_changed":
-            sdk_ctx = _sdk_context(context.fastmcp_context)
-            state = self.adapter.policy.connection(connection_of(sdk_ctx))
-            if state is not None:
-                state.cache.notify_changed()
+            self.adapter.connections.notify_changed(_sdk_context(context.fastmcp_context))
             return await call_next(context)
         if context.method == "notifications/initialized":
             result = await call_next(context)
             # Lives as long as the connection: the SDK runs each notification as its own task and cancels
             # them when the connection ends.
-            await self.adapter.sdk.serve_connection(_sdk_context(context.fastmcp_context))
+            await self.adapter.connections.serve_connection(_sdk_context(context.fastmcp_context))
             return result
         return await call_next(context)
 
@@ -376,6 +383,13 @@ class RootsMiddleware(Middleware):
         call_next: CallNext[mcp_types.CallToolRequestParams, ToolResult],
     ) -> ToolResult:
         return await self.adapter.call_tool(self.server, context, call_next)
+
+    async def on_get_prompt(
+        self,
+        context: MiddlewareContext[mcp_types.GetPromptRequestParams],
+        call_next: CallNext[mcp_types.GetPromptRequestParams, PromptResult],
+    ) -> PromptResult:
+        return await self.adapter.get_prompt(self.server, context, call_next)
 
     async def on_read_resource(
         self,

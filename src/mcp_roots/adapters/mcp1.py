@@ -3,9 +3,9 @@ stdio and streamable HTTP).
 
 mcp 1.x keeps one ``ServerSession`` per connection, which keys the connection's roots, but offers no
 middleware, and its notification handlers are not told which session a notification came from. So the
-adapter wraps the low-level server's message dispatch (``Server._handle_message``, which is) to see
-``initialized`` and ``roots/list_changed``, and FastMCP's tool manager (``call_tool``) to check a guarded
-tool's arguments before its body runs. ``roots/list`` goes out through the public ``send_request``.
+adapter wraps the low-level server's message dispatch (``Server._handle_message``) to see ``initialized``
+and ``roots/list_changed``, and FastMCP's tool and resource managers, where it hands each call to the one
+guarded-call algorithm (``mcp_roots._calls``). ``roots/list`` goes out through the public ``send_request``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import inspect
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -27,24 +28,11 @@ from mcp.shared.exceptions import McpError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, ConfigDict
 
-from .._errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable, SDKChanged
-from .._guard import (
-    NOT_INSTALLED,
-    ConnectionRoots,
-    GuardNotInstalled,
-    GuardPolicy,
-    Handler,
-    audit_handlers,
-    call_roots,
-    client_error_text,
-    guarded_call,
-    guarded_function_of,
-    parameters_of,
-    strict_refusal,
-    warn_unguarded,
-)
+from .._audit import Handler, audit_handlers, parameters_of, warn_unguarded
+from .._calls import NOT_INSTALLED, GuardNotInstalled, own_spec, resource_read, tool_call
+from .._errors import RootsError, RootsUnavailable, SDKChanged
+from .._policy import ConnectionRoots, GuardPolicy
 from .._rootset import RootSet
-from .._uri import uri_to_path
 
 __all__ = ["Mcp1Adapter", "refusal"]
 
@@ -56,6 +44,7 @@ _DISPATCH_PARAMETERS = ["message", "session", "lifespan_context", "raise_excepti
 _TOOL_MANAGER = "_tool_manager"
 _LOWLEVEL_SERVER = "_mcp_server"
 _RESOURCE_MANAGER = "_resource_manager"
+_PROMPT_MANAGER = "_prompt_manager"
 # Where install() records the guards it wired into a low-level server (an attribute of our own).
 _INSTALLED = "_mcp_roots_policies"
 
@@ -70,10 +59,17 @@ class _Refused(RootsError):
     result into a validation error for a tool with an output schema) and answered by the adapter."""
 
 
-def _refuse_read(message: str) -> Any:
-    """A refused ``resources/read``: FastMCP's resource error, which the client sees as one line."""
-    logger.info("refused resources/read: %s", message)
-    raise ResourceError(message)
+@dataclass(frozen=True)
+class _Request:
+    """A request seen at the dispatch, before the SDK made its ``RequestContext``."""
+
+    session: Any
+    request_id: Any
+
+
+def _refuse_prompt(message: str) -> Any:
+    """A guarded prompt's refusal from inside FastMCP's prompt rendering (sent as the request's error)."""
+    raise _Refused(message)
 
 
 def _template_of(manager: Any, uri: str) -> tuple[Any, dict[str, Any]]:
@@ -89,10 +85,6 @@ def _template_of(manager: Any, uri: str) -> tuple[Any, dict[str, Any]]:
         if params:
             return template, params
     return None, {}
-
-
-def _raise_refusal(message: str) -> Any:
-    raise _Refused(message)
 
 
 class _RawRootsResult(BaseModel):
@@ -130,6 +122,11 @@ def _check_private_corners(server: object) -> None:
         manager = getattr(server, _TOOL_MANAGER, None)
         if not all(callable(getattr(manager, name, None)) for name in ("call_tool", "get_tool")):
             raise _sdk_changed(f"FastMCP's tool registry (FastMCP.{_TOOL_MANAGER}.call_tool / get_tool)")
+        prompts = getattr(server, _PROMPT_MANAGER, None)
+        if not all(callable(getattr(prompts, name, None)) for name in ("get_prompt", "list_prompts")):
+            raise _sdk_changed(
+                f"FastMCP's prompt registry (FastMCP.{_PROMPT_MANAGER}.get_prompt / list_prompts)"
+            )
         resources = getattr(server, _RESOURCE_MANAGER, None)
         if not all(
             callable(getattr(resources, name, None))
@@ -154,7 +151,10 @@ def _request_context_of(ctx: object) -> RequestContext[Any, Any, Any]:
 
 
 class Mcp1Adapter:
-    """One guard's wiring into ``mcp`` 1.x servers (see ``mcp_roots._guard`` for the interface)."""
+    """One guard's port into ``mcp`` 1.x servers (a :class:`mcp_roots._calls.CallPort`)."""
+
+    brokering = False
+    framework_errors: tuple[type[BaseException], ...] = (ToolError,)
 
     def __init__(self, policy: GuardPolicy | None) -> None:
         # None: an adapter that only reads a server (mcp-roots audit), never installs or serves.
@@ -187,6 +187,15 @@ class Mcp1Adapter:
                 rows = audit_handlers(self.handlers(server), [self.policy])
                 warn_unguarded(rows, strict=self.policy.strict)
             self._sessions.add(session)
+            request = getattr(message, "request", None)
+            if isinstance(request, types.ClientRequest) and isinstance(request.root, types.GetPromptRequest):
+                await self._get_prompt(
+                    server,
+                    message,
+                    session,
+                    lambda: dispatch(message, session, lifespan_context, raise_exceptions),
+                )
+                return
             if isinstance(message, types.ClientNotification):
                 if isinstance(message.root, types.RootsListChangedNotification):
                     # Recorded before the notification's handlers run and before any request that
@@ -206,9 +215,34 @@ class Mcp1Adapter:
             self._wrap_tool_manager(server)
             self._wrap_resource_manager(server)
 
+    async def _get_prompt(
+        self, server: Any, responder: Any, session: ServerSession, run: Callable[[], Awaitable[None]]
+    ) -> None:
+        """``prompts/get`` through the one algorithm, at the dispatch (mcp 1.x has no prompt hook that
+        sees the request): a refusal before the prompt runs answers the request with an error."""
+        params = responder.request.root.params
+        prompts = getattr(server, _PROMPT_MANAGER, None) if isinstance(server, FastMCP) else None
+        prompt = prompts.get_prompt(params.name) if prompts is not None else None
+        refused: list[str] = []
+        await tool_call(
+            self,
+            _Request(session, responder.request_id),
+            name=params.name,
+            fn=_swap_in_wrapper(prompt, self.policy) if prompt is not None else None,
+            arguments=params.arguments or {},
+            answer=None,
+            run=run,
+            kind="prompt",
+            refuse=refused.append,
+            refuse_in_body=_refuse_prompt,
+        )
+        if refused:
+            with responder:
+                await responder.respond(types.ErrorData(code=types.INVALID_PARAMS, message=refused[0]))
+
     def handlers(self, server: Any) -> list[Handler]:
-        """FastMCP's tools and resource templates (for the audit); none for a low-level server, whose
-        handlers are the user's own dispatch functions."""
+        """FastMCP's tools, resource templates and prompts (for the audit); none for a low-level server,
+        whose handlers are the user's own dispatch functions."""
         if not isinstance(server, FastMCP):
             return []
         _check_private_corners(server)
@@ -226,6 +260,8 @@ class Mcp1Adapter:
                     uri[:5] == "file:",
                 )
             )
+        for prompt in getattr(server, _PROMPT_MANAGER).list_prompts():
+            found.append(Handler("prompt", prompt.name, prompt.fn, parameters_of(prompt.fn, Context)))
         return found
 
     def installed(self, server: Any) -> list[GuardPolicy]:
@@ -282,7 +318,7 @@ class Mcp1Adapter:
             with anyio.CancelScope(shield=True):
                 await self.policy.close_connection(session)
 
-    async def _roots_for(self, request_ctx: RequestContext[Any, Any, Any]) -> RootSet:
+    async def _roots_for(self, request_ctx: RequestContext[Any, Any, Any] | _Request) -> RootSet:
         session = request_ctx.session
         if not isinstance(session, ServerSession):
             raise _sdk_changed("the ServerSession of a request (RequestContext.session)")
@@ -309,7 +345,38 @@ class Mcp1Adapter:
         """The roots in force for the request ``ctx`` (FastMCP's ``Context`` or a ``RequestContext``)."""
         return await self._roots_for(_request_context_of(ctx))
 
-    # -- FastMCP tools --
+    # -- the port --
+
+    def ask(self, request: Any) -> types.CallToolResult:
+        # mcp 1.x speaks the legacy era only: roots are never asked by an input request.
+        return refusal("mcp-roots cannot ask for roots by multi-round-trip on mcp 1.x")
+
+    def refuse(self, message: str) -> types.CallToolResult:
+        return refusal(message)
+
+    def refuse_in_body(self, message: str) -> Any:
+        """Raised through FastMCP's tool runner (which would turn a returned result into a validation
+        error for a tool with an output schema) and answered as one line by the algorithm."""
+        raise _Refused(message)
+
+    def refuse_read(self, message: str, uri: str) -> Any:
+        """FastMCP's resource error, which the client sees as one line."""
+        raise ResourceError(message)
+
+    def has_roots(self, request: Any) -> bool:
+        if not isinstance(request, (RequestContext, _Request)):
+            return False
+        state = self.policy.connection(request.session)
+        return state is not None and state.roots_in_hand()
+
+    async def call_roots(self, request: Any) -> RootSet:
+        if not isinstance(request, (RequestContext, _Request)):
+            raise RootsUnavailable(
+                "mcp-roots can tell the roots only during an MCP request (no request context is active)"
+            )
+        return await self._roots_for(request)
+
+    # -- FastMCP tools and resources: where the algorithm runs --
 
     def _wrap_tool_manager(self, server: FastMCP) -> None:
         manager = getattr(server, _TOOL_MANAGER)
@@ -320,40 +387,17 @@ class Mcp1Adapter:
             name: str, arguments: dict[str, Any], context: Any = None, convert_result: bool = False
         ) -> Any:
             tool = get_tool(name)
-            fn = getattr(tool, "fn", None)
-            if self.policy.strict and fn is not None:
-                why = strict_refusal(fn, name)
-                if why is not None:
-                    logger.warning("refused %s(): %s", name, why)
-                    return refusal(why)
-            spec = guarded_function_of(fn)
-            if spec is None or spec.policy is not self.policy or not isinstance(context, Context):
-                return await call_tool(name, arguments, context=context, convert_result=convert_result)
-            if spec.wrapper is not None and fn is not spec.wrapper:
-                # @guard.paths stood above @server.tool(): FastMCP registered the bare function. Run the
-                # wrapper instead, so that the body's OS errors and refusals become one readable line too.
-                tool.fn = spec.wrapper
-            try:
-                roots = await self._roots_for(context.request_context)
-                checked = spec.check(roots, arguments)
-            except (PathOutsideRoots, InvalidPath, RootsUnavailable) as exc:
-                logger.info("refused %s(): %s", spec.name, exc)
-                return refusal(str(exc))
-            try:
-                with guarded_call(spec, roots, _raise_refusal):
-                    return await call_tool(name, checked, context=context, convert_result=convert_result)
-            except ToolError as exc:
-                # FastMCP wraps what the body raised ("Error executing tool ..."); a refusal or an OS error
-                # is one readable line for the client, whichever side of @server.tool() @guard.paths is on.
-                text = client_error_text(exc)
-                if text is None:
-                    raise
-                logger.info("refused %s(): %s", spec.name, text)
-                return refusal(text)
+            return await tool_call(
+                self,
+                context.request_context if isinstance(context, Context) else None,
+                name=name,
+                fn=_swap_in_wrapper(tool, self.policy),
+                arguments=arguments,
+                answer=None,
+                run=lambda: call_tool(name, arguments, context=context, convert_result=convert_result),
+            )
 
         manager.call_tool = guarded_call_tool
-
-    # -- FastMCP resources --
 
     def _wrap_resource_manager(self, server: FastMCP) -> None:
         """Check a ``resources/read`` where FastMCP looks the resource up (``FastMCP.read_resource`` calls
@@ -363,32 +407,25 @@ class Mcp1Adapter:
 
         async def guarded_get_resource(uri: Any, context: Any = None) -> Any:
             uri_text = str(uri)
-            template, params = _template_of(manager, uri_text)
-            spec = guarded_function_of(getattr(template, "fn", None))
-            if spec is not None and spec.policy is not self.policy:
-                spec = None  # another guard's business: its wrapper refuses if that guard is not installed
-            is_file = uri_text[:5].lower() == "file:"
-            if not is_file and spec is None:
-                return await get_resource(uri, context=context)
-            if spec is not None and spec.wrapper is not None and template.fn is not spec.wrapper:
-                # @guard.paths stood above @server.resource(): FastMCP registered the bare function.
-                template.fn = spec.wrapper
-            try:
-                if not isinstance(context, Context):
-                    raise RootsUnavailable(
-                        "mcp-roots can tell the roots only during an MCP request (no request context is "
-                        "active)"
-                    )
-                roots = await self._roots_for(context.request_context)
-                if is_file:
-                    roots.resolve(uri_to_path(uri_text))
-                checked = spec.check(roots, params) if spec is not None else None
-            except (PathOutsideRoots, InvalidPath, InvalidRootURI, RootsUnavailable) as exc:
-                _refuse_read(str(exc))
-            if spec is None:
-                with call_roots(roots):
-                    return await get_resource(uri, context=context)
-            with guarded_call(spec, roots, _refuse_read, checked):
-                return await get_resource(uri, context=context)
+            template, _ = _template_of(manager, uri_text)
+            return await resource_read(
+                self,
+                context.request_context if isinstance(context, Context) else None,
+                uri=uri_text,
+                fn=_swap_in_wrapper(template, self.policy),
+                runs_wrapper=True,
+                answer=None,
+                run=lambda: get_resource(uri, context=context),
+            )
 
         manager.get_resource = guarded_get_resource
+
+
+def _swap_in_wrapper(component: Any, policy: GuardPolicy) -> Any:
+    """What a registered tool or template runs; where @guard.paths stood above FastMCP's decorator (it
+    registered the bare function), the guard's wrapper is put in its place."""
+    fn = getattr(component, "fn", None)
+    spec = own_spec(fn, policy)
+    if spec is not None and spec.wrapper is not None and fn is not spec.wrapper:
+        component.fn = fn = spec.wrapper
+    return fn

@@ -22,7 +22,7 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, ConfigDict
 
 from .._errors import BrokerError, BrokeringUnavailable, SDKChanged
-from ..adapters.mcp2 import connection_of  # the one ServerSession._connection seam
+from ..adapters.mcp2_sdk import connection_of  # the one ServerSession._connection seam
 from ._protocol import CAPABILITY, error_from_response
 
 __all__ = [

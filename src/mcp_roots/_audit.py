@@ -1,0 +1,226 @@
+"""The audit: every tool, resource template and prompt with the parameters that look like paths, and whether
+each is guarded (by an installed guard's ``@guard.paths``) or exempted (``@guard.exempt``); the strict rule
+built on it; and the record ``@guard.paths`` leaves on a function, which the audit and the calls read.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import typing
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._policy import GuardPolicy
+
+__all__ = [
+    "EXEMPT_ATTRIBUTE",
+    "GUARDED_ATTRIBUTE",
+    "AuditRow",
+    "GuardedFunction",
+    "Handler",
+    "audit_handlers",
+    "exemption_of",
+    "format_audit",
+    "guarded_function_of",
+    "parameters_of",
+    "strict_refusal",
+    "warn_unguarded",
+]
+
+logger = logging.getLogger("mcp_roots")
+
+GUARDED_ATTRIBUTE = "__mcp_roots_guarded__"
+"""The attribute under which @guard.paths records its GuardedFunction on the function and its wrapper."""
+
+
+class GuardedFunction:
+    """What ``@guard.paths(*names)`` recorded about one function: the guard (its policy) and the names. The
+    calls layer (``_calls.GuardedCall``) adds how the arguments are checked."""
+
+    policy: GuardPolicy
+    fn: Callable[..., Any]
+    names: tuple[str, ...]
+    wrapper: Callable[..., Any] | None
+    """The wrapper @guard.paths returned: what the framework must run (an adapter swaps it in where the
+    framework registered ``fn`` itself, i.e. @guard.paths stood above the tool decorator)."""
+
+    @property
+    def name(self) -> str:
+        return getattr(self.fn, "__name__", repr(self.fn))
+
+
+def guarded_function_of(obj: object) -> GuardedFunction | None:
+    """The GuardedFunction recorded on a function or on the wrapper @guard.paths returned, if any; also
+    through wrappers a framework made of either (``__wrapped__``, as ``functools.wraps`` leaves it)."""
+    for _ in range(8):  # a few layers of framework wrappers at most
+        spec = getattr(obj, GUARDED_ATTRIBUTE, None)
+        if isinstance(spec, GuardedFunction):
+            return spec
+        obj = getattr(obj, "__wrapped__", None)
+        if obj is None:
+            break
+    return None
+
+
+EXEMPT_ATTRIBUTE = "__mcp_roots_exempt__"
+
+_PATH_NAMES = frozenset(
+    {
+        "path",
+        "paths",
+        "file",
+        "files",
+        "filename",
+        "filepath",
+        "dir",
+        "dirs",
+        "directory",
+        "folder",
+        "src",
+        "source",
+        "dest",
+        "destination",
+        "target",
+        "root",
+        "cwd",
+        "workdir",
+        "uri",
+    }
+)
+_PATH_SUFFIXES = ("_path", "_paths", "_dir", "_dirs", "_file", "_files", "_directory", "_folder", "_root")
+
+
+@dataclass(frozen=True)
+class Handler:
+    """A tool or resource template as an adapter sees it, for the audit."""
+
+    kind: str  # "tool" or "resource template"
+    name: str
+    fn: Callable[..., Any] | None
+    parameters: Mapping[str, Any]  # name -> annotation (or None where only the name is known)
+    checked_by_uri: bool = False  # a file: resource template: its reads are checked by URI
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """One line of the audit: a handler, its path-like parameters and whether each is guarded."""
+
+    kind: str
+    name: str
+    path_parameters: tuple[str, ...]
+    guarded: tuple[str, ...]
+    exempt: str | None
+
+    @property
+    def unguarded(self) -> tuple[str, ...]:
+        """Path-like parameters nothing checks (empty when exempted)."""
+        if self.exempt is not None:
+            return ()
+        return tuple(p for p in self.path_parameters if p not in self.guarded)
+
+    @property
+    def status(self) -> str:
+        if not self.path_parameters:
+            return "no path parameters"
+        if self.exempt is not None:
+            return f"exempt: {self.exempt}"
+        return "UNGUARDED: " + ", ".join(self.unguarded) if self.unguarded else "guarded"
+
+
+def _looks_like_a_path(name: str, annotation: Any) -> bool:
+    lowered = name.lower()
+    if lowered in _PATH_NAMES or lowered.endswith(_PATH_SUFFIXES):
+        return True
+    target = annotation
+    for _ in range(3):  # Optional[...], list[...], Annotated[...]
+        args = [a for a in typing.get_args(target) if a is not type(None)]
+        if not args:
+            break
+        target = args[0]
+    return isinstance(target, type) and issubclass(target, os.PathLike)
+
+
+def exemption_of(fn: object) -> str | None:
+    """The reason given to ``@guard.exempt(reason)`` for ``fn``, if any."""
+    reason = getattr(fn, EXEMPT_ATTRIBUTE, None)
+    return reason if isinstance(reason, str) else None
+
+
+def parameters_of(fn: Any, context_type: type) -> dict[str, Any]:
+    """A handler's parameters (name -> annotation) for the audit, without the context object its framework
+    injects (annotated ``context_type``, or by the name of that class as a string annotation)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {
+        p.name: p.annotation
+        for p in parameters
+        if not (isinstance(p.annotation, type) and issubclass(p.annotation, context_type))
+        and p.annotation != context_type.__name__
+    }
+
+
+def audit_handlers(handlers: Sequence[Handler], installed: Collection[GuardPolicy]) -> list[AuditRow]:
+    """The audit of ``handlers``: every one with its path-like parameters, guarded or not. A parameter
+    counts as guarded only when the guard of its ``@guard.paths`` is one of those ``installed`` on the
+    server (a guard that was never installed checks nothing where the framework holds the bare function).
+    """
+    rows = []
+    for handler in handlers:
+        path_params = tuple(p for p, a in handler.parameters.items() if _looks_like_a_path(p, a))
+        spec = guarded_function_of(handler.fn)
+        guarded: tuple[str, ...] = spec.names if spec is not None and spec.policy in installed else ()
+        if handler.checked_by_uri:
+            guarded = path_params
+        rows.append(AuditRow(handler.kind, handler.name, path_params, guarded, exemption_of(handler.fn)))
+    return rows
+
+
+def format_audit(rows: Sequence[AuditRow]) -> str:
+    """The audit as a plain-text table."""
+    table = [("KIND", "NAME", "PATH PARAMETERS", "STATUS")]
+    table += [(r.kind, r.name, ", ".join(r.path_parameters) or "-", r.status) for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(3)]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(line[:3], widths, strict=True)) + "  " + line[3]
+        for line in table
+    ]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def warn_unguarded(rows: Sequence[AuditRow], *, strict: bool) -> None:
+    """One warning per handler with unguarded path-like parameters (adapters call it once per server)."""
+    for row in rows:
+        if row.unguarded:
+            logger.warning(
+                "%s %r has path-like parameters that mcp-roots does not check: %s; guard them with "
+                "@guard.paths(...) or mark it @guard.exempt(reason)%s",
+                row.kind,
+                row.name,
+                ", ".join(row.unguarded),
+                " (strict=True: it refuses every call)" if strict else "",
+            )
+
+
+def strict_refusal(fn: object, name: str, kind: str = "tool") -> str | None:
+    """Why a strict guard refuses to run tool (or prompt: ``kind``) ``name`` (registered as ``fn``), or
+    None."""
+    parameters: dict[str, Any] = {}
+    try:
+        parameters = {p.name: p.annotation for p in inspect.signature(fn).parameters.values()}  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    spec = guarded_function_of(fn)
+    installed = [spec.policy] if spec is not None else []
+    (row,) = audit_handlers([Handler(kind, name, fn, parameters)], installed)  # type: ignore[arg-type]
+    if not row.unguarded:
+        return None
+    return (
+        f"{kind} {name!r} refuses every call: its path-like parameters ({', '.join(row.unguarded)}) are not "
+        "checked by mcp-roots and the server runs with RootsGuard(strict=True); guard them with "
+        f"@guard.paths(...) or mark the {kind} @guard.exempt(reason)"
+    )

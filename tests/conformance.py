@@ -1,0 +1,785 @@
+"""The adapter conformance table: every behaviour of the guarded call, written once, run on every framework
+entry through a :class:`Harness` (as anyio runs its tests on every backend through ``anyio_backend``).
+
+tests/test_conformance.py runs the table for mcp 2.x ``MCPServer``, mcp 2.x low-level ``Server`` and fastmcp
+4.x; tests/mcp1/test_conformance_mcp1.py for mcp 1.x ``FastMCP`` (in .venv-mcp1). No MCP SDK is imported
+here. A harness that lacks a method cannot be built (``Harness`` is abstract), and every row runs on every
+harness: a row missing on one adapter is a failing test.
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import anyio
+import anyio.lowlevel
+import pytest
+from pydantic import Field
+
+from mcp_roots import RootsGuard, path_to_uri
+
+from .tree import Tree
+
+__all__ = ["ROWS", "Harness", "Session"]
+
+OUTSIDE_DEFAULT = "/etc/passwd"
+"""An absolute default outside every root of the tests (observation 1 of issue 20)."""
+
+
+class Session(abc.ABC):
+    """One client connection: tool calls and resource reads as (is_error, text), and how many roots/list
+    requests the client answered."""
+
+    roots_requests: int = 0
+    paths: list[Path]
+    """The client's roots: change them, then call :meth:`roots_changed`."""
+
+    @abc.abstractmethod
+    async def call(self, tool: str, **arguments: Any) -> tuple[bool, str]: ...
+
+    @abc.abstractmethod
+    async def prompt(self, name: str, **arguments: str) -> tuple[bool, str]:
+        """A prompts/get: (False, the first message's text), or (True, the error's message)."""
+
+    @abc.abstractmethod
+    async def roots_changed(self) -> None:
+        """Send notifications/roots/list_changed."""
+
+    @abc.abstractmethod
+    async def input_schema(self, tool: str) -> dict[str, Any]: ...
+
+    @abc.abstractmethod
+    async def read(self, uri: str) -> tuple[bool, str]:
+        """A resources/read; a JSON-RPC or framework error is (True, its message)."""
+
+
+class Harness(abc.ABC):
+    """One framework entry: how to build a server, register a tool or resource template (with
+    ``@guard.paths`` below or above the framework's decorator), and connect a client in an era."""
+
+    name: str
+    context_type: Any
+    """The type a tool annotates its context parameter with (what it passes to ``guard.roots(ctx)``)."""
+    eras: tuple[str, ...] = ("legacy", "modern")
+    reads_modern: bool = True
+    """False where a 2026-07-28 resources/read is refused, not guessed (fastmcp 4: not built yet)."""
+    registry: bool = True
+    """False where the server keeps no registry of functions (a low-level server): no audit, no strict."""
+    template_above_runs: bool = True
+    """False where @guard.paths above the resource decorator cannot be put in place (fastmcp 4 keeps its own
+    wrapper of the bare function): the read is refused, naming the fix."""
+
+    @abc.abstractmethod
+    def server(self, guard: RootsGuard | None, *, install: bool = True) -> Any: ...
+
+    @abc.abstractmethod
+    def register(self, server: Any, fn: Callable[..., Any]) -> Any:
+        """Register ``fn`` as a tool with the framework's decorator; return what the decorator returned."""
+
+    @abc.abstractmethod
+    def register_template(self, server: Any, uri_template: str, fn: Callable[..., Any]) -> Any:
+        """Register ``fn`` as a resource template (``text://{name}``)."""
+
+    @abc.abstractmethod
+    def register_prompt(self, server: Any, fn: Callable[..., Any]) -> Any:
+        """Register ``fn`` as a prompt with the framework's decorator."""
+
+    @abc.abstractmethod
+    def register_file_resources(self, server: Any, paths: list[Path]) -> None:
+        """Serve each of ``paths`` as a ``file:`` resource that reads it (unguarded: the guard checks the
+        URI)."""
+
+    @abc.abstractmethod
+    def session(
+        self, server: Any, era: str, roots: list[Path] | None, *, failing: bool = False
+    ) -> AbstractAsyncContextManager[Session]:
+        """A connected client in ``era`` with ``roots`` (None: no roots capability); ``silent``: it
+        declares roots but answers every roots/list with an error (roots switched off in the host)."""
+
+    def tool(
+        self, server: Any, guard: RootsGuard | None, fn: Callable[..., Any], *names: str, order: str = "below"
+    ) -> None:
+        """Register ``fn`` guarded by ``guard.paths(*names)`` below or above the tool decorator (unguarded
+        when ``guard`` is None)."""
+        if guard is None:
+            self.register(server, fn)
+        elif order == "below":
+            self.register(server, guard.paths(*names)(fn))
+        else:
+            guard.paths(*names)(self.register(server, fn))
+
+    def template(
+        self, server: Any, guard: RootsGuard, fn: Callable[..., Any], *names: str, order: str = "below"
+    ) -> None:
+        if order == "below":
+            self.register_template(server, "text://{name}", guard.paths(*names)(fn))
+        else:
+            guard.paths(*names)(self.register_template(server, "text://{name}", fn))
+
+
+def make_guard(tree: Tree, **options: Any) -> RootsGuard:
+    """A guard whose only fallback source is what the row configures."""
+    options.setdefault("environ", {})
+    options.setdefault("user_config_dir", tree.base / "no-config")
+    options.setdefault("first_answer_timeout", 0.5)
+    return RootsGuard(**options)
+
+
+Row = Callable[[Harness, Tree, pytest.LogCaptureFixture], Awaitable[None]]
+ROWS: dict[str, Row] = {}
+
+
+def row(fn: Row) -> Row:
+    ROWS[fn.__name__] = fn
+    return fn
+
+
+async def read_text(path: str) -> str:
+    return Path(path).read_text()  # noqa: ASYNC240
+
+
+# --- the rows ----------------------------------------------------------------------------------------------
+
+
+@row
+async def inside_read_outside_refused(h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture) -> None:
+    """The control first: the unguarded twin leaks. Then each way out is refused, on each era."""
+    naive = h.server(None)
+    h.tool(naive, None, read_text)
+    for era in h.eras:
+        async with h.session(naive, era, [tree.project]) as s:
+            assert await s.call("read_text", path=str(tree.outside / "secret.txt")) == (False, "TOP SECRET")
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            assert await s.call("read_text", path=str(tree.project / "hello.txt")) == (
+                False,
+                "hello from project",
+            )
+            assert await s.call("read_text", path="sub/deep.txt") == (False, "deep")
+            for way_out in (
+                "outside/secret.txt",
+                "project/../outside/secret.txt",
+                "project/escape/secret.txt",
+            ):
+                refused, text = await s.call("read_text", path=str(tree.base / way_out))
+                assert refused, (era, way_out, text)
+                assert "outside the allowed roots" in text
+                assert "TOP SECRET" not in text
+
+
+@row
+async def omitted_argument_is_checked_as_its_default(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Observation 1: the body receives the default, so the default is what is checked."""
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+    inside_default = str(tree.project / "hello.txt")
+
+    async def leaky(path: str = OUTSIDE_DEFAULT) -> str:
+        return "ran with " + path
+
+    async def fine(path: str = inside_default) -> str:
+        return Path(path).read_text()  # noqa: ASYNC240
+
+    h.tool(server, guard, leaky, "path")
+    h.tool(server, guard, fine, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            refused, text = await s.call("leaky")
+            assert refused, (era, text)
+            assert "outside the allowed roots" in text, (era, text)
+            assert "ran with" not in text, (era, text)
+            assert await s.call("fine") == (False, "hello from project")
+
+
+@row
+async def lists_optional_annotated_and_path_values(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+
+    async def many(paths: list[str]) -> str:
+        return "|".join(Path(p).read_text() for p in paths)  # noqa: ASYNC240
+
+    async def maybe(path: Optional[str] = None) -> str:  # noqa: UP045 (the spelling a user writes)
+        return "none" if path is None else Path(path).read_text()  # noqa: ASYNC240
+
+    async def described(path: Annotated[str, Field(description="a file")]) -> str:
+        return Path(path).read_text()  # noqa: ASYNC240
+
+    async def typed(path: Path) -> str:
+        assert isinstance(path, Path)
+        assert path.is_absolute()
+        return path.read_text()  # noqa: ASYNC240
+
+    for fn in (many, maybe, described, typed):
+        h.tool(server, guard, fn, "paths" if fn is many else "path")
+    hello, deep, secret = (
+        tree.project / "hello.txt",
+        tree.project / "sub" / "deep.txt",
+        tree.outside / "secret.txt",
+    )
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            assert await s.call("many", paths=[str(hello), "sub/deep.txt"]) == (
+                False,
+                "hello from project|deep",
+            )
+            refused, text = await s.call("many", paths=[str(deep), str(secret)])
+            assert refused
+            assert "outside the allowed roots" in text
+            assert await s.call("maybe") == (False, "none")
+            assert await s.call("maybe", path=str(hello)) == (False, "hello from project")
+            assert (await s.call("maybe", path=str(secret)))[0]
+            assert await s.call("described", path=str(hello)) == (False, "hello from project")
+            assert (await s.call("described", path=str(secret)))[0]
+            assert await s.call("typed", path="hello.txt") == (False, "hello from project")
+            assert (await s.call("typed", path=str(secret)))[0]
+
+
+@row
+async def tilde_and_file_uri_arguments_are_refused_with_a_hint(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            refused, text = await s.call("read_text", path="~/hello.txt")
+            assert refused, text
+            assert "does not expand" in text, text
+            assert "hello from project" not in text, text
+            refused, text = await s.call("read_text", path=path_to_uri(tree.project / "hello.txt"))
+            assert refused, text
+            assert "file: URI" in text, text
+            assert "hello from project" not in text, text
+
+
+@row
+async def expand_user_expands_tilde_and_file_uris(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = make_guard(tree, roots=[tree.fallback], expand_user=True)
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(tree.project))
+        for era in h.eras:
+            async with h.session(server, era, [tree.project]) as s:
+                assert await s.call("read_text", path="~/hello.txt") == (False, "hello from project")
+                uri = path_to_uri(tree.project / "hello.txt")
+                assert await s.call("read_text", path=uri) == (False, "hello from project")
+                refused, text = await s.call("read_text", path=path_to_uri(tree.outside / "secret.txt"))
+                assert refused
+                assert "TOP SECRET" not in text
+
+
+@row
+async def outside_the_ceiling_costs_no_round_trip(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Observation 2: the ceiling precheck runs on every adapter and era, defaults included. On 2026-07-28
+    the client is never asked; on the legacy era, a client whose roots/list fails gets the ceiling's
+    refusal ("outside the allowed roots"), not the one for having sent no roots."""
+    guard = make_guard(
+        tree, roots=[tree.fallback], ceiling=[tree.project, tree.fallback], first_answer_timeout=30
+    )
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+
+    async def leaky(path: str = OUTSIDE_DEFAULT) -> str:
+        return "ran with " + path
+
+    h.tool(server, guard, leaky, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project], failing=era == "legacy") as s:
+            with anyio.fail_after(10):
+                refused, text = await s.call("read_text", path=str(tree.outside / "secret.txt"))
+                assert refused, (era, text)
+                assert "outside the allowed roots" in text, (era, text)
+                refused, text = await s.call("leaky")
+                assert refused, (era, text)
+                assert "outside the allowed roots" in text, (era, text)
+            if era == "modern":
+                assert s.roots_requests == 0
+                assert await s.call("read_text", path="hello.txt") == (False, "hello from project")
+                assert s.roots_requests == 1  # the one roots/list input request the protocol requires
+                assert (await s.call("read_text", path=str(tree.outside / "secret.txt")))[0]
+                assert s.roots_requests == 1
+
+
+@row
+async def a_client_without_roots_gets_the_fallback_or_a_refusal(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    for configured in (True, False):
+        guard = make_guard(tree, roots=[tree.fallback] if configured else None)
+        server = h.server(guard)
+        h.tool(server, guard, read_text, "path")
+        for era in h.eras:
+            async with h.session(server, era, None) as s:
+                result = await s.call("read_text", path=str(tree.fallback / "fb.txt"))
+                if configured:
+                    assert result == (False, "hello from fallback")
+                else:
+                    assert result[0], result
+                    assert "roots" in result[1], result
+
+
+@row
+async def not_installed_refuses_every_call(h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture) -> None:
+    """@guard.paths below the tool decorator on a server where install() never ran: every call is refused
+    with the reason. (Above it, the framework holds the bare function: that is what ``mcp-roots audit``
+    reports, "nothing guarded".)"""
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard, install=False)
+    h.tool(server, guard, read_text, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            for path in (tree.project / "hello.txt", tree.outside / "secret.txt"):
+                refused, text = await s.call("read_text", path=str(path))
+                assert refused, (era, text)
+                assert "guard.install(server) was not called" in text, (era, text)
+                assert "TOP SECRET" not in text
+                assert "hello" not in text
+
+
+@row
+async def decorator_order_does_not_matter(h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture) -> None:
+    for order in ("below", "above"):
+        guard = make_guard(tree, roots=[tree.fallback])
+        server = h.server(guard)
+        h.tool(server, guard, read_text, "path", order=order)
+
+        async def missing(path: str) -> str:
+            return Path(path).read_text()  # noqa: ASYNC240
+
+        h.tool(server, guard, missing, "path", order=order)
+        for era in h.eras:
+            async with h.session(server, era, [tree.project]) as s:
+                assert await s.call("read_text", path="hello.txt") == (False, "hello from project")
+                assert (await s.call("read_text", path=str(tree.outside / "secret.txt")))[0]
+                # The body's OS error is one readable line whichever side @guard.paths stands on.
+                caplog.clear()
+                with caplog.at_level(logging.INFO):
+                    refused, text = await s.call("missing", path="nope.txt")
+                assert refused, (order, text)
+                assert text == f"No such file: '{tree.project / 'nope.txt'}'", (order, text)
+                noisy = [r for r in caplog.records if r.name.split(".")[0] in ("mcp_roots", "mcp")]
+                assert not [r for r in noisy if r.levelno >= logging.ERROR or r.exc_info], noisy
+                assert "\n" not in text
+                assert "Traceback" not in text
+                assert "Error calling tool" not in text
+                assert "Error executing tool" not in text
+
+
+@row
+async def strict_refuses_unguarded_until_guarded_or_exempt(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = make_guard(tree, roots=[tree.fallback], strict=True)
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+
+    async def leaky_read(path: str) -> str:
+        return Path(path).read_text()  # noqa: ASYNC240
+
+    async def show_ref(ref_path: str) -> str:
+        return ref_path
+
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    h.tool(server, None, leaky_read)
+    h.tool(server, None, guard.exempt("names a git ref, not a file")(show_ref))
+    h.tool(server, None, add)
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            refused, text = await s.call("leaky_read", path=str(tree.project / "hello.txt"))
+            if not h.registry:
+                # A low-level server's handlers are the user's own dispatch: nothing to audit, nothing
+                # for strict to refuse (the README says so); the guarded function is still checked.
+                assert (refused, text) == (False, "hello from project")
+                assert guard.audit(server) == []
+            else:
+                assert refused
+                assert "strict=True" in text
+                assert "hello" not in text
+            assert await s.call("show_ref", ref_path="refs/heads/main") == (False, "refs/heads/main")
+            assert await s.call("add", a=1, b=2) == (False, "3")
+            assert await s.call("read_text", path="hello.txt") == (False, "hello from project")
+
+
+@row
+async def resources_file_uris_and_guarded_templates(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret_uri = path_to_uri(tree.outside / "secret.txt")
+    (tree.project / "escape.txt").symlink_to(tree.outside / "secret.txt")
+    files = [tree.project / "hello.txt", tree.outside / "secret.txt", tree.project / "escape" / "secret.txt"]
+    naive = h.server(None)
+    h.register_file_resources(naive, files)
+    for era in h.eras:
+        if era == "modern" and not h.reads_modern:
+            continue  # checked below: refused, not guessed
+        async with h.session(naive, era, [tree.project]) as s:
+            assert await s.read(secret_uri) == (False, "TOP SECRET")  # the control leaks
+    for order in ("below", "above"):
+        guard = make_guard(tree, roots=[tree.fallback])
+        server = h.server(guard)
+        h.register_file_resources(server, files)
+
+        async def text(name: Path) -> str:
+            assert isinstance(name, Path)
+            assert name.is_absolute()
+            return name.read_text()  # noqa: ASYNC240
+
+        h.template(server, guard, text, "name", order=order)
+
+        def text_sync(name: Path) -> str:  # a synchronous template: its roots are fetched before it runs
+            return name.read_text()
+
+        if h.registry and order == "below":
+            h.register_template(server, "sync://{name}", guard.paths("name")(text_sync))
+
+        async def plain(name: str) -> str:
+            return (tree.project / name).read_text()
+
+        h.register_template(server, "plain://{name}", plain)
+        for era in h.eras:
+            async with h.session(server, era, [tree.project]) as s:
+                # The control: the unguarded template follows the symlink out; what the guard does not
+                # serve is not touched (on every era).
+                assert await s.read("plain://escape.txt") == (False, "TOP SECRET")
+                if era == "modern" and not h.reads_modern:
+                    for uri in (path_to_uri(tree.project / "hello.txt"), secret_uri):
+                        refused, message = await s.read(uri)
+                        assert refused
+                        assert "2026-07-28" in message
+                        assert "TOP SECRET" not in message
+                    continue
+                assert await s.read(path_to_uri(tree.project / "hello.txt")) == (False, "hello from project")
+                for uri in (secret_uri, path_to_uri(files[2])):
+                    refused, message = await s.read(uri)
+                    assert refused
+                    assert "outside the allowed roots" in message
+                    assert "TOP SECRET" not in message
+                inside = await s.read("text://hello.txt")
+                outside = await s.read("text://escape.txt")
+                if order == "above" and not h.template_above_runs:
+                    assert inside[0], inside
+                    assert "below the resource decorator" in inside[1], inside
+                    continue
+                assert inside == (False, "hello from project"), (order, era, inside)
+                if h.registry and order == "below":
+                    assert await s.read("sync://hello.txt") == (False, "hello from project")
+                    refused, message = await s.read("sync://escape.txt")
+                    assert refused, message
+                    assert "TOP SECRET" not in message
+                assert outside[0], outside
+                assert "TOP SECRET" not in outside[1], outside
+
+
+@row
+async def refusals_are_logged_once_per_streak(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Observation 2: one policy for every adapter: a model retrying a refused call logs it at INFO once,
+    then at DEBUG until a call passes."""
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+    secret = str(tree.outside / "secret.txt")
+    era = h.eras[0]
+    async with h.session(server, era, [tree.project]) as s:
+        await s.call("read_text", path="hello.txt")  # the roots are known
+        with caplog.at_level(logging.DEBUG, logger="mcp_roots"):
+            caplog.clear()
+            for _ in range(3):
+                assert (await s.call("read_text", path=secret))[0]
+            assert await s.call("read_text", path="hello.txt") == (False, "hello from project")
+            assert (await s.call("read_text", path=secret))[0]
+    refusals = [
+        r for r in caplog.records if r.name == "mcp_roots" and "refused read_text()" in r.getMessage()
+    ]
+    assert [r.levelno for r in refusals] == [logging.INFO, logging.DEBUG, logging.DEBUG, logging.INFO]
+
+
+@row
+async def roots_change_is_visible_on_the_next_call(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = make_guard(tree)
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            assert await s.call("read_text", path=str(tree.project / "hello.txt")) == (
+                False,
+                "hello from project",
+            )
+            s.paths[:] = [tree.other]
+            await s.roots_changed()
+            assert (await s.call("read_text", path=str(tree.project / "hello.txt")))[0]
+            assert await s.call("read_text", path=str(tree.other / "other.txt")) == (
+                False,
+                "hello from other",
+            )
+
+
+@row
+async def a_client_whose_roots_fail_is_refused_not_given_the_fallback(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client that declared roots is the only authority: when its roots/list fails (switched off in the
+    host), its calls are refused, even where fallback roots are configured."""
+    guard = make_guard(tree, roots=[tree.fallback], first_answer_timeout=5)
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+    async with h.session(server, "legacy", [tree.project], failing=True) as s:
+        with anyio.fail_after(10):
+            refused, text = await s.call("read_text", path=str(tree.fallback / "fb.txt"))
+        assert refused, text
+        assert "hello from fallback" not in text, text
+        assert "roots" in text, text
+
+
+@row
+async def the_ceiling_narrows_client_roots(h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture) -> None:
+    guard = make_guard(tree, ceiling=tree.project / "sub")
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            assert await s.call("read_text", path=str(tree.project / "sub" / "deep.txt")) == (False, "deep")
+            assert (await s.call("read_text", path=str(tree.project / "hello.txt")))[0]
+
+
+@row
+async def two_concurrent_connections_are_isolated(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = make_guard(tree)
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+    file_of = {"project": "hello.txt", "other": "other.txt"}
+    for era in h.eras:
+        outcomes: dict[str, list[tuple[bool, str]]] = {}
+
+        async def connection(
+            mine: Path, theirs: Path, era: str = era, outcomes: dict[str, list[tuple[bool, str]]] = outcomes
+        ) -> None:
+            async with h.session(server, era, [mine]) as s:
+                results = []
+                for _ in range(3):
+                    results.append(await s.call("read_text", path=str(mine / file_of[mine.name])))
+                    results.append(await s.call("read_text", path=str(theirs / file_of[theirs.name])))
+                    await anyio.lowlevel.checkpoint()
+                outcomes[mine.name] = results
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(connection, tree.project, tree.other)
+            tg.start_soon(connection, tree.other, tree.project)
+        for name, results in outcomes.items():
+            assert all(not refused for refused, _ in results[0::2]), (era, name, results)
+            assert all(refused for refused, _ in results[1::2]), (era, name, results)
+
+
+@row
+async def the_input_schema_and_signature_are_the_tools_own(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    for order in ("below", "above"):
+        guard = make_guard(tree, roots=[tree.fallback])
+        plain, guarded = h.server(None), h.server(guard)
+
+        async def described(path: Annotated[str, Field(description="a file")], limit: int = 3) -> str:
+            return path
+
+        h.tool(plain, None, described)
+        h.tool(guarded, guard, described, "path", order=order)
+        own, seen = inspect.signature(described), inspect.signature(guard.paths("path")(described))
+        assert [(p.name, p.default) for p in seen.parameters.values()] == [
+            (p.name, p.default) for p in own.parameters.values()
+        ]
+        async with h.session(plain, h.eras[0], [tree.project]) as s:
+            expected = await s.input_schema("described")
+        async with h.session(guarded, h.eras[0], [tree.project]) as s:
+            assert await s.input_schema("described") == expected, order
+        if h.registry:
+            assert set(expected["properties"]) == {"path", "limit"}
+
+
+@row
+async def guard_roots_in_the_body_is_the_set_the_arguments_were_checked_against(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+
+    async def where(path: str, ctx: Any) -> str:
+        roots = await guard.roots(ctx)
+        return roots.read_text(path) + " in " + ",".join(p.name for p in roots.paths)
+
+    where.__annotations__["ctx"] = h.context_type  # the framework injects its context by this type
+    h.tool(server, guard, where, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            assert await s.call("where", path="hello.txt") == (False, "hello from project in project"), era
+
+
+@row
+async def an_unguarded_path_parameter_is_warned_once_at_startup(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+    h.tool(server, guard, read_text, "path")
+
+    async def leaky_read(path: str) -> str:
+        return Path(path).read_text()  # noqa: ASYNC240
+
+    h.tool(server, None, leaky_read)
+    with caplog.at_level(logging.WARNING, logger="mcp_roots"):
+        for _ in range(2):
+            async with h.session(server, h.eras[0], [tree.project]) as s:
+                await s.call("read_text", path="hello.txt")
+    warned = [r for r in caplog.records if "leaky_read" in r.getMessage() and r.levelno == logging.WARNING]
+    if h.registry:
+        assert len(warned) == 1
+        assert "path-like parameters that mcp-roots does not check: path" in warned[0].getMessage()
+        rows = {row.name: row.status for row in guard.audit(server)}
+        assert rows["read_text"] == "guarded"
+        assert rows["leaky_read"] == "UNGUARDED: path"
+    else:
+        assert warned == []
+        assert guard.audit(server) == []
+
+
+@row
+async def an_aliased_argument_is_checked_as_the_body_receives_it(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 25 item 5: the client writes the alias (``file_path``); the framework hands the body ``path``.
+    The guard checks what the body receives, so no spelling of the argument gets past it."""
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+
+    async def aliased(path: Annotated[str, Field(validation_alias="file_path")]) -> str:
+        return "ran with " + path
+
+    h.tool(server, guard, aliased, "path")
+    secret = str(tree.outside / "secret.txt")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            # A low-level handler passes the client's names through: there the alias is the name itself.
+            key = "file_path" if h.registry else "path"
+            refused, text = await s.call("aliased", **{key: secret})
+            assert refused, (era, text)
+            assert "ran with" not in text
+            assert await s.call("aliased", **{key: "hello.txt"}) == (
+                False,
+                f"ran with {tree.project / 'hello.txt'}",
+            )
+
+
+class _Files:
+    """Tools as methods of an object (issue 25, "also seen": bound-method tools)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    async def read_method(self, path: str) -> str:
+        return self.prefix + Path(path).read_text()  # noqa: ASYNC240
+
+
+@row
+async def bound_methods_stacked_guards_and_partials(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 25, "also seen": a bound method is guarded like a function; @guard.paths stacked twice checks
+    both names; a functools.partial is guarded (or refused with a readable error), never a raw TypeError."""
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+    files = _Files("> ")
+    h.tool(server, guard, files.read_method, "path")
+
+    async def copy(src: str, dest: str) -> str:
+        return Path(src).read_text() + " -> " + Path(dest).name  # noqa: ASYNC240
+
+    h.register(server, guard.paths("src")(guard.paths("dest")(copy)))
+
+    async def read_with(path: str, suffix: str) -> str:
+        return Path(path).read_text() + suffix  # noqa: ASYNC240
+
+    partial = functools.partial(read_with, suffix="!")
+    partial.__name__ = "read_partial"  # type: ignore[attr-defined]  # frameworks name a tool by __name__
+    h.register(server, guard.paths("path")(partial))
+    hello, secret = tree.project / "hello.txt", str(tree.outside / "secret.txt")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            assert await s.call("read_method", path=str(hello)) == (False, "> hello from project")
+            refused, text = await s.call("read_method", path=secret)
+            assert refused, text
+            assert "outside the allowed roots" in text
+            copied = await s.call("copy", src=str(hello), dest="new.txt")
+            assert copied == (False, "hello from project -> new.txt")
+            for arguments in ({"src": secret, "dest": "new.txt"}, {"src": str(hello), "dest": secret}):
+                refused, text = await s.call("copy", **arguments)
+                assert refused, (era, arguments, text)
+                assert "outside the allowed roots" in text
+                assert "guard.install" not in text
+            assert await s.call("read_partial", path=str(hello)) == (False, "hello from project!")
+            refused, text = await s.call("read_partial", path=secret)
+            assert refused, text
+            assert "outside the allowed roots" in text
+
+
+@row
+async def prompts_are_guarded_audited_and_strict(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 25 item 10: a prompt's path arguments are guarded like a tool's; the audit lists prompts and
+    strict refuses an unguarded one."""
+    guard = make_guard(tree, roots=[tree.fallback], strict=True)
+    server = h.server(guard)
+
+    async def summarize(path: str) -> str:
+        return "Summarize: " + Path(path).read_text()  # noqa: ASYNC240
+
+    async def leaky_prompt(path: str) -> str:
+        return "Summarize: " + Path(path).read_text()  # noqa: ASYNC240
+
+    h.register_prompt(server, guard.paths("path")(summarize))
+    h.register_prompt(server, leaky_prompt)
+    hello, secret = str(tree.project / "hello.txt"), str(tree.outside / "secret.txt")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            assert await s.prompt("summarize", path=hello) == (False, "Summarize: hello from project")
+            refused, text = await s.prompt("summarize", path=secret)
+            assert refused, (era, text)
+            assert "outside the allowed roots" in text
+            assert "TOP SECRET" not in text
+            refused, text = await s.prompt("leaky_prompt", path=hello)
+            if h.registry:
+                assert refused, (era, text)
+                assert "strict=True" in text
+            else:  # a hand-written handler: nothing registered to audit
+                assert (refused, text) == (False, "Summarize: hello from project")
+    if h.registry:
+        rows = {(row.kind, row.name): row.status for row in guard.audit(server)}
+        assert rows[("prompt", "summarize")] == "guarded"
+        assert rows[("prompt", "leaky_prompt")] == "UNGUARDED: path"
