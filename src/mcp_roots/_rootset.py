@@ -458,16 +458,25 @@ class RootSet:
         write: bool = False,
         network: bool = True,
         allow_unconfined: bool = False,
+        path_metadata: bool = False,
         **kwargs: Any,
     ) -> subprocess.CompletedProcess[Any]:
         """``subprocess.run(argv, **kwargs)`` with the child confined by the kernel (Landlock) to these
         roots: read (``write=True``: read-write) beneath them, read-only what a program needs; with
-        ``network=False`` no TCP bind/connect. ``SandboxUnavailable`` where the kernel cannot, unless
-        ``allow_unconfined=True`` (then a warning). See ``mcp_roots._sandbox.run``."""
+        ``network=False`` no socket() or connect(); a seccomp filter refuses chmod/chown/utime/xattr by path.
+        ``path_metadata=True`` (only with ``write=True``, else ``ValueError``) allows those, for builds, and
+        so OUTSIDE the roots too (Landlock has no right for them). ``SandboxUnavailable`` where the kernel
+        cannot, unless ``allow_unconfined=True`` (then a warning). See ``mcp_roots._sandbox.run``."""
         from . import _sandbox
 
         return _sandbox.run(
-            self.paths, argv, write=write, network=network, allow_unconfined=allow_unconfined, **kwargs
+            self.paths,
+            argv,
+            write=write,
+            network=network,
+            allow_unconfined=allow_unconfined,
+            path_metadata=path_metadata,
+            **kwargs,
         )
 
     def popen(
@@ -477,13 +486,20 @@ class RootSet:
         write: bool = False,
         network: bool = True,
         allow_unconfined: bool = False,
+        path_metadata: bool = False,
         **kwargs: Any,
     ) -> subprocess.Popen[Any]:
         """``subprocess.Popen(argv, **kwargs)``, confined like ``run``."""
         from . import _sandbox
 
         return _sandbox.popen(
-            self.paths, argv, write=write, network=network, allow_unconfined=allow_unconfined, **kwargs
+            self.paths,
+            argv,
+            write=write,
+            network=network,
+            allow_unconfined=allow_unconfined,
+            path_metadata=path_metadata,
+            **kwargs,
         )
 
     async def run_async(
@@ -493,6 +509,7 @@ class RootSet:
         write: bool = False,
         network: bool = True,
         allow_unconfined: bool = False,
+        path_metadata: bool = False,
         **kwargs: Any,
     ) -> subprocess.CompletedProcess[bytes]:
         """``await anyio.run_process(argv, **kwargs)`` (output captured, ``check=True``), confined like
@@ -500,5 +517,11 @@ class RootSet:
         from . import _sandbox
 
         return await _sandbox.run_async(
-            self.paths, argv, write=write, network=network, allow_unconfined=allow_unconfined, **kwargs
+            self.paths,
+            argv,
+            write=write,
+            network=network,
+            allow_unconfined=allow_unconfined,
+            path_metadata=path_metadata,
+            **kwargs,
         )

@@ -136,7 +136,8 @@ class Support:
                 "Landlock ABI 6, Linux 6.12",
             ),
             (
-                "chmod/chown/utime/xattr by path refused (by descriptor too with write=False)",
+                "chmod/chown/utime/xattr by path refused (by descriptor too with write=False; "
+                "not with path_metadata=True)",
                 filtered,
                 "seccomp filter, x86_64",
             ),
@@ -245,13 +246,17 @@ def plan(
     extra_read: Sequence[str | os.PathLike[str]] = (),
     scope_signals: bool = True,
     syscall_filter: bool = True,
+    path_metadata: bool = False,
 ) -> Confinement | None:
     """The confinement for a child, or None where Landlock is missing and ``allow_unconfined`` (warned).
 
     ``roots`` are canonical directory (or file) paths, each granted read (``write=True``: read-write).
     Raises ``SandboxUnavailable`` naming the reason when the kernel cannot enforce what was asked: no
-    Landlock, or (with ``syscall_filter``) no seccomp filter here.
+    Landlock, or (with ``syscall_filter``) no seccomp filter here. ``path_metadata=True`` (only with
+    ``write=True``, else ``ValueError``) lets the filter pass chmod/chown/utime/xattr by path (see ``run``).
     """
+    if path_metadata and not write:
+        raise ValueError("path_metadata=True needs write=True: a read-only command has no metadata to change")
     kernel = support()
     if not kernel.available:
         _refuse_or_warn(f"no kernel confinement: {kernel.reason}", allow_unconfined)
@@ -261,13 +266,9 @@ def plan(
     program_bytes: bytes | None = None
     if syscall_filter:
         if kernel.filter_reason is None:
-            program_bytes = seccomp.program(network=network, write=write)
+            program_bytes = seccomp.program(network=network, write=write, path_metadata=path_metadata)
         else:
-            what = (
-                "network=False and the metadata rules need it"
-                if not network
-                else "the metadata rules need it"
-            )
+            what = ("network=False and " if not network else "") + "the metadata rules need it"
             _refuse_or_warn(
                 f"no system-call filter ({what}): {kernel.filter_reason}",
                 allow_unconfined,
@@ -342,6 +343,7 @@ def popen(
     allow_unconfined: bool = False,
     system_paths: Sequence[str | os.PathLike[str]] | None = None,
     extra_read: Sequence[str | os.PathLike[str]] = (),
+    path_metadata: bool = False,
     **popen_kwargs: Any,
 ) -> subprocess.Popen[Any]:
     """``subprocess.Popen(argv, **popen_kwargs)``, confined to ``roots`` by the kernel (see ``run``)."""
@@ -354,6 +356,7 @@ def popen(
         program=_program(argv, popen_kwargs),
         system_paths=system_paths,
         extra_read=extra_read,
+        path_metadata=path_metadata,
     )
     if confinement is None:
         return subprocess.Popen(argv, **popen_kwargs)
@@ -398,6 +401,7 @@ def run(
     allow_unconfined: bool = False,
     system_paths: Sequence[str | os.PathLike[str]] | None = None,
     extra_read: Sequence[str | os.PathLike[str]] = (),
+    path_metadata: bool = False,
     input: Any = None,
     capture_output: bool = False,
     timeout: float | None = None,
@@ -409,11 +413,14 @@ def run(
     The child (and all its descendants) may read beneath the roots, and write there with ``write=True``,
     plus read what a program needs (``SYSTEM_READ_PATHS`` or ``system_paths``, ``extra_read``, its own
     binary). It may not change metadata by path (chmod, chown, utime, xattr), type into a terminal
-    (TIOCSTI) or use io_uring. ``network=False`` refuses every ``socket()`` and ``connect()`` (and TCP by
-    Landlock). stdin and stdout default to ``/dev/null`` (never this process's own: pass ``stdin=None``
-    or ``stdout=None`` to hand them over); ``env`` defaults to this process's environment, as in
-    subprocess (``clean_env()`` gives a reduced one). Raises ``SandboxUnavailable`` where the kernel
-    cannot do this, unless ``allow_unconfined=True`` (then a warning, once per reason).
+    (TIOCSTI) or use io_uring. ``path_metadata=True`` (opt-in, only with ``write=True``, else ValueError)
+    allows chmod/chown/utime/xattr by path, for builds (GNU ld's chmod +x, pip/npm scripts), and so
+    OUTSIDE the roots too: the filter cannot see paths and Landlock has no right for them.
+    ``network=False`` refuses every ``socket()`` and ``connect()`` (and TCP by Landlock). stdin and
+    stdout default to ``/dev/null`` (never this process's own: pass ``stdin=None`` or ``stdout=None`` to
+    hand them over); ``env`` defaults to this process's environment, as in subprocess (``clean_env()``
+    gives a reduced one). Raises ``SandboxUnavailable`` where the kernel cannot do this, unless
+    ``allow_unconfined=True`` (then a warning, once per reason).
     """
     if input is not None:
         if popen_kwargs.get("stdin") is not None:
@@ -432,6 +439,7 @@ def run(
         allow_unconfined=allow_unconfined,
         system_paths=system_paths,
         extra_read=extra_read,
+        path_metadata=path_metadata,
         **popen_kwargs,
     ) as process:
         try:
@@ -459,6 +467,7 @@ async def run_async(
     allow_unconfined: bool = False,
     system_paths: Sequence[str | os.PathLike[str]] | None = None,
     extra_read: Sequence[str | os.PathLike[str]] = (),
+    path_metadata: bool = False,
     input: bytes | None = None,
     stdin: int | IO[Any] | None = subprocess.DEVNULL,
     stdout: int | IO[Any] | None = subprocess.PIPE,
@@ -486,6 +495,7 @@ async def run_async(
         program=_program(command, options),
         system_paths=system_paths,
         extra_read=extra_read,
+        path_metadata=path_metadata,
     )
     lock = threading.Lock()
     started: list[subprocess.Popen[bytes]] = []

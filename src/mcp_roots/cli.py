@@ -278,6 +278,12 @@ def _add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentPa
         help="refuse every socket() and connect() (seccomp) and TCP bind/connect (Landlock ABI >= 4)",
     )
     run.add_argument(
+        "--allow-path-metadata",
+        action="store_true",
+        help="with --write: let chmod/chown/utime/xattr by path through (builds: the linker's chmod +x), "
+        "OUTSIDE the roots too, since Landlock has no right for them",
+    )
+    run.add_argument(
         "--clean-env",
         action="store_true",
         help="pass only PATH, HOME, LANG, TERM and MCP_ROOTS_* to the command",
@@ -306,6 +312,10 @@ def _run(roots: RootSet, args: argparse.Namespace) -> int:
     if roots.source == SOURCE_UNCONFIGURED:
         # Confined to nothing, the command could not even read its arguments: say why before it starts.
         raise ConfigError(f"'{PROG} run' has no roots to confine the command to; {how_to_configure()}")
+    if args.allow_path_metadata and not args.write:
+        raise ConfigError(
+            f"'{PROG} run --allow-path-metadata' needs --write (a read-only command changes no metadata)"
+        )
     from . import _sandbox
 
     try:
@@ -317,6 +327,7 @@ def _run(roots: RootSet, args: argparse.Namespace) -> int:
             write=args.write,
             network=not args.no_network,
             allow_unconfined=args.allow_unconfined,
+            path_metadata=args.allow_path_metadata,
             stdin=None,
             stdout=None,
             start_new_session=True,

@@ -1,7 +1,8 @@
 """seccomp-BPF through ctypes: the system-call filter that a confined child gets beside its Landlock ruleset.
 
-``program(network=...)`` builds the filter (x86_64 only), ``apply_to_thread()`` installs it on the calling
-thread (inherited by what it creates afterwards; irreversible), ``probe()`` says whether the kernel can.
+``program(network=..., write=..., path_metadata=...)`` builds the filter (x86_64 only),
+``apply_to_thread()`` installs it on the calling thread (inherited by what it creates afterwards;
+irreversible), ``probe()`` says whether the kernel can.
 Only this module knows the filter's syscall numbers and the layout of ``struct seccomp_data``.
 """
 
@@ -19,6 +20,7 @@ from functools import lru_cache
 __all__ = [
     "DENIED_PATH_METADATA",
     "DESCRIPTOR_METADATA",
+    "FILE_SETATTR",
     "IOCTLS_REFUSED",
     "apply_to_thread",
     "probe",
@@ -65,6 +67,10 @@ DENIED_PATH_METADATA: tuple[int, ...] = (
 #: Refused too for a child that may not write (``write=False``): it could change the metadata of any file it
 #: may open for reading and owns (the kernel checks ownership, not the open mode).
 DESCRIPTOR_METADATA: tuple[int, ...] = (91, 93, 190, 199)
+
+#: file_setattr (inode flags and project attributes by path): refused even with ``path_metadata=True``,
+#: like the FS_IOC_SETFLAGS/FS_IOC_FSSETXATTR ioctls below (a build does not set immutable flags).
+FILE_SETATTR = 469
 
 #: ioctl requests refused whatever the descriptor: typing into a terminal (TIOCSTI, TIOCLINUX) and setting
 #: inode flags or project attributes (immutable, append-only) through a descriptor opened for reading.
@@ -140,14 +146,18 @@ def _assemble(ops: Iterable[_Op | str]) -> bytes:
     return bytes(packed)
 
 
-@lru_cache(maxsize=4)
-def program(*, network: bool, write: bool = True) -> bytes:
+@lru_cache(maxsize=8)
+def program(*, network: bool, write: bool = True, path_metadata: bool = False) -> bytes:
     """The filter for a confined child. Always: the architecture is x86_64 (else the process is killed: an
     i386 or x32 system call would bypass every rule below), path-based metadata calls and the ioctls above
     answer EPERM, io_uring answers EPERM, unknown newer calls ENOSYS. With ``network=False`` also:
     ``socket()`` of every family, ``connect()``, and ``socketpair()`` other than a connected AF_UNIX
     stream or seqpacket pair (a datagram pair could ``sendto`` a socket file) answer EPERM. With
-    ``write=False`` the descriptor forms of the metadata calls answer EPERM as well."""
+    ``write=False`` the descriptor forms of the metadata calls answer EPERM as well. ``path_metadata=True``
+    (only with ``write=True``) leaves chmod/chown/utime/xattr by path alone, outside the roots too: the
+    filter cannot see paths and Landlock has no right for them; ``file_setattr`` stays refused."""
+    if path_metadata and not write:
+        raise ValueError("path_metadata=True needs write=True (a read-only child has no metadata to change)")
     ops: list[_Op | str] = [
         (_LD_W_ABS, _ARCH, None, None),
         (_JEQ_K, AUDIT_ARCH_X86_64, None, "kill"),
@@ -155,9 +165,12 @@ def program(*, network: bool, write: bool = True) -> bytes:
         (_JGE_K, _X32_SYSCALL_BIT, "kill", None),
         (_JGE_K, _LAST_KNOWN_SYSCALL + 1, "enosys", None),
     ]
-    refused = (*DENIED_PATH_METADATA, *_IO_URING, *(() if write else (*DESCRIPTOR_METADATA, _UTIMENSAT)))
+    by_path = (FILE_SETATTR,) if path_metadata else DENIED_PATH_METADATA
+    refused = (*by_path, *_IO_URING, *(() if write else (*DESCRIPTOR_METADATA, _UTIMENSAT)))
     ops += [(_JEQ_K, number, "eperm", None) for number in refused]
-    ops += [(_JEQ_K, _UTIMENSAT, "utimensat", None), (_JEQ_K, _IOCTL, "ioctl", None)]
+    if not path_metadata:
+        ops += [(_JEQ_K, _UTIMENSAT, "utimensat", None)]
+    ops += [(_JEQ_K, _IOCTL, "ioctl", None)]
     if not network:
         ops += [
             (_JEQ_K, _SOCKET, "eperm", None),
