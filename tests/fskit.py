@@ -1,20 +1,16 @@
-"""Helpers for the filesystem server tests: a fixed tree, `mcp-roots serve` and the official server as real
+"""Helpers for the filesystem server tests: `mcp-roots serve` and the official server as real
 subprocesses, and one scripted session run through the official Python client or the official TypeScript
 SDK client, both reduced to the same JSON shape."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +18,8 @@ import anyio
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp_types import ListRootsResult, Root
 
-from mcp_roots import path_to_uri
+from .serverkit import RootsCallback
 
 REPO = Path(__file__).resolve().parent.parent
 INTEROP = REPO / "tests" / "interop"
@@ -34,44 +29,6 @@ OFFICIAL_SERVER = (
 )
 
 Call = tuple[str, dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class Tree:
-    """A fixed tree: ``root`` is served; ``outside`` must never be reachable."""
-
-    base: Path
-    root: Path
-    outside: Path
-
-    @classmethod
-    def make(cls, base: Path) -> Tree:
-        base = base.resolve()
-        root, outside = base / "root", base / "outside"
-        files: dict[str, bytes] = {
-            "abc.txt": b"a\nb\nc",  # no trailing newline
-            "lines.txt": b"1\n2\n3\n4\n5\n",
-            "edit.txt": b"alpha\nbeta\ngamma\n",
-            "bin.dat": b"\x00\x01\x02binary",
-            "pic.png": b"\x89PNG\r\n\x1a\nfake",
-            "sub/xy.txt": b"x\ny\n",
-            "sub/deep/z.py": b"print()\n",
-            "node_modules/m.js": b"module\n",
-            "code.js": b"function f() {\n    if (x) {\n        return 1;\n    }\n    return 2;\n}\n",
-            ".hidden/h.txt": b"hidden\n",
-        }
-        files.update({f"many/f{i:02d}.txt": b"m\n" for i in range(12)})
-        for rel, data in files.items():
-            path = root / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-        (root / "empty").mkdir()
-        outside.mkdir()
-        (outside / "secret.txt").write_text("TOP SECRET")
-        (root / "escape.txt").symlink_to(outside / "secret.txt")
-        (root / "escape_dir").symlink_to(outside)
-        (root / "inner_link.txt").symlink_to(root / "sub" / "xy.txt")
-        return cls(base, root, outside)
 
 
 def serve_command(*args: str) -> list[str]:
@@ -91,54 +48,11 @@ def node() -> str:
     return found
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def http_serve(*args: str, start_timeout: float = 30.0) -> Iterator[str]:
-    """``mcp-roots serve --http PORT *args`` as a subprocess; yields its URL; stopped on exit."""
-    port = free_port()
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
-            serve_command("--http", str(port), *args), stdout=subprocess.DEVNULL, stderr=err
-        )
-        try:
-            deadline = time.monotonic() + start_timeout
-            while True:
-                if proc.poll() is not None:
-                    err.seek(0)
-                    raise RuntimeError(f"mcp-roots serve exited early: {err.read().decode(errors='replace')}")
-                with socket.socket() as s:
-                    if s.connect_ex(("127.0.0.1", port)) == 0:
-                        break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"mcp-roots serve not listening after {start_timeout} s")
-                time.sleep(0.05)
-            yield f"http://127.0.0.1:{port}/mcp"
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-
-
-def _roots_callback(dirs: Sequence[Path]) -> Any:
-    async def answer(_context: Any) -> ListRootsResult:
-        return ListRootsResult(roots=[Root(uri=path_to_uri(d), name=d.name) for d in dirs])
-
-    return answer
-
-
 async def py_session(
     target: list[str] | str, calls: Sequence[Call], roots: Sequence[Path] | None = None
 ) -> dict[str, Any]:
     """The session through the official Python client: ``target`` is a command line (stdio) or a URL."""
-    kwargs: dict[str, Any] = {} if roots is None else {"list_roots_callback": _roots_callback(roots)}
+    kwargs: dict[str, Any] = {} if roots is None else {"list_roots_callback": RootsCallback(*roots)}
     server: Any = (
         target
         if isinstance(target, str)

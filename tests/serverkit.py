@@ -44,7 +44,9 @@ def load_file_server() -> ModuleType:
 
 
 class RootsCallback:
-    """A list_roots_callback whose answer the test can change, and that counts the requests it gets."""
+    """The test kit's list_roots_callback: answers ``paths`` (a list the test can change), or what
+    ``answer()`` returns (a result, an error, or a float: sleep that long, then no roots; None: the paths);
+    counts the requests it gets."""
 
     def __init__(self, *paths: Path, answer: Callable[[], Any] | None = None) -> None:
         self.paths = list(paths)
@@ -58,9 +60,15 @@ class RootsCallback:
             if isinstance(result, float):
                 await anyio.sleep(result)
                 return ListRootsResult(roots=[])
-            assert isinstance(result, (ListRootsResult, ErrorData))
-            return result
-        return ListRootsResult(roots=[Root(uri=path_to_uri(p), name=p.name) for p in self.paths])
+            if result is not None:
+                assert isinstance(result, (ListRootsResult, ErrorData))
+                return result
+        return self.result(*self.paths)
+
+    @staticmethod
+    def result(*paths: Path) -> ListRootsResult:
+        """The roots/list answer granting ``paths``."""
+        return ListRootsResult(roots=[Root(uri=path_to_uri(p), name=p.name) for p in paths])
 
 
 def text_of(result: Any) -> str:

@@ -1,12 +1,16 @@
-"""A server subprocess on streamable HTTP (127.0.0.1, a free port), started and stopped within bounds; no
-MCP SDK import (the mcp 1.x venv uses it too)."""
+"""The test kit's one port picker and one HTTP server launcher: ``COMMAND --http PORT ARGS`` as a subprocess
+on 127.0.0.1, started and stopped within bounds (sync, and an async face); no MCP SDK import (the mcp 1.x
+venv uses it too)."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
 import subprocess
-from collections.abc import AsyncIterator
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -14,38 +18,79 @@ import anyio
 START_TIMEOUT = 30.0  # a loaded CI machine starts uvicorn slowly; the bound only stops a hung test
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-@contextlib.asynccontextmanager
-async def http_server(command: list[str], log: Path) -> AsyncIterator[str]:
-    """Run ``command --http PORT``; yield its MCP endpoint URL; terminate it (then kill) on exit.
-    stdout is discarded; stderr goes to ``log``."""
-    port = _free_port()
+@dataclass
+class HttpServer:
+    proc: subprocess.Popen[bytes]
+    port: int
+    log: Path
 
-    def start() -> subprocess.Popen[bytes]:
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def stderr(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def launch_http(
+    command: Sequence[str],
+    *args: str,
+    log: Path | None = None,
+    start_timeout: float = START_TIMEOUT,
+) -> Iterator[HttpServer]:
+    """Run ``command --http PORT *args``; yield it once it listens; stop it on exit (terminate, then kill).
+
+    stdout (uvicorn's access log) is discarded; stderr goes to ``log`` (a temporary file when None), which
+    the caller can show on failure and which an early exit or a start timeout reports.
+    """
+    with contextlib.ExitStack() as stack:
+        if log is None:
+            log = (
+                Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mcp-roots-http-")))
+                / "server.log"
+            )
+        port = free_port()
+        what = " ".join(command)
         with log.open("wb") as err:
-            return subprocess.Popen([*command, "--http", str(port)], stdout=subprocess.DEVNULL, stderr=err)
-
-    proc = await anyio.to_thread.run_sync(start)
-    try:
-        with anyio.fail_after(START_TIMEOUT):
+            proc = subprocess.Popen(
+                [*command, "--http", str(port), *args], stdout=subprocess.DEVNULL, stderr=err
+            )
+        server = HttpServer(proc, port, log)
+        try:
+            deadline = time.monotonic() + start_timeout
             while True:
                 if proc.poll() is not None:
-                    output = await anyio.Path(log).read_text()
-                    raise RuntimeError(f"server exited early ({proc.returncode}):\n{output}")
+                    raise RuntimeError(f"{what} exited early ({proc.returncode}):\n{server.stderr()}")
                 with socket.socket() as s:
                     if s.connect_ex(("127.0.0.1", port)) == 0:
                         break
-                await anyio.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{what} not listening after {start_timeout} s:\n{server.stderr()}")
+                time.sleep(0.05)
+            yield server
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+@contextlib.asynccontextmanager
+async def http_server(command: list[str], log: Path) -> AsyncIterator[str]:
+    """``launch_http`` for async tests, started and stopped in a worker thread; yields the endpoint URL."""
+    launcher = launch_http(command, log=log)
+    server = await anyio.to_thread.run_sync(launcher.__enter__)
+    try:
+        yield server.url
     finally:
-        proc.terminate()
-        try:
-            await anyio.to_thread.run_sync(lambda: proc.wait(timeout=10))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            await anyio.to_thread.run_sync(proc.wait)
+        await anyio.to_thread.run_sync(launcher.__exit__, None, None, None)

@@ -23,12 +23,13 @@ from mcp_types import (
     ListRootsResult,
     ListToolsResult,
     NotificationParams,
-    Root,
     TextContent,
     Tool,
 )
 
-from mcp_roots import RootsCache, RootSet, RootsUnavailable, path_to_uri
+from mcp_roots import RootsCache, RootSet, RootsUnavailable
+
+from .serverkit import RootsCallback
 
 pytestmark = [
     pytest.mark.anyio,
@@ -83,10 +84,7 @@ async def test_sdk_roots_list_result_is_applied_and_list_changed_refreshes(tmp_p
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
-    client_roots = [a.resolve()]
-
-    async def list_roots(context: object) -> ListRootsResult:
-        return ListRootsResult(roots=[Root(uri=path_to_uri(str(p)), name=p.name) for p in client_roots])
+    list_roots = RootsCallback(a.resolve())
 
     caches: list[RootsCache] = []
     server = serve_roots(RootSet.empty(source="fallback"), caches)
@@ -95,7 +93,7 @@ async def test_sdk_roots_list_result_is_applied_and_list_changed_refreshes(tmp_p
         roots = await cache.fresh()
         assert list(roots.paths) == [a.resolve()]
         assert roots.roots[0].name == "a"
-        client_roots[:] = [b.resolve()]
+        list_roots.paths[:] = [b.resolve()]
         await client.send_roots_list_changed()
         with anyio.fail_after(2):
             while cache.current().paths != (b.resolve(),):  # noqa: ASYNC110
@@ -112,10 +110,7 @@ async def test_sdk_error_answer_is_refused_not_the_fallback_until_the_client_ans
         ErrorData(code=INTERNAL_ERROR, message="roots store locked")
     ]
 
-    async def list_roots(context: object) -> ListRootsResult | ErrorData:
-        if answers:
-            return answers.pop(0)
-        return ListRootsResult(roots=[Root(uri=path_to_uri(str(a.resolve())))])
+    list_roots = RootsCallback(a.resolve(), answer=lambda: answers.pop(0) if answers else None)
 
     caches: list[RootsCache] = []
     server = serve_roots(fallback, caches)
@@ -155,8 +150,7 @@ async def test_sdk_tool_call_right_after_list_changed_sees_the_new_roots(tmp_pat
     turn = 0
     caches: list[RootsCache] = []
 
-    async def list_roots(context: object) -> ListRootsResult:
-        return ListRootsResult(roots=[Root(uri=path_to_uri(str(dirs[turn % 2])))])
+    list_roots = RootsCallback(answer=lambda: RootsCallback.result(dirs[turn % 2]))
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: object) -> ListToolsResult:
         schema = {"type": "object", "properties": {"read": {"type": "string"}}}

@@ -17,7 +17,9 @@ import pytest
 
 from mcp_roots.filesystem import READ_ONLY_TOOLS, WRITE_TOOLS
 
-from .fskit import Tree, http_serve, py_session, serve_command, text, ts_session
+from .fskit import py_session, serve_command, text, ts_session
+from .subprocs import launch_http
+from .tree import FsTree
 
 Check = Callable[[dict[str, Any]], None]
 Case = tuple[str, dict[str, Any], Check]
@@ -77,7 +79,7 @@ def tree_names(result: dict[str, Any]) -> list[Any]:
     return names(json.loads(text(result)))
 
 
-def full_session(t: Tree) -> list[Case]:
+def full_session(t: FsTree) -> list[Case]:
     r, out = t.root, t.outside
     OUTSIDE = "outside the allowed roots"
     png = base64.b64encode((r / "pic.png").read_bytes()).decode()
@@ -251,7 +253,7 @@ def assert_equal(actual: object, expected: object) -> None:
     assert actual == expected
 
 
-def check_full(summary: dict[str, Any], t: Tree, cases: list[Case]) -> None:
+def check_full(summary: dict[str, Any], t: FsTree, cases: list[Case]) -> None:
     names = {tool["name"] for tool in summary["tools"]}
     assert names == set(READ_ONLY_TOOLS) | set(WRITE_TOOLS)
     for tool in summary["tools"]:
@@ -270,7 +272,7 @@ def check_full(summary: dict[str, Any], t: Tree, cases: list[Case]) -> None:
     assert (t.root / "escape.txt").is_symlink()
 
 
-def read_only_cases(t: Tree) -> list[Case]:
+def read_only_cases(t: FsTree) -> list[Case]:
     return [
         ("read_text_file", {"path": str(t.root / "abc.txt")}, ok("a\nb\nc")),
         ("write_file", {"path": str(t.root / "new.txt"), "content": "x"}, refused()),
@@ -278,7 +280,7 @@ def read_only_cases(t: Tree) -> list[Case]:
     ]
 
 
-def check_read_only(summary: dict[str, Any], t: Tree) -> None:
+def check_read_only(summary: dict[str, Any], t: FsTree) -> None:
     assert {tool["name"] for tool in summary["tools"]} == set(READ_ONLY_TOOLS)
     for (_, _, check), result in zip(read_only_cases(t), summary["results"], strict=True):
         check(result)
@@ -286,7 +288,7 @@ def check_read_only(summary: dict[str, Any], t: Tree) -> None:
     assert not (t.root / "made").exists()
 
 
-def ceiling_cases(t: Tree) -> list[Case]:
+def ceiling_cases(t: FsTree) -> list[Case]:
     return [
         ("list_allowed_directories", {}, ok(f"Allowed directories:\n{t.root / 'sub'}")),
         ("read_text_file", {"path": str(t.root / "sub" / "xy.txt")}, ok("x\ny\n")),
@@ -295,7 +297,7 @@ def ceiling_cases(t: Tree) -> list[Case]:
     ]
 
 
-def cap_cases(t: Tree) -> list[Case]:
+def cap_cases(t: FsTree) -> list[Case]:
     def capped_search(result: dict[str, Any]) -> None:
         assert not result["isError"]
         lines = text(result).splitlines()
@@ -340,46 +342,46 @@ def calls(cases: list[Case]) -> list[tuple[str, dict[str, Any]]]:
 @pytest.mark.anyio
 @pytest.mark.parametrize("transport", CLIENTS)
 async def test_every_tool_python_client(tmp_path: Path, transport: str) -> None:
-    t = Tree.make(tmp_path)
+    t = FsTree.make(tmp_path)
     cases = full_session(t)
     if transport == "stdio":
         summary = await py_session(serve_command(str(t.root)), calls(cases))
     else:
-        with http_serve(str(t.root)) as url:
-            summary = await py_session(url, calls(cases))
+        with launch_http(serve_command(), str(t.root)) as server:
+            summary = await py_session(server.url, calls(cases))
     check_full(summary, t, cases)
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("transport", CLIENTS)
 async def test_read_only_python_client(tmp_path: Path, transport: str) -> None:
-    t = Tree.make(tmp_path)
+    t = FsTree.make(tmp_path)
     if transport == "stdio":
         summary = await py_session(serve_command("--read-only", str(t.root)), calls(read_only_cases(t)))
     else:
-        with http_serve("--read-only", str(t.root)) as url:
-            summary = await py_session(url, calls(read_only_cases(t)))
+        with launch_http(serve_command(), "--read-only", str(t.root)) as server:
+            summary = await py_session(server.url, calls(read_only_cases(t)))
     check_read_only(summary, t)
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("transport", CLIENTS)
 async def test_client_roots_narrow_and_never_widen_python_client(tmp_path: Path, transport: str) -> None:
-    t = Tree.make(tmp_path)
+    t = FsTree.make(tmp_path)
     roots = [t.root / "sub", t.outside]  # one inside the ceiling, one outside it
     cases = ceiling_cases(t)
     if transport == "stdio":
         summary = await py_session(serve_command(str(t.root)), calls(cases), roots)
     else:
-        with http_serve(str(t.root)) as url:
-            summary = await py_session(url, calls(cases), roots)
+        with launch_http(serve_command(), str(t.root)) as server:
+            summary = await py_session(server.url, calls(cases), roots)
     for (_, _, check), result in zip(cases, summary["results"], strict=True):
         check(result)
 
 
 @pytest.mark.anyio
 async def test_search_and_tree_are_capped_python_client(tmp_path: Path) -> None:
-    t = Tree.make(tmp_path)
+    t = FsTree.make(tmp_path)
     cases = cap_cases(t)
     summary = await py_session(serve_command("--max-results", "5", str(t.root)), calls(cases))
     for (_, _, check), result in zip(cases, summary["results"], strict=True):
@@ -391,43 +393,43 @@ async def test_search_and_tree_are_capped_python_client(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("transport", CLIENTS)
 def test_every_tool_typescript_client(tmp_path: Path, transport: str) -> None:
-    t = Tree.make(tmp_path)
+    t = FsTree.make(tmp_path)
     cases = full_session(t)
     if transport == "stdio":
         summary = ts_session(serve_command(str(t.root)), calls(cases))
     else:
-        with http_serve(str(t.root)) as url:
-            summary = ts_session(url, calls(cases))
+        with launch_http(serve_command(), str(t.root)) as server:
+            summary = ts_session(server.url, calls(cases))
     check_full(summary, t, cases)
 
 
 @pytest.mark.parametrize("transport", CLIENTS)
 def test_read_only_typescript_client(tmp_path: Path, transport: str) -> None:
-    t = Tree.make(tmp_path)
+    t = FsTree.make(tmp_path)
     if transport == "stdio":
         summary = ts_session(serve_command("--read-only", str(t.root)), calls(read_only_cases(t)))
     else:
-        with http_serve("--read-only", str(t.root)) as url:
-            summary = ts_session(url, calls(read_only_cases(t)))
+        with launch_http(serve_command(), "--read-only", str(t.root)) as server:
+            summary = ts_session(server.url, calls(read_only_cases(t)))
     check_read_only(summary, t)
 
 
 @pytest.mark.parametrize("transport", CLIENTS)
 def test_client_roots_narrow_and_never_widen_typescript_client(tmp_path: Path, transport: str) -> None:
-    t = Tree.make(tmp_path)
+    t = FsTree.make(tmp_path)
     roots = [t.root / "sub", t.outside]
     cases = ceiling_cases(t)
     if transport == "stdio":
         summary = ts_session(serve_command(str(t.root)), calls(cases), roots)
     else:
-        with http_serve(str(t.root)) as url:
-            summary = ts_session(url, calls(cases), roots)
+        with launch_http(serve_command(), str(t.root)) as server:
+            summary = ts_session(server.url, calls(cases), roots)
     for (_, _, check), result in zip(cases, summary["results"], strict=True):
         check(result)
 
 
 def test_search_and_tree_are_capped_typescript_client(tmp_path: Path) -> None:
-    t = Tree.make(tmp_path)
+    t = FsTree.make(tmp_path)
     cases = cap_cases(t)
     summary = ts_session(serve_command("--max-results", "5", str(t.root)), calls(cases))
     for (_, _, check), result in zip(cases, summary["results"], strict=True):
@@ -465,7 +467,7 @@ def test_serve_refuses_to_start_with_a_clear_error(
 
     monkeypatch.delenv("MCP_ROOTS", raising=False)
     monkeypatch.chdir(tmp_path)
-    t = Tree.make(tmp_path)
+    t = FsTree.make(tmp_path)
     code = main(["serve", *(a.replace("{root}", str(t.root)) for a in args)])
     err = capsys.readouterr().err
     assert code == 2
@@ -477,7 +479,7 @@ def test_serve_refuses_to_start_with_a_clear_error(
 def test_serve_confine_serves_inside_and_refuses_outside(tmp_path: Path) -> None:
     # The process is confined by Landlock to the served directory (tests/test_sandbox*.py show the kernel
     # refusing an unguarded read); here the guarded tools keep working under that confinement.
-    t = Tree.make(tmp_path)
+    t = FsTree.make(tmp_path)
     cases = [
         ("read_text_file", {"path": str(t.root / "abc.txt")}, ok("a\nb\nc")),
         ("read_text_file", {"path": str(t.outside / "secret.txt")}, refused("outside the allowed roots")),

@@ -14,14 +14,15 @@ from typing import Any
 
 import pytest
 
-from .fskit import Tree, official_command, serve_command, text, ts_session
+from .fskit import official_command, serve_command, text, ts_session
+from .tree import FsTree
 
 # How two results are compared: "same" (content and structured content equal), "errors" (both refuse),
 # or a function of (official, ours) that asserts the documented difference.
 Compare = str | Callable[[dict[str, Any], dict[str, Any]], None]
 
 
-def session(t: Tree) -> list[tuple[str, dict[str, Any], Compare]]:
+def session(t: FsTree) -> list[tuple[str, dict[str, Any], Compare]]:
     r, out = str(t.root), str(t.outside)
     return [
         ("list_allowed_directories", {}, "same"),
@@ -220,10 +221,12 @@ def check_tools(official: list[dict[str, Any]], ours: list[dict[str, Any]]) -> N
 # --- the tests -----------------------------------------------------------------------------------------
 
 
-def run_both(tmp_path: Path, roots: Callable[[Tree], list[Path]] | None = None) -> tuple[Any, Any, list[Any]]:
+def run_both(
+    tmp_path: Path, roots: Callable[[FsTree], list[Path]] | None = None
+) -> tuple[Any, Any, list[Any]]:
     summaries = []
     for label, command in (("official", official_command), ("ours", serve_command)):
-        t = Tree.make(tmp_path / label)  # the session writes: a fresh copy of the same tree for each
+        t = FsTree.make(tmp_path / label)  # the session writes: a fresh copy of the same tree for each
         calls = session(t)
         client_roots = roots(t) if roots is not None else None
         summaries.append(ts_session(command(str(t.root)), [(n, a) for n, a, _ in calls], client_roots))
@@ -231,7 +234,7 @@ def run_both(tmp_path: Path, roots: Callable[[Tree], list[Path]] | None = None) 
     official, ours = summaries
     _replace(official, str((tmp_path / "official").resolve()), "BASE")
     _replace(ours, str((tmp_path / "ours").resolve()), "BASE")
-    return official, ours, session(Tree.make(tmp_path / "spec"))
+    return official, ours, session(FsTree.make(tmp_path / "spec"))
 
 
 def _replace(value: Any, old: str, new: str) -> Any:
@@ -277,7 +280,7 @@ def test_client_roots_widen_the_official_server_but_never_ours(tmp_path: Path) -
     ]
     results = {}
     for label, command in (("official", official_command), ("ours", serve_command)):
-        t = Tree.make(tmp_path / label)
+        t = FsTree.make(tmp_path / label)
         these = [(n, {k: v.replace("{}", label) for k, v in a.items()}) for n, a in calls]
         results[label] = ts_session(command(str(t.root)), these, [t.outside])["results"]
     official, ours = results["official"], results["ours"]

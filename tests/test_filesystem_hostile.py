@@ -26,7 +26,8 @@ from mcp_roots.filesystem import Limits
 from mcp_roots.filesystem._globs import MAX_EXCLUDE_CHARS, MAX_EXCLUDE_PATTERNS, compile_glob
 from mcp_roots.filesystem._walk import search, tree
 
-from .fskit import http_serve, serve_command
+from .fskit import serve_command
+from .subprocs import launch_http
 
 pytestmark = pytest.mark.anyio
 
@@ -212,8 +213,8 @@ async def test_a_hostile_search_does_not_hold_up_another_client_over_http(tmp_pa
         folder.mkdir(parents=True)
         for i in range(100):
             (folder / f"{NAME40[:36]}{i:04d}").touch()
-    with http_serve(str(root)) as url:
-        async with Client(url, mode="legacy") as a, Client(url, mode="legacy") as b:
+    with launch_http(serve_command(), str(root)) as server:
+        async with Client(server.url, mode="legacy") as a, Client(server.url, mode="legacy") as b:
             for _ in range(5):
                 await _latency(b)  # warm up both ends
             idle = [await _latency(b) for _ in range(20)]

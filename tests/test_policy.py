@@ -28,7 +28,7 @@ from mcp_types import METHOD_NOT_FOUND, ErrorData, ListRootsResult, Root, RootsL
 
 from mcp_roots import RootSet, RootsGuard, path_to_uri
 
-from .serverkit import FILE_SERVER, Tree, load_file_server, text_of
+from .serverkit import FILE_SERVER, RootsCallback, Tree, load_file_server, text_of
 
 file_server = load_file_server()
 
@@ -267,10 +267,7 @@ async def test_an_empty_client_list_is_logged_as_no_roots_not_as_a_fallback(
     guard_kwargs, args = configured(tree)
     caplog.set_level(logging.DEBUG, logger="mcp_roots")
 
-    async def grants_nothing(context: ClientRequestContext) -> ListRootsResult:
-        return ListRootsResult(roots=[])
-
-    async with connect("memory", guard_kwargs, args, grants_nothing) as client:
+    async with connect("memory", guard_kwargs, args, RootsCallback()) as client:
         for _ in range(3):
             assert (await read(client, tree.fallback / "fb.txt"))[0] is True
     messages = [r.getMessage() for r in caplog.records if r.name == "mcp_roots"]
@@ -326,20 +323,19 @@ async def test_a_hostile_expensive_answer_never_stalls_another_connection(
     # shares the server's event loop; what is measured is the server's handling of the answer.
     answer = ListRootsResult(roots=[Root(uri=uri) for uri in uris])  # type: ignore[arg-type]
 
-    async def hostile(context: ClientRequestContext) -> ListRootsResult:
-        return answer
+    hostile = RootsCallback(answer=lambda: answer)
 
     probe = LagProbe()
     latencies: list[float] = []
     hostile_result: list[tuple[bool, str]] = []
     mode = "auto" if era == "modern" else "legacy"
     async with (
-        Client(server, mode="legacy", list_roots_callback=_grants(tree.project)) as honest,
+        Client(server, mode="legacy", list_roots_callback=RootsCallback(tree.project)) as honest,
         Client(server, mode=mode, list_roots_callback=hostile) as attacker,
         anyio.create_task_group() as tg,
     ):
         assert (await read(honest, tree.project / "hello.txt"))[0] is False  # connected and warm
-        async with Client(server, mode=mode, list_roots_callback=_grants(tree.other)) as warm:
+        async with Client(server, mode=mode, list_roots_callback=RootsCallback(tree.other)) as warm:
             # The same era's first call, honest: lazy imports and first-use costs are not the attacker's.
             assert (await read(warm, tree.other / "other.txt"))[0] is False
         # A full collection of this test process's heap (pytest, the SDK, pydantic) takes ~0.1 s here, at a
@@ -374,13 +370,6 @@ async def test_a_hostile_expensive_answer_never_stalls_another_connection(
     # The honest connection kept being served while the attack was handled. (Its calls' latency also
     # includes the in-memory attacker's own client-side work on this same loop, so the bound is on the lag.)
     assert latencies, "no honest call completed during the attack"
-
-
-def _grants(*paths: Path) -> Any:
-    async def callback(context: ClientRequestContext) -> ListRootsResult:
-        return ListRootsResult(roots=[Root(uri=path_to_uri(p), name=p.name) for p in paths])
-
-    return callback
 
 
 async def test_the_lag_probe_sees_roots_resolved_on_the_event_loop(tree: Tree) -> None:

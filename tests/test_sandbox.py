@@ -10,7 +10,6 @@ import os
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,37 +18,17 @@ import pytest
 from mcp_roots import RootSet
 from mcp_roots._sandbox import support
 
+from .tree import SECRET, SandboxTree
+
 TESTS = Path(__file__).resolve().parent
 WITHOUT_LANDLOCK = TESTS / "without_landlock.py"
 KERNEL = support()
 needs_landlock = pytest.mark.skipif(not KERNEL.available, reason=f"no Landlock here: {KERNEL.reason}")
-SECRET = "TOP SECRET"
-
-
-@dataclass
-class Tree:
-    """A root with a file, a subdirectory and a symlink pointing out; an outside directory with a secret."""
-
-    base: Path
-
-    def __post_init__(self) -> None:
-        self.base = self.base.resolve()
-        self.root = self.base / "root"
-        self.outside = self.base / "outside"
-        (self.root / "sub").mkdir(parents=True)
-        self.outside.mkdir()
-        self.inside_file = self.root / "inside.txt"
-        self.inside_file.write_text("inside content")
-        self.secret = self.outside / "secret.txt"
-        self.secret.write_text(SECRET)
-        self.link = self.root / "link.txt"
-        self.link.symlink_to(self.secret)
-        self.roots = RootSet.from_paths([self.root])
 
 
 @pytest.fixture
-def tree(tmp_path: Path) -> Tree:
-    return Tree(tmp_path)
+def tree(tmp_path: Path) -> SandboxTree:
+    return SandboxTree(tmp_path)
 
 
 def naive(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -72,7 +51,7 @@ def refused(result: subprocess.CompletedProcess[str]) -> bool:
 
 
 @needs_landlock
-def test_cat_reads_inside_and_is_refused_outside(tree: Tree) -> None:
+def test_cat_reads_inside_and_is_refused_outside(tree: SandboxTree) -> None:
     assert SECRET in naive(["cat", str(tree.secret)]).stdout  # the control leaks
     inside = confined(tree.roots, ["cat", str(tree.inside_file)])
     assert (inside.returncode, inside.stdout) == (0, "inside content")
@@ -82,13 +61,13 @@ def test_cat_reads_inside_and_is_refused_outside(tree: Tree) -> None:
 
 
 @needs_landlock
-def test_an_in_root_symlink_pointing_out_is_refused(tree: Tree) -> None:
+def test_an_in_root_symlink_pointing_out_is_refused(tree: SandboxTree) -> None:
     assert SECRET in naive(["cat", str(tree.link)]).stdout
     assert refused(confined(tree.roots, ["cat", str(tree.link)]))
 
 
 @needs_landlock
-def test_a_childs_child_inherits_the_confinement(tree: Tree) -> None:
+def test_a_childs_child_inherits_the_confinement(tree: SandboxTree) -> None:
     script = f"sh -c 'cat {tree.secret}'"
     assert SECRET in naive(["sh", "-c", script]).stdout
     assert refused(confined(tree.roots, ["sh", "-c", script]))
@@ -103,7 +82,7 @@ def test_a_childs_child_inherits_the_confinement(tree: Tree) -> None:
 
 
 @needs_landlock
-def test_a_confined_python_child_cannot_open_etc_passwd(tree: Tree) -> None:
+def test_a_confined_python_child_cannot_open_etc_passwd(tree: SandboxTree) -> None:
     code = "print(open('/etc/passwd').readline())"
     assert "root:" in naive([sys.executable, "-c", code]).stdout
     result = confined(tree.roots, [sys.executable, "-c", code])
@@ -116,7 +95,7 @@ def test_a_confined_python_child_cannot_open_etc_passwd(tree: Tree) -> None:
 
 
 @needs_landlock
-def test_write_false_refuses_a_write_inside(tree: Tree) -> None:
+def test_write_false_refuses_a_write_inside(tree: SandboxTree) -> None:
     target = tree.root / "new.txt"
     command = ["sh", "-c", f"echo written > {target}"]
     assert naive(command).returncode == 0  # the control writes
@@ -129,7 +108,7 @@ def test_write_false_refuses_a_write_inside(tree: Tree) -> None:
 
 
 @needs_landlock
-def test_write_true_writes_inside_and_still_refuses_outside(tree: Tree) -> None:
+def test_write_true_writes_inside_and_still_refuses_outside(tree: SandboxTree) -> None:
     inside = tree.root / "new.txt"
     result = confined(tree.roots, ["sh", "-c", f"echo written > {inside}"], write=True)
     assert result.returncode == 0, result.stderr
@@ -153,7 +132,7 @@ def test_write_true_writes_inside_and_still_refuses_outside(tree: Tree) -> None:
 
 
 @needs_landlock
-def test_rename_within_a_root_works_and_across_the_boundary_fails(tree: Tree) -> None:
+def test_rename_within_a_root_works_and_across_the_boundary_fails(tree: SandboxTree) -> None:
     rename = "import os, sys; os.rename(sys.argv[1], sys.argv[2])"
     # Within the root, into another directory: needs the REFER right (ABI 2).
     result = confined(
@@ -189,7 +168,7 @@ def test_rename_within_a_root_works_and_across_the_boundary_fails(tree: Tree) ->
 
 @needs_landlock
 @pytest.mark.skipif(KERNEL.abi < 4, reason="TCP confinement needs Landlock ABI 4")
-def test_network_false_refuses_a_connect_that_an_unconfined_child_makes(tree: Tree) -> None:
+def test_network_false_refuses_a_connect_that_an_unconfined_child_makes(tree: SandboxTree) -> None:
     with socket.create_server(("127.0.0.1", 0), backlog=8) as listener:
         port = listener.getsockname()[1]
         # The kernel completes the handshake into the backlog: no accept loop is needed.
@@ -210,7 +189,7 @@ def test_network_false_refuses_a_connect_that_an_unconfined_child_makes(tree: Tr
 
 
 @needs_landlock
-def test_popen_is_confined(tree: Tree) -> None:
+def test_popen_is_confined(tree: SandboxTree) -> None:
     with tree.roots.popen(
         ["cat", str(tree.inside_file), str(tree.secret)],
         stdout=subprocess.PIPE,
@@ -225,7 +204,7 @@ def test_popen_is_confined(tree: Tree) -> None:
 
 
 @needs_landlock
-def test_run_keeps_subprocess_semantics(tree: Tree) -> None:
+def test_run_keeps_subprocess_semantics(tree: SandboxTree) -> None:
     result = tree.roots.run(["cat"], input=b"piped", capture_output=True)
     assert result.stdout == b"piped"
     with pytest.raises(subprocess.CalledProcessError) as caught:
@@ -239,7 +218,7 @@ def test_run_keeps_subprocess_semantics(tree: Tree) -> None:
 
 @needs_landlock
 @pytest.mark.anyio
-async def test_run_async_is_confined(tree: Tree) -> None:
+async def test_run_async_is_confined(tree: SandboxTree) -> None:
     result = await tree.roots.run_async(["cat", str(tree.inside_file)])
     assert result.stdout == b"inside content"
     assert result.args == ["cat", str(tree.inside_file)]
@@ -277,7 +256,7 @@ for _ in range(2):
     [("ENOSYS", "no Landlock system calls"), ("EPERM", "seccomp"), ("EOPNOTSUPP", "lsm=")],
 )
 def test_without_landlock_run_refuses_unless_allow_unconfined_with_one_warning(
-    tree: Tree, error: str, words: str
+    tree: SandboxTree, error: str, words: str
 ) -> None:
     proc = subprocess.run(
         [
@@ -326,7 +305,7 @@ def cli(
 
 
 @needs_landlock
-def test_cli_run_confines_and_passes_the_exit_code_through(tree: Tree) -> None:
+def test_cli_run_confines_and_passes_the_exit_code_through(tree: SandboxTree) -> None:
     roots = ("--roots", str(tree.root))
     result = cli("run", *roots, "--", "cat", str(tree.inside_file))
     assert (result.returncode, result.stdout) == (0, "inside content")
@@ -359,7 +338,7 @@ def test_cli_run_confines_and_passes_the_exit_code_through(tree: Tree) -> None:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the simulation is a Linux seccomp filter")
-def test_cli_without_landlock(tree: Tree) -> None:
+def test_cli_without_landlock(tree: SandboxTree) -> None:
     prefix = (sys.executable, str(WITHOUT_LANDLOCK), "ENOSYS")
     result = cli("run", "--roots", str(tree.root), "--", "true", prefix=prefix)
     assert result.returncode == 2
@@ -391,7 +370,7 @@ def test_cli_doctor_reports_the_abi_and_what_is_enforced() -> None:
 
 
 @needs_landlock
-def test_a_root_swapped_for_a_symlink_after_the_rootset_was_built_is_refused(tree: Tree) -> None:
+def test_a_root_swapped_for_a_symlink_after_the_rootset_was_built_is_refused(tree: SandboxTree) -> None:
     import dataclasses
 
     from mcp_roots import SandboxUnavailable
@@ -422,7 +401,7 @@ def test_sandbox_commands_have_help(command: str) -> None:
 
 @needs_landlock
 @pytest.mark.skipif(KERNEL.abi < 6, reason="signal scoping needs Landlock ABI 6")
-def test_a_confined_child_cannot_signal_processes_outside_its_sandbox(tree: Tree) -> None:
+def test_a_confined_child_cannot_signal_processes_outside_its_sandbox(tree: SandboxTree) -> None:
     victims = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
     try:
         assert naive(["kill", "-TERM", str(victims[0].pid)]).returncode == 0  # the control kills

