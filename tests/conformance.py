@@ -13,6 +13,7 @@ import abc
 import functools
 import inspect
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -849,3 +850,46 @@ async def strict_and_the_audit_look_inside_models(
         assert rows["named"].unguarded == ("file_name", "pathname", "fname")
     else:
         assert guard.audit(server) == []
+
+
+@row
+async def a_refusal_says_nothing_of_what_lies_outside(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 25 item 8, at the guard: ``ROOT/../<probe>/../ROOT/hello.txt`` and a relative
+    ``../outside/<probe>/x`` get one answer whether ``<probe>`` is missing, a directory, a file, a symlink
+    or a FIFO, for a guarded argument and a guarded field (``job.path``), in every era."""
+    guard = make_guard(tree, roots=[tree.fallback], ceiling=[tree.base])  # the precheck walks these too
+    server = h.server(guard)
+
+    async def job_path(job: Job) -> str:
+        return "ran with " + _job(job).path
+
+    h.tool(server, guard, read_text, "path")
+    h.tool(server, guard, job_path, "job.path")
+    (tree.outside / "probe_dir").mkdir()
+    (tree.outside / "probe_file").write_text("outside")
+    (tree.outside / "probe_symlink").symlink_to(tree.project)
+    os.mkfifo(tree.outside / "probe_fifo")
+    kinds = ("missing", "dir", "file", "symlink", "fifo")
+    forms = [
+        f"{tree.project}/../outside/{{probe}}/../../project/hello.txt",
+        f"{tree.project}/../outside/{{probe}}/x",
+        "../outside/{probe}/x",
+    ]
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            for form in forms:
+                for tool in ("read_text", "job_path"):
+                    answers = set()
+                    for kind in kinds:
+                        value = form.format(probe=f"probe_{kind}")
+                        args: dict[str, Any] = (
+                            {"path": value} if tool == "read_text" else {"job": {"path": value}}
+                        )
+                        refused, text = await s.call(tool, **args)
+                        answers.add((refused, text.replace(f"probe_{kind}", "<probe>")))
+                    assert len(answers) == 1, (era, tool, form, answers)
+                    ((refused, text),) = answers
+                    assert refused, (era, tool, text)
+                    assert "is outside the allowed roots" in text, (era, tool, text)

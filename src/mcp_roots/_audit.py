@@ -111,8 +111,16 @@ def path_places(parameters: Mapping[str, Any]) -> tuple[str, ...]:
     inside it (pydantic models, dataclasses, TypedDicts, lists and dicts of them) that is a path by name
     (``_pathlike.is_path_name``) or by type (``Path``); ``cfg.path``, ``items[].src``, ``paths[]``."""
     return tuple(
-        place for name, annotation in parameters.items() for place in path_locators(annotation, name)
+        place
+        for name, annotation in parameters.items()
+        if not (
+            isinstance(annotation, str) and annotation in _CONTEXT_NAMES
+        )  # a framework's context, named in an annotation left unresolved
+        for place in path_locators(annotation, name)
     )
+
+
+_CONTEXT_NAMES = frozenset({"Context", "Context[Any]", "Context[Any, Any]", "Context[Any, Any, Any]"})
 
 
 def covers(guarded: str, place: str) -> bool:

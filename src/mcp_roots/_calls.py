@@ -276,8 +276,9 @@ async def resource_read(
         if answer is not None:
             roots = await policy.roots_from_client_answer(answer)
         elif path is not None or spec is not None:
-            if path is not None and policy.ceiling is not None and not port.has_roots(request):
-                policy.ceiling.resolve(path)  # outside the ceiling: refused before the client is asked
+            ceiling = policy.ceiling if path is not None and not port.has_roots(request) else None
+            if path is not None and ceiling is not None and not lexically_within(ceiling, path):
+                ceiling.resolve(path)  # outside the ceiling: refused before the client is asked
             roots = await port.call_roots(request)
         if path is not None and roots is not None:
             roots.resolve(path)
@@ -296,6 +297,14 @@ async def resource_read(
         _CALL.reset(token)
 
 
+def lexically_within(ceiling: RootSet, text: str) -> bool:
+    """Whether absolute ``text``, its ``..`` taken by the letter, lies in ``ceiling``. The precheck leaves
+    such a path to the check against the call's roots: walking it in the ceiling would make the answer (and
+    whether the client is asked) depend on what lies there, outside the roots (issue 25 item 8)."""
+    norm = os.path.normpath(text)
+    return any(norm == str(p) or norm.startswith(str(p).rstrip("/") + "/") for p in ceiling.paths)
+
+
 # --- The checks -----------------------------------------------------------------------------------------
 
 
@@ -307,6 +316,7 @@ class PathArg:
         self.param = param
         self.locator = locator
         self.loose = loose  # a non-path value at the locator is another member of a union: left as it is
+        self.at = parse_locator(locator.lstrip("."))  # "." (the value itself, beside its fields) is ""
         self.many = False
         self.as_path = False
         target = annotation
@@ -333,13 +343,10 @@ class PathArg:
             return None
         if self.locator:  # a part inside the value: checked in a copy, the canonical path put in its place
             try:
-                return replace_at(
-                    value, self.locator, lambda v: self._leaf(roots, v, expand_user, absolute_only)
-                )
-            except (TypeError, ValueError) as exc:
-                if isinstance(exc, RootsError):
-                    raise
-                raise InvalidPath(f"argument {self.param!r} at {self.locator!r}: {exc}") from None
+                return replace_at(value, self.at, lambda v: self._leaf(roots, v, expand_user, absolute_only))
+            except (TypeError, ValueError) as exc:  # a shape the locator cannot look inside: refused
+                bad = InvalidPath(f"argument {self.param!r} at {self.locator!r}: {exc}")
+                raise (exc if isinstance(exc, RootsError) else bad) from None
         if self.many:
             if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)):
                 raise InvalidPath(
@@ -354,7 +361,7 @@ class PathArg:
             if self.loose or absolute_only:  # the precheck reads raw JSON: the check proper judges it
                 return value
             raise InvalidPath(
-                f"argument {self.param!r} at {self.locator!r}: not a path ({type(value).__name__})"
+                f"argument {self.param!r} at {self.locator!r}: a {type(value).__name__}, no path"
             )
         checked = self._one(roots, value, expand_user, absolute_only)
         return Path(checked) if isinstance(value, PurePath) and not absolute_only else checked
@@ -364,7 +371,7 @@ class PathArg:
             value = os.fspath(value)
         if isinstance(value, str):
             value = self._as_written(value, expand_user)
-            if absolute_only and not os.path.isabs(value):
+            if absolute_only and (not os.path.isabs(value) or lexically_within(roots, value)):
                 return value
         canonical = str(roots.resolve(value))
         return Path(canonical) if self.as_path and not absolute_only else canonical
@@ -424,12 +431,8 @@ class GuardedCall(GuardedFunction):
 
     def raw_values(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The guarded values of a request's raw ``arguments``, an omitted one as its default."""
-        values = {}
-        for name in self.params:
-            value = arguments.get(name, self.defaults.get(name, _MISSING))
-            if value is not _MISSING:
-                values[name] = value
-        return values
+        values = {n: arguments.get(n, self.defaults.get(n, _MISSING)) for n in self.params}
+        return {n: v for n, v in values.items() if v is not _MISSING}
 
     def precheck(self, values: Mapping[str, Any]) -> None:
         """Refuse an absolute path outside the ceiling before any roots are asked for: no client answer
@@ -542,9 +545,7 @@ def guard_function(
     def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """(the arguments by name, to check in place; how to call the body with them)."""
         bound = spec.bind(args, kwargs)
-        if isinstance(bound, dict):
-            return bound, None
-        return bound.arguments, bound
+        return (bound, None) if isinstance(bound, dict) else (bound.arguments, bound)
 
     wrapper: Callable[..., Any]
     if inspect.iscoroutinefunction(fn):
