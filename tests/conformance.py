@@ -13,6 +13,7 @@ import abc
 import functools
 import inspect
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Annotated, Any, Optional
 import anyio
 import anyio.lowlevel
 import pytest
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from mcp_roots import RootsGuard, path_to_uri
 
@@ -143,6 +144,17 @@ def row(fn: Row) -> Row:
 
 async def read_text(path: str) -> str:
     return Path(path).read_text()  # noqa: ASYNC240
+
+
+class Job(BaseModel):
+    """A tool argument with a path inside it (issue 24 observation 5)."""
+
+    path: str
+    label: str = ""
+
+
+def _job(job: Any) -> Job:
+    return job if isinstance(job, Job) else Job.model_validate(job)  # a low-level handler gets the JSON
 
 
 # --- the rows ----------------------------------------------------------------------------------------------
@@ -783,3 +795,101 @@ async def prompts_are_guarded_audited_and_strict(
         rows = {(row.kind, row.name): row.status for row in guard.audit(server)}
         assert rows[("prompt", "summarize")] == "guarded"
         assert rows[("prompt", "leaky_prompt")] == "UNGUARDED: path"
+
+
+@row
+async def strict_and_the_audit_look_inside_models(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 24 observation 5: a path field inside a model parameter is a path parameter: strict refuses the
+    unguarded tool, the audit lists it by locator, and ``@guard.paths("job.path")`` (or ``"job"``) checks the
+    value the body receives. Issue 25 item 14: ``file_name``, ``pathname``, ``fname`` are path names."""
+    guard = make_guard(tree, roots=[tree.fallback], strict=True)
+    server = h.server(guard)
+
+    async def leaky_job(job: Job) -> str:
+        return Path(_job(job).path).read_text()  # noqa: ASYNC240
+
+    async def job_path(job: Job) -> str:
+        return "ran with " + _job(job).path
+
+    async def whole_job(job: Job) -> str:
+        return "ran with " + _job(job).path
+
+    async def named(file_name: str, pathname: str = "", fname: str = "") -> str:
+        return Path(file_name).read_text()  # noqa: ASYNC240
+
+    h.tool(server, None, leaky_job)
+    h.tool(server, guard, job_path, "job.path")
+    h.tool(server, guard, whole_job, "job")
+    h.tool(server, None, named)
+    hello, secret = str(tree.project / "hello.txt"), str(tree.outside / "secret.txt")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            refused, text = await s.call("leaky_job", job={"path": secret})
+            if h.registry:
+                assert refused, (era, text)
+                assert "strict=True" in text
+                assert "job.path" in text
+            else:  # a hand-written handler: nothing registered to audit or refuse
+                assert (refused, text) == (False, "TOP SECRET")
+            for tool in ("job_path", "whole_job"):
+                refused, text = await s.call(tool, job={"path": secret, "label": "x"})
+                assert refused, (era, tool, text)
+                assert "outside the allowed roots" in text
+                assert "ran with" not in text
+                assert await s.call(tool, job={"path": "hello.txt"}) == (False, f"ran with {hello}"), tool
+            refused, text = await s.call("named", file_name=secret)
+            assert refused == h.registry, (era, text)
+            assert ("TOP SECRET" in text) != h.registry
+    if h.registry:
+        rows = {row.name: row for row in guard.audit(server)}
+        assert rows["leaky_job"].status == "UNGUARDED: job.path"
+        assert rows["job_path"].status == "guarded"
+        assert rows["whole_job"].status == "guarded"
+        assert rows["named"].unguarded == ("file_name", "pathname", "fname")
+    else:
+        assert guard.audit(server) == []
+
+
+@row
+async def a_refusal_says_nothing_of_what_lies_outside(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 25 item 8, at the guard: ``ROOT/../<probe>/../ROOT/hello.txt`` and a relative
+    ``../outside/<probe>/x`` get one answer whether ``<probe>`` is missing, a directory, a file, a symlink
+    or a FIFO, for a guarded argument and a guarded field (``job.path``), in every era."""
+    guard = make_guard(tree, roots=[tree.fallback], ceiling=[tree.base])  # the precheck walks these too
+    server = h.server(guard)
+
+    async def job_path(job: Job) -> str:
+        return "ran with " + _job(job).path
+
+    h.tool(server, guard, read_text, "path")
+    h.tool(server, guard, job_path, "job.path")
+    (tree.outside / "probe_dir").mkdir()
+    (tree.outside / "probe_file").write_text("outside")
+    (tree.outside / "probe_symlink").symlink_to(tree.project)
+    os.mkfifo(tree.outside / "probe_fifo")
+    kinds = ("missing", "dir", "file", "symlink", "fifo")
+    forms = [
+        f"{tree.project}/../outside/{{probe}}/../../project/hello.txt",
+        f"{tree.project}/../outside/{{probe}}/x",
+        "../outside/{probe}/x",
+    ]
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            for form in forms:
+                for tool in ("read_text", "job_path"):
+                    answers = set()
+                    for kind in kinds:
+                        value = form.format(probe=f"probe_{kind}")
+                        args: dict[str, Any] = (
+                            {"path": value} if tool == "read_text" else {"job": {"path": value}}
+                        )
+                        refused, text = await s.call(tool, **args)
+                        answers.add((refused, text.replace(f"probe_{kind}", "<probe>")))
+                    assert len(answers) == 1, (era, tool, form, answers)
+                    ((refused, text),) = answers
+                    assert refused, (era, tool, text)
+                    assert "is outside the allowed roots" in text, (era, tool, text)

@@ -133,6 +133,54 @@ async def test_read_multiple_files_words_outside_paths_alike_whatever_lies_there
     )
 
 
+PROBE_KINDS = ("missing", "dir", "file", "symlink", "fifo")
+
+
+def make_probes(where: Path) -> None:
+    """One outside name of each kind under ``where``: what a client must not learn."""
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "probe_dir").mkdir()
+    (where / "probe_file").write_text("outside")
+    (where / "probe_symlink").symlink_to("/etc")
+    os.mkfifo(where / "probe_fifo")
+
+
+@pytest.mark.parametrize(
+    ("tool", "extra"),
+    [
+        ("read_text_file", {}),
+        ("get_file_info", {}),
+        ("list_directory", {}),
+        ("write_file", {"content": "w"}),
+        ("read_multiple_files", {}),
+    ],
+)
+async def test_every_path_tool_answers_alike_whatever_lies_outside(
+    tmp_path: Path, tool: str, extra: dict[str, str]
+) -> None:
+    """Item 8 on every path tool: ``ROOT/../../<probe>/../../ROOT/in.txt`` and a relative ``../out/<probe>/x``
+    get one answer whether ``<probe>`` is missing, a directory, a file, a symlink or a FIFO."""
+    root = tmp_path / "a" / "ROOT"
+    root.mkdir(parents=True)
+    (root / "in.txt").write_text("in")
+    make_probes(tmp_path)
+    make_probes(tmp_path / "a" / "out")
+    forms = [f"{root}/../../{{probe}}/../a/ROOT/in.txt", "../out/{probe}/x"]
+    for form in forms:
+        answers: dict[str, tuple[bool, str]] = {}
+        for kind in PROBE_KINDS:
+            probe = f"probe_{kind}"
+            value = form.format(probe=probe)
+            args: dict[str, Any] = {"paths": [value]} if tool == "read_multiple_files" else {"path": value}
+            is_error, text = await call(root, tool, {**args, **extra})
+            answers[kind] = (is_error, text.replace(probe, "<probe>"))
+        assert len(set(answers.values())) == 1, (tool, form, answers)
+        is_error, text = answers["missing"]
+        assert "is outside the allowed roots" in text, (tool, form, text)
+        assert is_error == (tool != "read_multiple_files")  # it answers each path in its own line
+    assert (root / "in.txt").read_text() == "in"
+
+
 # --- item 1: a rewrite never carries set-user-id, set-group-id or sticky bits, nor changes the owner -------
 # NEEDS the path layer's atomic-write fix (helper `pathlayer`, issue 25 item 1): serve writes through
 # RootSet.write_text, which copies the old mode; this test is serve's end of that promise.

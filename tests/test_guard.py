@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import (
     RootsListChangedNotification,
 )
+from pydantic import BaseModel
 
 from mcp_roots import RootsCache, RootsGuard
 from mcp_roots.adapters.mcp2_sdk import connection_of as _connection_of
@@ -213,3 +215,84 @@ async def test_server_side_raises_no_deprecation_warnings(
             callback.paths = [tree.project]
     # The deprecation of roots is said once per process at most, not once per connection or call.
     assert sum("deprecated" in r.getMessage() for r in caplog.records) <= 1
+
+
+# --- @guard.paths with locators: parts of a parameter (issue 24) ------------------------------------------
+
+
+class Item(BaseModel):
+    src: str
+    dest: Path | None = None
+
+
+@dataclass
+class Options:
+    workdir: str
+    depth: int = 1
+
+
+class Batch(BaseModel):
+    items: list[Item] = []
+    named: dict[str, Item] = {}
+    label: str = ""
+
+
+def test_a_bad_locator_is_a_type_error_naming_the_function_and_the_rule(tree: Tree) -> None:
+    guard = RootsGuard([tree.fallback])
+
+    def tool(batch: Batch, opts: Options) -> str:
+        return ""
+
+    for locator, words in [
+        ("batch.itms[].src", "the type of 'batch' has no part at 'itms[].src'"),
+        ("batch..items", "bad locator 'batch..items'"),
+        ("nope.src", "no parameter named 'nope'"),
+        ("batch.items[].src{key}x", "bad locator"),
+    ]:
+        with pytest.raises(TypeError, match=r"@guard\.paths\(.*\) on tool\(\)") as caught:
+            guard.paths(locator)(tool)
+        assert words in str(caught.value), (locator, caught.value)
+    guard.paths("batch.items[].src", "opts.workdir")(tool)  # these fit
+
+
+async def test_locators_check_every_nested_path_as_the_body_receives_it(tree: Tree) -> None:
+    server = MCPServer("nested")
+    guard = RootsGuard([tree.project])
+    guard.install(server)
+    seen: list[Any] = []
+
+    @server.tool()
+    @guard.paths("batch", "opts.workdir")
+    def run(batch: Batch, opts: Options) -> str:
+        seen.append((batch, opts))
+        return "ran"
+
+    hello, secret = str(tree.project / "hello.txt"), str(tree.outside / "secret.txt")
+    ok = {"items": [{"src": "hello.txt", "dest": "sub/x"}], "named": {"a": {"src": "sub/deep.txt"}}}
+    async with Client(server, mode="legacy") as client:
+        result = await client.call_tool("run", {"batch": ok, "opts": {"workdir": "sub"}})
+        assert not result.is_error, text_of(result)
+        ((batch, opts),) = seen
+        assert batch.items[0].src == hello
+        assert batch.items[0].dest == tree.project / "sub" / "x"  # a Path where the field is a Path
+        assert batch.named["a"].src == str(tree.project / "sub" / "deep.txt")
+        assert opts.workdir == str(tree.project / "sub")
+        for batch_arg, workdir in [
+            ({"items": [{"src": "hello.txt"}, {"src": secret}]}, "sub"),
+            ({"items": [{"src": "hello.txt", "dest": secret}]}, "sub"),
+            ({"named": {"x": {"src": secret}}}, "sub"),
+            (ok, str(tree.outside)),
+        ]:
+            result = await client.call_tool("run", {"batch": batch_arg, "opts": {"workdir": workdir}})
+            assert result.is_error, (batch_arg, workdir)
+            assert "outside the allowed roots" in text_of(result)
+    assert len(seen) == 1
+    rows = {row.name: row for row in guard.audit(server)}
+    assert rows["run"].path_parameters == (
+        "batch.items[].src",
+        "batch.items[].dest",
+        "batch.named{}.src",
+        "batch.named{}.dest",
+        "opts.workdir",
+    )
+    assert rows["run"].status == "guarded"

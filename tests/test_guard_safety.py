@@ -8,6 +8,7 @@ asyncio and trio; every refusal test has a naive control that shows the leak it 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ import pytest
 from mcp import Client
 from mcp.server import MCPServer, Server
 from mcp.server.mcpserver import Context
+from pydantic import BaseModel
+from typing_extensions import TypedDict
 
 from mcp_roots import RootsGuard, path_to_uri
 
@@ -182,6 +185,50 @@ def test_audit_counts_nothing_guarded_when_install_was_forgotten(tree: Tree) -> 
     server = order_server(guard, "above", install=False)
     (row,) = guard.audit(server)
     assert row.unguarded == ("path",)
+
+
+@dataclass
+class Checkout:
+    workdir: str
+    depth: int = 1
+
+
+class Upload(TypedDict):
+    file_name: str
+    size: int
+
+
+class Step(BaseModel):
+    src: Path
+    note: str = ""
+
+
+def test_the_audit_and_strict_look_inside_parameters(tree: Tree) -> None:
+    """Issue 24 obs. 5 beyond pydantic: dataclasses, TypedDicts, lists and dicts of models; one name rule
+    (issue 25 item 14's names included), each unguarded part listed by its locator."""
+    guard = RootsGuard([tree.fallback], strict=True)
+    server = MCPServer("nested")
+    guard.install(server)
+
+    @server.tool()
+    def nested(co: Checkout, up: Upload, steps: list[Step], by_name: dict[str, Step], pathname: str) -> str:
+        return ""
+
+    @server.tool()
+    @guard.paths("co", "up.file_name", "steps[].src", "by_name", "pathname")
+    def guarded(co: Checkout, up: Upload, steps: list[Step], by_name: dict[str, Step], pathname: str) -> str:
+        return ""
+
+    @server.tool()
+    def plain(co_depth: int, note: str, profile: str, file_size: int) -> str:
+        return ""
+
+    rows = {row.name: row for row in guard.audit(server)}
+    places = ("co.workdir", "up.file_name", "steps[].src", "by_name{}.src", "pathname")
+    assert rows["nested"].unguarded == places
+    assert rows["guarded"].path_parameters == places
+    assert rows["guarded"].status == "guarded"
+    assert rows["plain"].status == "no path parameters"
 
 
 SERVER_MODULE = """

@@ -5,14 +5,14 @@ built on it; and the record ``@guard.paths`` leaves on a function, which the aud
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
-import os
-import typing
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._pathlike import OPAQUE, parameter_annotations, path_locators
 from ._policy import GuardPolicy
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "format_audit",
     "guarded_function_of",
     "parameters_of",
+    "path_places",
     "strict_refusal",
     "warn_unguarded",
 ]
@@ -67,31 +68,6 @@ def guarded_function_of(obj: object) -> GuardedFunction | None:
 
 EXEMPT_ATTRIBUTE = "__mcp_roots_exempt__"
 
-_PATH_NAMES = frozenset(
-    {
-        "path",
-        "paths",
-        "file",
-        "files",
-        "filename",
-        "filepath",
-        "dir",
-        "dirs",
-        "directory",
-        "folder",
-        "src",
-        "source",
-        "dest",
-        "destination",
-        "target",
-        "root",
-        "cwd",
-        "workdir",
-        "uri",
-    }
-)
-_PATH_SUFFIXES = ("_path", "_paths", "_dir", "_dirs", "_file", "_files", "_directory", "_folder", "_root")
-
 
 @dataclass(frozen=True)
 class Handler:
@@ -130,17 +106,30 @@ class AuditRow:
         return "UNGUARDED: " + ", ".join(self.unguarded) if self.unguarded else "guarded"
 
 
-def _looks_like_a_path(name: str, annotation: Any) -> bool:
-    lowered = name.lower()
-    if lowered in _PATH_NAMES or lowered.endswith(_PATH_SUFFIXES):
-        return True
-    target = annotation
-    for _ in range(3):  # Optional[...], list[...], Annotated[...]
-        args = [a for a in typing.get_args(target) if a is not type(None)]
-        if not args:
-            break
-        target = args[0]
-    return isinstance(target, type) and issubclass(target, os.PathLike)
+def path_places(parameters: Mapping[str, Any]) -> tuple[str, ...]:
+    """The locators of every path-like part of ``parameters`` (name -> annotation): a parameter or a field
+    inside it (pydantic models, dataclasses, TypedDicts, lists and dicts of them) that is a path by name
+    (``_pathlike.is_path_name``) or by type (``Path``); ``cfg.path``, ``items[].src``, ``paths[]``."""
+    return tuple(
+        place
+        for name, annotation in parameters.items()
+        if not (
+            isinstance(annotation, str) and annotation in _CONTEXT_NAMES
+        )  # a framework's context, named in an annotation left unresolved
+        for place in path_locators(annotation, name)
+    )
+
+
+_CONTEXT_NAMES = frozenset({"Context", "Context[Any]", "Context[Any, Any]", "Context[Any, Any, Any]"})
+
+
+def covers(guarded: str, place: str) -> bool:
+    """Whether ``@guard.paths(guarded)`` checks the path-like part at locator ``place``: the same place or
+    one inside it (``cfg`` covers ``cfg.path``; ``paths`` covers ``paths[]``). A place ending in ``...``
+    (too deep or recursive to name) is covered by nothing."""
+    if place.endswith(OPAQUE):
+        return False
+    return place == guarded or (place.startswith(guarded) and place[len(guarded) : len(guarded) + 1] in ".[{")
 
 
 def exemption_of(fn: object) -> str | None:
@@ -150,17 +139,13 @@ def exemption_of(fn: object) -> str | None:
 
 
 def parameters_of(fn: Any, context_type: type) -> dict[str, Any]:
-    """A handler's parameters (name -> annotation) for the audit, without the context object its framework
-    injects (annotated ``context_type``, or by the name of that class as a string annotation)."""
-    try:
-        parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return {}
+    """A handler's parameters (name -> annotation, resolved where it can be) for the audit, without the
+    context object its framework injects (annotated ``context_type``, or that class's name as a string)."""
     return {
-        p.name: p.annotation
-        for p in parameters
-        if not (isinstance(p.annotation, type) and issubclass(p.annotation, context_type))
-        and p.annotation != context_type.__name__
+        name: annotation
+        for name, annotation in parameter_annotations(fn).items()
+        if not (isinstance(annotation, type) and issubclass(annotation, context_type))
+        and annotation != context_type.__name__
     }
 
 
@@ -171,9 +156,10 @@ def audit_handlers(handlers: Sequence[Handler], installed: Collection[GuardPolic
     """
     rows = []
     for handler in handlers:
-        path_params = tuple(p for p, a in handler.parameters.items() if _looks_like_a_path(p, a))
+        path_params = path_places(handler.parameters)
         spec = guarded_function_of(handler.fn)
-        guarded: tuple[str, ...] = spec.names if spec is not None and spec.policy in installed else ()
+        names = spec.names if spec is not None and spec.policy in installed else ()
+        guarded = tuple(p for p in path_params if any(covers(n, p) for n in names))
         if handler.checked_by_uri:
             guarded = path_params
         rows.append(AuditRow(handler.kind, handler.name, path_params, guarded, exemption_of(handler.fn)))
@@ -206,21 +192,37 @@ def warn_unguarded(rows: Sequence[AuditRow], *, strict: bool) -> None:
             )
 
 
-def strict_refusal(fn: object, name: str, kind: str = "tool") -> str | None:
-    """Why a strict guard refuses to run tool (or prompt: ``kind``) ``name`` (registered as ``fn``), or
-    None."""
-    parameters: dict[str, Any] = {}
+@functools.lru_cache(maxsize=1024)
+def _places_of_hashable(fn: object) -> tuple[str, ...] | None:
     try:
-        parameters = {p.name: p.annotation for p in inspect.signature(fn).parameters.values()}  # type: ignore[arg-type]
+        inspect.signature(fn)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
+    return path_places(parameter_annotations(fn))
+
+
+def _places_of(fn: object) -> tuple[str, ...] | None:
+    """The path-like places of ``fn``'s parameters (None without a signature), found once per function:
+    strict mode asks on every call."""
+    try:
+        return _places_of_hashable(fn)
+    except TypeError:  # an unhashable callable
+        return _places_of_hashable.__wrapped__(fn)
+
+
+def strict_refusal(fn: object, name: str, kind: str = "tool") -> str | None:
+    """Why a strict guard refuses to run tool (or prompt: ``kind``) ``name`` (registered as ``fn``), or
+    None: a path-like part of a parameter (at any depth) that its ``@guard.paths`` does not cover."""
+    places = _places_of(fn)
+    if not places or exemption_of(fn) is not None:
+        return None
     spec = guarded_function_of(fn)
-    installed = [spec.policy] if spec is not None else []
-    (row,) = audit_handlers([Handler(kind, name, fn, parameters)], installed)  # type: ignore[arg-type]
-    if not row.unguarded:
+    names = spec.names if spec is not None else ()
+    unguarded = [p for p in places if not any(covers(n, p) for n in names)]
+    if not unguarded:
         return None
     return (
-        f"{kind} {name!r} refuses every call: its path-like parameters ({', '.join(row.unguarded)}) are not "
+        f"{kind} {name!r} refuses every call: its path-like parameters ({', '.join(unguarded)}) are not "
         "checked by mcp-roots and the server runs with RootsGuard(strict=True); guard them with "
         f"@guard.paths(...) or mark the {kind} @guard.exempt(reason)"
     )

@@ -23,10 +23,10 @@ import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Protocol
 
-from ._audit import GUARDED_ATTRIBUTE, GuardedFunction, guarded_function_of, strict_refusal
+from ._audit import GUARDED_ATTRIBUTE, GuardedFunction, covers, guarded_function_of, strict_refusal
 from ._errors import (
     InvalidPath,
     InvalidRootURI,
@@ -35,6 +35,7 @@ from ._errors import (
     RootsUnavailable,
     os_error_line,
 )
+from ._pathlike import OPAQUE, is_path_value, locator_fits, parse_locator, path_locators, replace_at
 from ._policy import GuardPolicy
 from ._rootset import RootSet
 from ._uri import uri_to_path
@@ -275,8 +276,9 @@ async def resource_read(
         if answer is not None:
             roots = await policy.roots_from_client_answer(answer)
         elif path is not None or spec is not None:
-            if path is not None and policy.ceiling is not None and not port.has_roots(request):
-                policy.ceiling.resolve(path)  # outside the ceiling: refused before the client is asked
+            ceiling = policy.ceiling if path is not None and not port.has_roots(request) else None
+            if path is not None and ceiling is not None and not lexically_within(ceiling, path):
+                ceiling.resolve(path)  # outside the ceiling: refused before the client is asked
             roots = await port.call_roots(request)
         if path is not None and roots is not None:
             roots.resolve(path)
@@ -295,6 +297,14 @@ async def resource_read(
         _CALL.reset(token)
 
 
+def lexically_within(ceiling: RootSet, text: str) -> bool:
+    """Whether absolute ``text``, its ``..`` taken by the letter, lies in ``ceiling``. The precheck leaves
+    such a path to the check against the call's roots: walking it in the ceiling would make the answer (and
+    whether the client is asked) depend on what lies there, outside the roots (issue 25 item 8)."""
+    norm = os.path.normpath(text)
+    return any(norm == str(p) or norm.startswith(str(p).rstrip("/") + "/") for p in ceiling.paths)
+
+
 # --- The checks -----------------------------------------------------------------------------------------
 
 
@@ -302,9 +312,11 @@ class PathArg:
     """How one guarded argument is checked: ``param`` names the parameter, ``locator`` the part of its
     value that is the path ("" = the value itself)."""
 
-    def __init__(self, param: str, annotation: Any, locator: str = "") -> None:
+    def __init__(self, param: str, annotation: Any, locator: str = "", *, loose: bool = False) -> None:
         self.param = param
         self.locator = locator
+        self.loose = loose  # a non-path value at the locator is another member of a union: left as it is
+        self.at = parse_locator(locator.lstrip("."))  # "." (the value itself, beside its fields) is ""
         self.many = False
         self.as_path = False
         target = annotation
@@ -322,14 +334,19 @@ class PathArg:
             target = inner[0] if inner else str
             if typing.get_origin(target) is typing.Annotated:
                 target = typing.get_args(target)[0]
-        if isinstance(target, type) and issubclass(target, Path):
-            self.as_path = True
+        self.as_path = isinstance(target, type) and issubclass(target, Path)
 
     def check(self, roots: RootSet, value: Any, *, expand_user: bool, absolute_only: bool = False) -> Any:
         """``value`` with each path canonical (``Path`` where annotated so, else ``str``); with
         ``absolute_only``, relative paths are passed through unjudged (the ceiling precheck)."""
         if value is None:
             return None
+        if self.locator:  # a part inside the value: checked in a copy, the canonical path put in its place
+            try:
+                return replace_at(value, self.at, lambda v: self._leaf(roots, v, expand_user, absolute_only))
+            except (TypeError, ValueError) as exc:  # a shape the locator cannot look inside: refused
+                bad = InvalidPath(f"argument {self.param!r} at {self.locator!r}: {exc}")
+                raise (exc if isinstance(exc, RootsError) else bad) from None
         if self.many:
             if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)):
                 raise InvalidPath(
@@ -339,12 +356,22 @@ class PathArg:
             return checked if isinstance(value, list) else type(value)(checked)
         return self._one(roots, value, expand_user, absolute_only)
 
+    def _leaf(self, roots: RootSet, value: object, expand_user: bool, absolute_only: bool) -> object:
+        if not is_path_value(value):
+            if self.loose or absolute_only:  # the precheck reads raw JSON: the check proper judges it
+                return value
+            raise InvalidPath(
+                f"argument {self.param!r} at {self.locator!r}: a {type(value).__name__}, no path"
+            )
+        checked = self._one(roots, value, expand_user, absolute_only)
+        return Path(checked) if isinstance(value, PurePath) and not absolute_only else checked
+
     def _one(self, roots: RootSet, value: Any, expand_user: bool, absolute_only: bool) -> Any:
         if isinstance(value, os.PathLike):
             value = os.fspath(value)
         if isinstance(value, str):
             value = self._as_written(value, expand_user)
-            if absolute_only and not os.path.isabs(value):
+            if absolute_only and (not os.path.isabs(value) or lexically_within(roots, value)):
                 return value
         canonical = str(roots.resolve(value))
         return Path(canonical) if self.as_path and not absolute_only else canonical
@@ -395,30 +422,25 @@ class GuardedCall(GuardedFunction):
         self.targets = tuple(targets)
         self.signature = signature
         params = signature.parameters
-        self.defaults = {n: params[n].default for n in names if params[n].default is not params[n].empty}
+        self.params = tuple(dict.fromkeys(t.param for t in targets))  # the parameters the names start with
+        self.defaults = {
+            n: params[n].default for n in self.params if params[n].default is not params[n].empty
+        }
         # Frameworks pass arguments by keyword: then the guarded values are found without binding.
-        self.by_name = all(params[n].kind in _BY_NAME for n in names)
+        self.by_name = all(params[n].kind in _BY_NAME for n in self.params)
 
     def raw_values(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The guarded values of a request's raw ``arguments``, an omitted one as its default."""
-        values = {}
-        for name in self.names:
-            value = arguments.get(name, self.defaults.get(name, _MISSING))
-            if value is not _MISSING:
-                values[name] = value
-        return values
+        values = {n: arguments.get(n, self.defaults.get(n, _MISSING)) for n in self.params}
+        return {n: v for n, v in values.items() if v is not _MISSING}
 
     def precheck(self, values: Mapping[str, Any]) -> None:
         """Refuse an absolute path outside the ceiling before any roots are asked for: no client answer
         can make it allowed (0 round trips)."""
-        ceiling = self.policy.ceiling
-        if ceiling is None:
-            return
+        ceiling, expand_user = self.policy.ceiling, self.policy.expand_user
         for target in self.targets:
-            if target.param in values:
-                target.check(
-                    ceiling, values[target.param], expand_user=self.policy.expand_user, absolute_only=True
-                )
+            if ceiling is not None and target.param in values:
+                target.check(ceiling, values[target.param], expand_user=expand_user, absolute_only=True)
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments | dict[str, Any]:
         """The call as the body receives it, defaults applied: the keyword arguments (with every guarded
@@ -470,6 +492,32 @@ async def _roots_of(spec: GuardedCall, call: _Call, values: Mapping[str, Any]) -
     return roots, _CALL.set(_Call(call.policy, call.port, call.request, roots, call.refuse))
 
 
+def _targets(fn_name: str, text: str, sig: inspect.Signature, hints: dict[str, Any]) -> list[PathArg]:
+    """The checks ``@guard.paths(text)`` asks for: the parameter itself (a path, or a list of paths), or
+    each path-like part at or inside locator ``text`` (``cfg``: a model's every path field; ``cfg.path``)."""
+    rule = f"@guard.paths({text!r}) on {fn_name}()"
+    try:
+        locator = parse_locator(text)
+    except ValueError as exc:
+        raise TypeError(f"{rule}: {exc}") from None
+    param = locator.parameter
+    if param is None or param not in sig.parameters:
+        raise TypeError(f"{rule}: {fn_name}() has no parameter named {param or text!r}")
+    annotation = hints.get(param, str)
+    within = str(locator.within())
+    if within and not locator_fits(annotation, within):
+        raise TypeError(f"{rule}: the type of {param!r} has no part at {within!r}; a locator names fields")
+    text = str(locator)
+    places = [p for p in path_locators(annotation, param, named=not within) if covers(text, p)]
+    opaque = [p for p in places if p.endswith(OPAQUE)]
+    if opaque:
+        raise TypeError(f"{rule}: the path-like part at {opaque[0]!r} lies too deep or in a recursive type")
+    if all(p in (param, param + "[]") for p in places):  # the value is the path (or a list of them)
+        return [PathArg(param, annotation)] if not within else [PathArg(param, Any, within)]
+    relative = [p[len(param) :].lstrip(".") or "." for p in places]  # "." is the value itself
+    return [PathArg(param, Any, p, loose=p in (".", "[]")) for p in relative]
+
+
 def guard_function(
     policy: GuardPolicy, fn: Callable[..., Any], names: tuple[str, ...], localns: dict[str, Any] | None
 ) -> Callable[..., Any]:
@@ -489,10 +537,7 @@ def guard_function(
         raise TypeError(f"@guard.paths: cannot resolve the annotations of {fn_name}(): {exc}") from None
     except TypeError:
         hints = {}
-    for name in names:
-        if name not in sig.parameters:
-            raise TypeError(f"@guard.paths({name!r}): {fn_name}() has no parameter named {name!r}")
-    targets = [PathArg(name, hints.get(name, str)) for name in names]
+    targets = [t for name in names for t in _targets(fn_name, name, sig, hints)]
     params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values()]
     new_sig = sig.replace(parameters=params, return_annotation=hints.get("return", sig.return_annotation))
     spec = GuardedCall(policy, fn, names, targets, new_sig)
@@ -500,9 +545,7 @@ def guard_function(
     def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """(the arguments by name, to check in place; how to call the body with them)."""
         bound = spec.bind(args, kwargs)
-        if isinstance(bound, dict):
-            return bound, None
-        return bound.arguments, bound
+        return (bound, None) if isinstance(bound, dict) else (bound.arguments, bound)
 
     wrapper: Callable[..., Any]
     if inspect.iscoroutinefunction(fn):
