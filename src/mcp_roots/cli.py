@@ -321,19 +321,20 @@ def _run(roots: RootSet, args: argparse.Namespace) -> int:
     try:
         # The terminal's stdio on purpose (stdin/stdout=None), but in a new session: the command has no
         # controlling terminal, so it cannot take over the user's shell's (TIOCSTI is also filtered).
-        process = _sandbox.popen(
-            roots.paths,
-            argv,
-            write=args.write,
-            network=not args.no_network,
-            allow_unconfined=args.allow_unconfined,
-            path_metadata=args.allow_path_metadata,
-            stdin=None,
-            stdout=None,
-            start_new_session=True,
-            env=_sandbox.clean_env() if args.clean_env else None,
+        code = _run_forwarding_signals(
+            lambda: _sandbox.popen(
+                roots.paths,
+                argv,
+                write=args.write,
+                network=not args.no_network,
+                allow_unconfined=args.allow_unconfined,
+                path_metadata=args.allow_path_metadata,
+                stdin=None,
+                stdout=None,
+                start_new_session=True,
+                env=_sandbox.clean_env() if args.clean_env else None,
+            )
         )
-        code = _wait_forwarding_signals(process)
     except FileNotFoundError:
         _say(sys.stderr, f"{PROG}: error: {argv[0]}: command not found")
         return EXIT_NOT_FOUND
@@ -343,18 +344,31 @@ def _run(roots: RootSet, args: argparse.Namespace) -> int:
     return 128 - code if code < 0 else code
 
 
-def _wait_forwarding_signals(process: Any) -> int:
+def _run_forwarding_signals(spawn: Callable[[], Any]) -> int:
     # In its own session the command no longer gets the terminal's Ctrl-C, quit or hangup: pass them on.
+    # The handlers are in place before the command starts, so a signal that arrives while it is being
+    # started is held and passed on as soon as it exists (none is lost to Python's default handler).
     import contextlib
     import signal
 
+    started: list[Any] = []
+    held: list[int] = []
+
     def forward(signum: int, frame: object) -> None:
+        if not started:
+            held.append(signum)
+            return
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signum)
+            os.killpg(started[0].pid, signum)
 
     names = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
     previous = {signum: signal.signal(signum, forward) for signum in names}
     try:
+        process = spawn()
+        started.append(process)
+        for signum in held:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signum)
         code: int = process.wait()
     finally:
         for signum, handler in previous.items():
