@@ -75,7 +75,7 @@ $(MCP1_STAMP): pyproject.toml requirements/mcp1.txt
 # tests/mcp1/conftest.py makes each venv collect only its own tests: the main run skips collecting tests/mcp1
 # (mcp 2.x is installed there), this run collects only tests/mcp1.
 pytest-mcp1: $(MCP1_STAMP)
-	tmp=$$(mktemp -d); $(MCP1_VENV)/bin/pytest --basetemp="$$tmp/t" tests/mcp1; status=$$?; rm -rf "$$tmp"; \
+	tmp=$$(mktemp -d); $(MCP1_VENV)/bin/pytest -n $(PYTEST_WORKERS) --basetemp="$$tmp/t" tests/mcp1; status=$$?; rm -rf "$$tmp"; \
 	  exit $$status
 
 $(NODE_STAMP): tests/interop/package.json tests/interop/package-lock.json
@@ -132,7 +132,7 @@ lock:
 
 # Re-pin requirements/mcp1.txt: the mcp 1.x venv (a full pip freeze; the project itself is installed later
 # with --no-deps, so its own mcp>=2 requirement never upgrades mcp there).
-LOCK_MCP1 := mcp==1.30.0 pytest==9.2.0 anyio==4.16.0 trio==0.35.0 platformdirs==4.14.7 mypy==2.4.1
+LOCK_MCP1 := mcp==1.30.0 pytest==9.2.0 pytest-xdist==3.8.0 anyio==4.16.0 trio==0.35.0 platformdirs==4.14.7 mypy==2.4.1
 lock-mcp1:
 	rm -rf .lockvenv-mcp1 && $(PYTHON) -m venv .lockvenv-mcp1
 	.lockvenv-mcp1/bin/pip install --quiet $(LOCK_MCP1)
