@@ -16,7 +16,6 @@ SERIAL: dict[str, tuple[str, ...] | None] = {
     "test_probe_plugin": ("each_broken_server",),  # the probe must catch a check-then-open race
     "test_filesystem_hostile": None,  # hostile globs answered in 1 s; another client delayed <= 100 ms
     "test_filesystem_limits": ("48_kb",),  # the bounded diff answers within 5 s
-    "test_policy": ("never_stalls",),  # an expensive client answer never stalls another connection's loop
     # the control: the official server applies client roots in the background after `initialized`, and its
     # first call must already see them
     "test_filesystem_diff": ("widen_the_official_server",),

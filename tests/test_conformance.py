@@ -242,7 +242,7 @@ class _FastMCPSession(Session):
 
     async def input_schema(self, tool: str) -> dict[str, Any]:
         tools = await self.client.list_tools()
-        return dict(next(t.inputSchema for t in tools if t.name == tool))
+        return dict(next(t.input_schema for t in tools if t.name == tool))
 
     async def call(self, tool: str, **arguments: Any) -> tuple[bool, str]:
         result = await self.client.call_tool(tool, arguments, raise_on_error=False)
@@ -330,6 +330,8 @@ def test_every_entry_of_the_issue_is_in_the_table() -> None:
 
 
 @pytest.mark.anyio
+# The legacy era's list_changed is what the rows test; the SDKs warn that roots are deprecated (SEP-2577).
+@pytest.mark.filterwarnings("ignore:The roots capability is deprecated")
 @pytest.mark.parametrize("row", list(ROWS.values()), ids=list(ROWS))
 async def test_conformance(
     adapter: tuple[Harness, str], row: Row, tree: Tree, caplog: pytest.LogCaptureFixture
