@@ -203,12 +203,14 @@ class _Middleware:
             rows = audit_handlers(adapter.handlers(self.registry.server), [policy])
             warn_unguarded(rows, strict=policy.strict)
         method = ctx.method
-        if method == "tools/call":
+        if method in ("tools/call", "prompts/get"):
+            # One guarded call for both: a prompt differs in its registry and in how a refusal is said.
+            is_tool = method == "tools/call"
             ctx, answer = adapter.roots_answer(ctx)
             params = ctx.params or {}
             name = params.get("name")
             name = name if isinstance(name, str) else ""
-            component = self.registry.tool(name)
+            component = self.registry.tool(name) if is_tool else self.registry.prompt(name)
             arguments = params.get("arguments")
             request = ctx
             result: HandlerResult = await tool_call(
@@ -219,26 +221,8 @@ class _Middleware:
                 arguments=arguments if isinstance(arguments, Mapping) else {},
                 answer=answer,
                 run=lambda: call_next(request),
-            )
-            return result
-        if method == "prompts/get":
-            ctx, answer = adapter.roots_answer(ctx)
-            params = ctx.params or {}
-            name = params.get("name")
-            name = name if isinstance(name, str) else ""
-            prompt = self.registry.prompt(name)
-            arguments = params.get("arguments")
-            request = ctx
-            result = await tool_call(
-                adapter,
-                request,
-                name=name,
-                fn=_swap_in_wrapper(prompt, adapter.policy) if prompt is not None else None,
-                arguments=arguments if isinstance(arguments, Mapping) else {},
-                answer=answer,
-                run=lambda: call_next(request),
-                kind="prompt",
-                refuse=_refuse_prompt,
+                kind="tool" if is_tool else "prompt",
+                refuse=None if is_tool else _refuse_prompt,
             )
             return result
         if method == "resources/read":
