@@ -30,6 +30,18 @@ MAX_CANARY_BYTES = 4096
 Fingerprint = dict[str, tuple[object, ...]]
 
 
+#: Where a canary is planted by its name alone (the fullwidth 'root' folds to 'root' under NFKC).
+NAME_CANARY_DIRS = (
+    ".",
+    "outside",
+    "outside/deep",
+    "root_evil",
+    "ROOT",
+    "\uff52\uff4f\uff4f\uff54",
+    "pctroot",
+)
+
+
 @dataclass
 class Scratch:
     """The scratch tree: ``base`` (scanned for changes), ``root`` (the root the server gets) and ``work`` (the
@@ -91,22 +103,19 @@ class Scratch:
             "pctroot/pct-secret.txt",
         ):
             self._canary(rel)
-        for rel_dir in (
-            ".",
-            "outside",
-            "outside/deep",
-            "root_evil",
-            "ROOT",
-            "\uff52\uff4f\uff4f\uff54",
-            "pctroot",
-        ):
-            self._name_canary(rel_dir)
-        (self.base / "pctroot" / "sub").mkdir()
-        self.percent_root.mkdir()
-        (self.percent_root / "inner.txt").write_text("inside the percent-named root\n")
+        self._plant_names_and_percent_root()
         self.plant_inside()
         self.baseline = self.fingerprint(self.base, skip=self.root)
         self.inside_baseline = self.fingerprint(self.root)
+
+    def _plant_names_and_percent_root(self) -> None:
+        """The name canaries (a canary's name in a listing is evidence too) and the percent-named root's
+        sibling tree; used when planting and again when rebuilding the outside after a call changed it."""
+        for rel_dir in NAME_CANARY_DIRS:
+            self._name_canary(rel_dir)
+        (self.base / "pctroot" / "sub").mkdir(exist_ok=True)
+        self.percent_root.mkdir(exist_ok=True)
+        (self.percent_root / "inner.txt").write_text("inside the percent-named root\n")
 
     def plant_inside(self) -> None:
         """(Re)build the root's contents; the root directory itself stays (a server may hold it open)."""
@@ -170,19 +179,7 @@ class Scratch:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(token + "\n")
                 self.tokens[rel] = token
-            for rel_dir in (
-                ".",
-                "outside",
-                "outside/deep",
-                "root_evil",
-                "ROOT",
-                "\uff52\uff4f\uff4f\uff54",
-                "pctroot",
-            ):
-                self._name_canary(rel_dir)
-            (self.base / "pctroot" / "sub").mkdir(exist_ok=True)
-            self.percent_root.mkdir(exist_ok=True)
-            (self.percent_root / "inner.txt").write_text("inside the percent-named root\n")
+            self._plant_names_and_percent_root()
             self.plant_inside()
             self.baseline = self.fingerprint(self.base, skip=self.root)
             self.inside_baseline = self.fingerprint(self.root)
