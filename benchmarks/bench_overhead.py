@@ -90,10 +90,11 @@ async def rows_mcp2(project: Path, outside: Path, calls: int, rounds: int) -> li
             return read_file(path)
 
         counter = Counter()
+        uri = path_to_uri(project)  # a client keeps its roots as URIs: the answer is its only cost
 
-        async def roots(context: Any, counter: Counter = counter) -> ListRootsResult:
+        async def roots(context: Any, counter: Counter = counter, uri: str = uri) -> ListRootsResult:
             counter.calls += 1
-            return ListRootsResult(roots=[Root(uri=path_to_uri(project))])
+            return ListRootsResult(roots=[Root(uri=uri)])
 
         async with Client(server, mode=mode, list_roots_callback=roots) as client:  # type: ignore[call-arg]
 
@@ -127,10 +128,11 @@ async def rows_fastmcp4(project: Path, outside: Path, calls: int, rounds: int) -
             return read_file(path)
 
         counter = Counter()
+        uri = path_to_uri(project)
 
-        async def roots(context: Any, counter: Counter = counter) -> list[Root]:
+        async def roots(context: Any, counter: Counter = counter, uri: str = uri) -> list[Root]:
             counter.calls += 1
-            return [Root(uri=path_to_uri(project))]  # type: ignore[arg-type]
+            return [Root(uri=uri)]  # type: ignore[arg-type]
 
         async with Client(server, roots=roots, mode=mode) as client:  # type: ignore[arg-type]
 
@@ -163,10 +165,11 @@ async def rows_mcp1(project: Path, outside: Path, calls: int, rounds: int) -> li
         return read_file(path)
 
     counter = Counter()
+    uri = path_to_uri(project)
 
     async def roots(context: Any) -> ListRootsResult:
         counter.calls += 1
-        return ListRootsResult(roots=[Root(uri=path_to_uri(project))])  # type: ignore[arg-type]
+        return ListRootsResult(roots=[Root(uri=uri)])  # type: ignore[arg-type]
 
     async with create_connected_server_and_client_session(
         server._mcp_server, list_roots_callback=roots

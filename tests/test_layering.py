@@ -40,6 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("_cache",),
     ("_policy",),  # which RootSet is in force
     ("_audit",),  # guarded or exempt: the record @guard.paths leaves, read by the calls and the audit
+    ("_argcheck",),  # which parts of a guarded function's arguments are paths, and their checks
     ("_calls",),  # the guarded call, once; adapters are its ports
     ("adapters",),
     ("_provider",),

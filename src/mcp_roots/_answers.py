@@ -1,11 +1,13 @@
-"""Client answers to roots/list, both eras: the schema and entry cap (on the event loop, no I/O), and the
-RootSet built from them in a bounded worker thread under a CPU budget (never on the event loop).
+"""Client answers to roots/list, both eras: the schema and entry cap (on the event loop, no I/O), the
+RootSet built from them in a bounded worker thread under a CPU budget (never on the event loop), and the
+last answer of each client stream remembered with its RootSet (an unchanged answer is not built again).
 """
 
 from __future__ import annotations
 
 import functools
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TypeVar
 
@@ -13,14 +15,20 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from ._errors import RootsError
+from ._errors import InvalidRootURI, RootsError
 from ._rootset import RootSet
+from ._uri import uri_and_name
 
 __all__ = [
     "BUILD_THREADS",
     "MAX_ROOTS",
+    "MAX_STREAMS",
     "RESOLUTION_BUDGET",
+    "AnswerKey",
+    "LastAnswers",
     "MalformedRoots",
+    "answer_key",
+    "build_checked_roots",
     "build_client_roots",
     "check_roots_answer",
     "off_loop",
@@ -37,6 +45,12 @@ RESOLUTION_BUDGET = 0.5
 # Worker threads that build RootSets from client answers at once, per event loop, whatever the number of
 # connections: a crowd of hostile peers queues behind these instead of taking every thread of the loop.
 BUILD_THREADS = 4
+# Client streams whose last answer is remembered at once (per guard); the oldest is forgotten first. Each
+# holds one RootSet, whose root descriptors stay open while it is remembered (at most 64 per set).
+MAX_STREAMS = 64
+
+AnswerKey = tuple[tuple[str, "str | None"], ...]
+"""What a RootSet built from an answer depends on: each entry's uri and name, in order."""
 
 
 class MalformedRoots(RootsError):
@@ -129,5 +143,74 @@ async def build_client_roots(
     ``budget`` CPU seconds of resolution. Well-formed entries that break a rule (scheme, host, encoding, a
     missing directory) are dropped alone. ``transform`` (the ceiling) runs in the same thread.
     """
-    entries = check_roots_answer(raw)
+    return await build_checked_roots(check_roots_answer(raw), transform, budget=budget)
+
+
+async def build_checked_roots(
+    entries: list[object],
+    transform: Callable[[RootSet], RootSet] | None = None,
+    *,
+    budget: float = RESOLUTION_BUDGET,
+) -> RootSet:
+    """:func:`build_client_roots` of the entries :func:`check_roots_answer` returned."""
     return await off_loop(functools.partial(_build, entries, transform, budget))
+
+
+def answer_key(entries: list[object]) -> AnswerKey | None:
+    """The :data:`AnswerKey` of checked ``entries`` (:func:`check_roots_answer`), read as the build reads
+    them; None when an entry's uri or name is one the build refuses (such an answer is not remembered)."""
+    try:
+        return tuple(uri_and_name(entry) for entry in entries)
+    except InvalidRootURI:
+        return None
+
+
+class LastAnswers:
+    """The last roots answer of each client stream and the RootSet built from it, so that a stream that
+    sends the same answer again (2026-07-28: the roots come with every call) gets the same RootSet with no
+    worker thread. One answer per stream: any other answer replaces it, and the RootSet of an earlier one is
+    never handed out again. A stream is an object that lives exactly as long as one client's channel,
+    compared by identity, never by value (two clients' objects may compare equal), and held weakly: the
+    entry goes with the stream. At most ``limit`` streams are remembered; the oldest is forgotten first.
+    Event loop thread only."""
+
+    __slots__ = ("_limit", "_slots")
+
+    def __init__(self, limit: int = MAX_STREAMS) -> None:
+        self._limit = limit
+        self._slots: dict[int, tuple[weakref.ref[object], AnswerKey, RootSet]] = {}
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def get(self, stream: object, key: AnswerKey) -> RootSet | None:
+        """The RootSet of ``stream``'s last answer when that answer was ``key``, else None."""
+        slot = self._slots.get(id(stream))
+        if slot is None or slot[0]() is not stream or slot[1] != key:
+            return None
+        return slot[2]
+
+    def forget(self, stream: object) -> None:
+        """Drop ``stream``'s last answer (a new one is being built)."""
+        slot = self._slots.get(id(stream))
+        if slot is not None and slot[0]() is stream:
+            del self._slots[id(stream)]
+
+    def put(self, stream: object, key: AnswerKey, roots: RootSet) -> None:
+        """Remember ``roots`` as built from ``stream``'s last answer ``key`` (a stream that cannot be
+        referenced weakly is not remembered)."""
+        slots, ident = self._slots, id(stream)
+
+        def gone(ref: weakref.ref[object]) -> None:
+            slot = slots.get(ident)
+            if slot is not None and slot[0] is ref:
+                del slots[ident]
+
+        try:
+            ref = weakref.ref(stream, gone)
+        except TypeError:
+            return
+        slots.pop(ident, None)
+        while len(slots) >= self._limit:
+            del slots[next(iter(slots))]
+        slots[ident] = (ref, key, roots)

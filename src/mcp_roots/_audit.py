@@ -39,7 +39,7 @@ GUARDED_ATTRIBUTE = "__mcp_roots_guarded__"
 
 class GuardedFunction:
     """What ``@guard.paths(*names)`` recorded about one function: the guard (its policy) and the names. The
-    calls layer (``_calls.GuardedCall``) adds how the arguments are checked."""
+    calls layer (``_argcheck.GuardedCall``) adds how the arguments are checked."""
 
     policy: GuardPolicy
     fn: Callable[..., Any]

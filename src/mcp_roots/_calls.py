@@ -7,6 +7,7 @@ Who calls whom::
 
     framework middleware (adapters/*)  --tool_call(port, request, ...)-->  _calls  --run()-->  framework
         framework validates the arguments  --calls-->  wrapper of @guard.paths (_calls)  --checks-->  body
+                                                       (the checks, worked out at decoration: _argcheck)
     _calls --port.call_roots(request) / port.ask(request) / port.refuse(message)--> the adapter's port
 """
 
@@ -17,16 +18,14 @@ import contextvars
 import functools
 import inspect
 import logging
-import os
 import sys
-import types
 import typing
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePath
 from typing import Any, Protocol
 
-from ._audit import GUARDED_ATTRIBUTE, GuardedFunction, covers, guarded_function_of, strict_refusal
+from ._argcheck import GuardedCall, lexically_within, targets_of
+from ._audit import GUARDED_ATTRIBUTE, guarded_function_of, strict_refusal
 from ._errors import (
     InvalidPath,
     InvalidRootURI,
@@ -35,7 +34,6 @@ from ._errors import (
     RootsUnavailable,
     os_error_line,
 )
-from ._pathlike import OPAQUE, is_path_value, locator_fits, parse_locator, path_locators, replace_at
 from ._policy import GuardPolicy
 from ._rootset import RootSet
 from ._uri import uri_to_path
@@ -44,7 +42,6 @@ __all__ = [
     "NOT_INSTALLED",
     "CallPort",
     "GuardNotInstalled",
-    "GuardedCall",
     "NeedRoots",
     "client_error_text",
     "current_roots",
@@ -202,13 +199,15 @@ async def tool_call(
     arguments: Mapping[str, Any],
     answer: object,
     run: Callable[[], Awaitable[Any]],
+    stream: object | None = None,
     kind: str = "tool",
     refuse: Callable[[str], Any] | None = None,
     ask: Callable[[Any], Any] | None = None,
     refuse_in_body: Callable[[str], Any] | None = None,
 ) -> Any:
     """A ``tools/call`` of tool ``name`` (registered as ``fn``, None when the framework keeps no function),
-    with the client's raw ``arguments`` and the roots ``answer`` the request carried (2026-07-28), or None.
+    with the client's raw ``arguments`` and the roots ``answer`` the request carried (2026-07-28), or None,
+    from the client channel ``stream`` (see :meth:`GuardPolicy.roots_from_client_answer`; None: unknown).
     ``run()`` runs the next handler (the framework, which runs the tool's wrapper). A ``prompts/get`` is the
     same call (``kind="prompt"``) with its own ``refuse`` (prompt results have no ``isError``: it raises)."""
     policy = port.policy
@@ -223,7 +222,7 @@ async def tool_call(
     roots: RootSet | None = None
     try:
         if answer is not None:
-            roots = await policy.roots_from_client_answer(answer)
+            roots = await policy.roots_from_client_answer(answer, stream)
         elif spec is not None:
             if policy.ceiling is not None and not port.has_roots(request):
                 spec.precheck(spec.raw_values(arguments))  # 0 round trips for a path outside the ceiling
@@ -257,6 +256,7 @@ async def resource_read(
     runs_wrapper: bool,
     answer: object,
     run: Callable[[], Awaitable[Any]],
+    stream: object | None = None,
 ) -> Any:
     """A ``resources/read`` of ``uri``: a ``file:`` URI is checked against the same roots as tools, and a
     resource template under ``@guard.paths`` (registered as ``fn``; ``runs_wrapper``: the framework runs
@@ -274,7 +274,7 @@ async def resource_read(
             )
         path = uri_to_path(uri) if is_file else None
         if answer is not None:
-            roots = await policy.roots_from_client_answer(answer)
+            roots = await policy.roots_from_client_answer(answer, stream)
         elif path is not None or spec is not None:
             ceiling = policy.ceiling if path is not None and not port.has_roots(request) else None
             if path is not None and ceiling is not None and not lexically_within(ceiling, path):
@@ -297,174 +297,7 @@ async def resource_read(
         _CALL.reset(token)
 
 
-def lexically_within(ceiling: RootSet, text: str) -> bool:
-    """Whether absolute ``text``, its ``..`` taken by the letter, lies in ``ceiling``. The precheck leaves
-    such a path to the check against the call's roots: walking it in the ceiling would make the answer (and
-    whether the client is asked) depend on what lies there, outside the roots (issue 25 item 8)."""
-    norm = os.path.normpath(text)
-    return any(norm == str(p) or norm.startswith(str(p).rstrip("/") + "/") for p in ceiling.paths)
-
-
-# --- The checks -----------------------------------------------------------------------------------------
-
-
-class PathArg:
-    """How one guarded argument is checked: ``param`` names the parameter, ``locator`` the part of its
-    value that is the path ("" = the value itself)."""
-
-    def __init__(self, param: str, annotation: Any, locator: str = "", *, loose: bool = False) -> None:
-        self.param = param
-        self.locator = locator
-        self.loose = loose  # a non-path value at the locator is another member of a union: left as it is
-        self.at = parse_locator(locator.lstrip("."))  # "." (the value itself, beside its fields) is ""
-        self.many = False
-        self.as_path = False
-        target = annotation
-        origin = typing.get_origin(target)
-        if origin is typing.Annotated:
-            target = typing.get_args(target)[0]
-            origin = typing.get_origin(target)
-        if origin is typing.Union or origin is types.UnionType:
-            args = [a for a in typing.get_args(target) if a is not type(None)]
-            target = args[0] if len(args) == 1 else target
-            origin = typing.get_origin(target)
-        if origin in (list, tuple, set, frozenset, Sequence) or target in (list, tuple, set, frozenset):
-            self.many = True
-            inner = typing.get_args(target)
-            target = inner[0] if inner else str
-            if typing.get_origin(target) is typing.Annotated:
-                target = typing.get_args(target)[0]
-        self.as_path = isinstance(target, type) and issubclass(target, Path)
-
-    def check(self, roots: RootSet, value: Any, *, expand_user: bool, absolute_only: bool = False) -> Any:
-        """``value`` with each path canonical (``Path`` where annotated so, else ``str``); with
-        ``absolute_only``, relative paths are passed through unjudged (the ceiling precheck)."""
-        if value is None:
-            return None
-        if self.locator:  # a part inside the value: checked in a copy, the canonical path put in its place
-            try:
-                return replace_at(value, self.at, lambda v: self._leaf(roots, v, expand_user, absolute_only))
-            except (TypeError, ValueError) as exc:  # a shape the locator cannot look inside: refused
-                bad = InvalidPath(f"argument {self.param!r} at {self.locator!r}: {exc}")
-                raise (exc if isinstance(exc, RootsError) else bad) from None
-        if self.many:
-            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)):
-                raise InvalidPath(
-                    f"argument {self.param!r} must be a list of paths, not {type(value).__name__}"
-                )
-            checked = [self._one(roots, v, expand_user, absolute_only) for v in value]
-            return checked if isinstance(value, list) else type(value)(checked)
-        return self._one(roots, value, expand_user, absolute_only)
-
-    def _leaf(self, roots: RootSet, value: object, expand_user: bool, absolute_only: bool) -> object:
-        if not is_path_value(value):
-            if self.loose or absolute_only:  # the precheck reads raw JSON: the check proper judges it
-                return value
-            raise InvalidPath(
-                f"argument {self.param!r} at {self.locator!r}: a {type(value).__name__}, no path"
-            )
-        checked = self._one(roots, value, expand_user, absolute_only)
-        return Path(checked) if isinstance(value, PurePath) and not absolute_only else checked
-
-    def _one(self, roots: RootSet, value: Any, expand_user: bool, absolute_only: bool) -> Any:
-        if isinstance(value, os.PathLike):
-            value = os.fspath(value)
-        if isinstance(value, str):
-            value = self._as_written(value, expand_user)
-            if absolute_only and (not os.path.isabs(value) or lexically_within(roots, value)):
-                return value
-        canonical = str(roots.resolve(value))
-        return Path(canonical) if self.as_path and not absolute_only else canonical
-
-    def _as_written(self, value: str, expand_user: bool) -> str:
-        """Paths as models write them: ``~/x`` and ``file:///x`` are never names under the first root."""
-        if value.startswith("~"):
-            if not expand_user:
-                raise InvalidPath(
-                    f"argument {self.param!r}: {value!r} starts with '~', which this server does not expand; "
-                    "pass an absolute path, or './' + the name for a file really named '~...'"
-                )
-            expanded = os.path.expanduser(value)
-            if expanded.startswith("~"):
-                raise InvalidPath(f"argument {self.param!r}: cannot expand {value!r} (no such user)")
-            return expanded
-        if value[:5].lower() == "file:":
-            if not expand_user:
-                raise InvalidPath(
-                    f"argument {self.param!r}: {value!r} is a file: URI; pass a filesystem path instead"
-                )
-            try:
-                return uri_to_path(value)
-            except InvalidRootURI as exc:
-                raise InvalidPath(f"argument {self.param!r}: {exc}") from None
-        return value
-
-
-_MISSING: Any = object()
-_BY_NAME = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-
-
-class GuardedCall(GuardedFunction):
-    """A guarded function with what its checks need, computed once at decoration time."""
-
-    def __init__(
-        self,
-        policy: GuardPolicy,
-        fn: Callable[..., Any],
-        names: tuple[str, ...],
-        targets: Sequence[PathArg],
-        signature: inspect.Signature,
-    ) -> None:
-        self.policy = policy
-        self.fn = fn
-        self.names = names
-        self.wrapper = None
-        self.targets = tuple(targets)
-        self.signature = signature
-        params = signature.parameters
-        self.params = tuple(dict.fromkeys(t.param for t in targets))  # the parameters the names start with
-        self.defaults = {
-            n: params[n].default for n in self.params if params[n].default is not params[n].empty
-        }
-        # Frameworks pass arguments by keyword: then the guarded values are found without binding.
-        self.by_name = all(params[n].kind in _BY_NAME for n in self.params)
-
-    def raw_values(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """The guarded values of a request's raw ``arguments``, an omitted one as its default."""
-        values = {n: arguments.get(n, self.defaults.get(n, _MISSING)) for n in self.params}
-        return {n: v for n, v in values.items() if v is not _MISSING}
-
-    def precheck(self, values: Mapping[str, Any]) -> None:
-        """Refuse an absolute path outside the ceiling before any roots are asked for: no client answer
-        can make it allowed (0 round trips)."""
-        ceiling, expand_user = self.policy.ceiling, self.policy.expand_user
-        for target in self.targets:
-            if ceiling is not None and target.param in values:
-                target.check(ceiling, values[target.param], expand_user=expand_user, absolute_only=True)
-
-    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments | dict[str, Any]:
-        """The call as the body receives it, defaults applied: the keyword arguments (with every guarded
-        default filled in) when all came by name, else the bound arguments."""
-        if not args and self.by_name:
-            for name, default in self.defaults.items():  # ``kwargs`` is the call's own dict
-                kwargs.setdefault(name, default)
-            return kwargs
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise InvalidPath(f"{self.name}(): {exc}") from None
-        bound.apply_defaults()
-        return bound
-
-    def check(self, roots: RootSet, arguments: dict[str, Any]) -> None:
-        """Each guarded value of ``arguments`` (bound, by parameter name) made canonical in place, or
-        ``PathOutsideRoots`` / ``InvalidPath``."""
-        expand_user = self.policy.expand_user
-        for target in self.targets:
-            if target.param in arguments:
-                arguments[target.param] = target.check(
-                    roots, arguments[target.param], expand_user=expand_user
-                )
+# --- The wrapper of @guard.paths ------------------------------------------------------------------
 
 
 def _entered(spec: GuardedCall) -> _Call:
@@ -492,32 +325,6 @@ async def _roots_of(spec: GuardedCall, call: _Call, values: Mapping[str, Any]) -
     return roots, _CALL.set(_Call(call.policy, call.port, call.request, roots, call.refuse))
 
 
-def _targets(fn_name: str, text: str, sig: inspect.Signature, hints: dict[str, Any]) -> list[PathArg]:
-    """The checks ``@guard.paths(text)`` asks for: the parameter itself (a path, or a list of paths), or
-    each path-like part at or inside locator ``text`` (``cfg``: a model's every path field; ``cfg.path``)."""
-    rule = f"@guard.paths({text!r}) on {fn_name}()"
-    try:
-        locator = parse_locator(text)
-    except ValueError as exc:
-        raise TypeError(f"{rule}: {exc}") from None
-    param = locator.parameter
-    if param is None or param not in sig.parameters:
-        raise TypeError(f"{rule}: {fn_name}() has no parameter named {param or text!r}")
-    annotation = hints.get(param, str)
-    within = str(locator.within())
-    if within and not locator_fits(annotation, within):
-        raise TypeError(f"{rule}: the type of {param!r} has no part at {within!r}; a locator names fields")
-    text = str(locator)
-    places = [p for p in path_locators(annotation, param, named=not within) if covers(text, p)]
-    opaque = [p for p in places if p.endswith(OPAQUE)]
-    if opaque:
-        raise TypeError(f"{rule}: the path-like part at {opaque[0]!r} lies too deep or in a recursive type")
-    if all(p in (param, param + "[]") for p in places):  # the value is the path (or a list of them)
-        return [PathArg(param, annotation)] if not within else [PathArg(param, Any, within)]
-    relative = [p[len(param) :].lstrip(".") or "." for p in places]  # "." is the value itself
-    return [PathArg(param, Any, p, loose=p in (".", "[]")) for p in relative]
-
-
 def guard_function(
     policy: GuardPolicy, fn: Callable[..., Any], names: tuple[str, ...], localns: dict[str, Any] | None
 ) -> Callable[..., Any]:
@@ -537,7 +344,7 @@ def guard_function(
         raise TypeError(f"@guard.paths: cannot resolve the annotations of {fn_name}(): {exc}") from None
     except TypeError:
         hints = {}
-    targets = [t for name in names for t in _targets(fn_name, name, sig, hints)]
+    targets = [t for name in names for t in targets_of(fn_name, name, sig, hints)]
     params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values()]
     new_sig = sig.replace(parameters=params, return_annotation=hints.get("return", sig.return_annotation))
     spec = GuardedCall(policy, fn, names, targets, new_sig)

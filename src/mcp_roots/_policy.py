@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._answers import MalformedRoots, build_client_roots
+from ._answers import LastAnswers, MalformedRoots, answer_key, build_checked_roots, check_roots_answer
 from ._cache import RootsCache
 from ._errors import RootsUnavailable
 from ._rootset import RootSet
@@ -91,6 +91,8 @@ class GuardPolicy:
         # Refusal reasons said at INFO in the current streak (cleared when a guarded call passes).
         self._refusals_said: set[str] = set()
         self._connections: weakref.WeakKeyDictionary[object, ConnectionRoots] = weakref.WeakKeyDictionary()
+        # 2026-07-28: each client stream's last roots answer and its RootSet (see roots_from_client_answer).
+        self._answers = LastAnswers()
 
     def clip(self, roots: RootSet) -> RootSet:
         """``roots`` narrowed to the ceiling (client roots narrow access, never widen it)."""
@@ -202,16 +204,37 @@ class GuardPolicy:
         )
         return self._fallback_or_refuse()
 
-    async def roots_from_client_answer(self, answer: object) -> RootSet:
+    async def roots_from_client_answer(self, answer: object, stream: object | None = None) -> RootSet:
         """The RootSet of a client's per-request (2026-07-28) raw roots answer (``{"roots": [...]}``),
         clipped to the ceiling. Checked like a legacy answer (schema, the 1,000-entry cap) and built in a
         worker thread under the same resolution budget; a malformed answer is RootsUnavailable (there are
-        no earlier roots to keep on this era)."""
+        no earlier roots to keep on this era).
+
+        ``stream`` is the client's channel as the adapter can prove it (an object that lives as long as
+        that one client's stream, compared by identity), or None (each request its own exchange): when
+        the stream's previous answer was the same (each entry's uri and name, in order), its RootSet is
+        returned as it is, with no worker thread, as a legacy connection keeps the RootSet of one answer
+        until the next. Any other answer is built anew and replaces it."""
         note_deprecation()
         try:
-            roots = await build_client_roots(answer, self.clip)
+            entries = check_roots_answer(answer)
         except MalformedRoots as exc:
+            if stream is not None:
+                self._answers.forget(stream)
             raise RootsUnavailable(f"the roots the client sent with this call are malformed: {exc}") from None
+        key = answer_key(entries) if stream is not None else None
+        roots = self._answers.get(stream, key) if key is not None else None
+        if roots is None:
+            if stream is not None:
+                self._answers.forget(stream)
+            try:
+                roots = await build_checked_roots(entries, self.clip)
+            except MalformedRoots as exc:
+                raise RootsUnavailable(
+                    f"the roots the client sent with this call are malformed: {exc}"
+                ) from None
+            if key is not None:
+                self._answers.put(stream, key, roots)
         if not roots:
             self.say_once("granted-none", "the client granted no roots; every path is refused")
         return roots

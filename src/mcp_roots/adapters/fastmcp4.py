@@ -35,7 +35,7 @@ from .._policy import GuardPolicy
 from .._rootset import RootSet
 from .mcp2 import ROOTS_INPUT_KEY
 from .mcp2_connections import Connections
-from .mcp2_sdk import connection_of
+from .mcp2_sdk import connection_of, stream_of
 
 __all__ = ["FastMCP4Adapter", "refusal"]
 
@@ -229,18 +229,20 @@ class FastMCP4Adapter:
             )
         raise NeedRoots()
 
-    def roots_answer(self, ctx: Context | None) -> object:
-        """The roots the client sent with this 2026-07-28 call (its input response), or None."""
+    def roots_answer(self, ctx: Context | None) -> tuple[object, object | None]:
+        """The roots the client sent with this 2026-07-28 call (its input response), or None, and the
+        client channel it came on (``stream_of``)."""
         if ctx is None or ctx.request_context is None:
-            return None
+            return None, None
         sdk_ctx = _sdk_context(ctx)
         if not _is_modern(sdk_ctx) or not _declares_roots(sdk_ctx):
-            return None
+            return None, None
         responses = ctx.input_responses
         answer = responses.get(ROOTS_INPUT_KEY) if responses else None
         if isinstance(answer, mcp_types.ListRootsResult):
-            return {"roots": [root.model_dump(mode="json", by_alias=True) for root in answer.roots]}
-        return None
+            roots = [root.model_dump(mode="json", by_alias=True) for root in answer.roots]
+            return {"roots": roots}, stream_of(sdk_ctx)
+        return None, None
 
     async def call_tool(
         self,
@@ -250,6 +252,7 @@ class FastMCP4Adapter:
     ) -> ToolResult:
         name = context.message.name
         tool = await server.get_tool(name)
+        answer, stream = self.roots_answer(context.fastmcp_context)
         fn = (
             _swap_in_wrapper(tool, self.policy)
             if isinstance(tool, FunctionTool)
@@ -261,7 +264,8 @@ class FastMCP4Adapter:
             name=name,
             fn=fn,
             arguments=context.message.arguments or {},
-            answer=self.roots_answer(context.fastmcp_context),
+            answer=answer,
+            stream=stream,
             run=lambda: call_next(context),
         )
         return result
@@ -274,6 +278,7 @@ class FastMCP4Adapter:
     ) -> PromptResult:
         name = context.message.name
         prompt = await server.get_prompt(name)
+        answer, stream = self.roots_answer(context.fastmcp_context)
         fn = _swap_in_wrapper(prompt, self.policy) if isinstance(prompt, FunctionPrompt) else None
         result: PromptResult = await tool_call(
             self,
@@ -281,7 +286,8 @@ class FastMCP4Adapter:
             name=name,
             fn=fn,
             arguments=context.message.arguments or {},
-            answer=self.roots_answer(context.fastmcp_context),
+            answer=answer,
+            stream=stream,
             run=lambda: call_next(context),
             kind="prompt",
             refuse=_refuse_prompt,

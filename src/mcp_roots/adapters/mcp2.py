@@ -32,7 +32,7 @@ from .._calls import NeedRoots, own_spec, resource_read, tool_call
 from .._policy import GuardPolicy
 from .._rootset import RootSet
 from .mcp2_connections import Connections, declares_roots, is_modern
-from .mcp2_sdk import Registry, connection_of, middleware_of
+from .mcp2_sdk import Registry, connection_of, middleware_of, stream_of
 
 __all__ = ["ROOTS_INPUT_KEY", "Mcp2Adapter", "refusal"]
 
@@ -156,18 +156,19 @@ class Mcp2Adapter:
 
     def roots_answer(
         self, ctx: ServerRequestContext[Any, Any]
-    ) -> tuple[ServerRequestContext[Any, Any], object]:
-        """The request without this adapter's input response, and that response: only a 2026-07-28
-        request from a client that declared roots can carry one (a legacy connection's roots come from its
-        cache, and a client without the capability cannot widen the fallback)."""
+    ) -> tuple[ServerRequestContext[Any, Any], object, object | None]:
+        """The request without this adapter's input response, that response, and the client channel it
+        came on (``stream_of``): only a 2026-07-28 request from a client that declared roots can carry one
+        (a legacy connection's roots come from its cache, and a client without the capability cannot
+        widen the fallback)."""
         params, answer = _take_roots_answer(ctx.params or {})
         if answer is None:
-            return ctx, None
+            return ctx, None, None
         connection = connection_of(ctx)
         if not is_modern(connection) or not declares_roots(connection):
             logger.warning("ignored roots sent with a request on a connection that cannot send them")
-            answer = None
-        return dataclasses.replace(ctx, params=params), answer
+            return dataclasses.replace(ctx, params=params), None, None
+        return dataclasses.replace(ctx, params=params), answer, stream_of(ctx)
 
 
 def _refuse_prompt(message: str) -> NoReturn:
@@ -206,7 +207,7 @@ class _Middleware:
         if method in ("tools/call", "prompts/get"):
             # One guarded call for both: a prompt differs in its registry and in how a refusal is said.
             is_tool = method == "tools/call"
-            ctx, answer = adapter.roots_answer(ctx)
+            ctx, answer, stream = adapter.roots_answer(ctx)
             params = ctx.params or {}
             name = params.get("name")
             name = name if isinstance(name, str) else ""
@@ -220,13 +221,14 @@ class _Middleware:
                 fn=_swap_in_wrapper(component, adapter.policy) if component is not None else None,
                 arguments=arguments if isinstance(arguments, Mapping) else {},
                 answer=answer,
+                stream=stream,
                 run=lambda: call_next(request),
                 kind="tool" if is_tool else "prompt",
                 refuse=None if is_tool else _refuse_prompt,
             )
             return result
         if method == "resources/read":
-            ctx, answer = adapter.roots_answer(ctx)
+            ctx, answer, stream = adapter.roots_answer(ctx)
             uri = (ctx.params or {}).get("uri")
             if not isinstance(uri, str):
                 return await call_next(ctx)
@@ -240,6 +242,7 @@ class _Middleware:
                 fn=fn,
                 runs_wrapper=True,
                 answer=answer,
+                stream=stream,
                 run=lambda: call_next(request),
             )
             return result

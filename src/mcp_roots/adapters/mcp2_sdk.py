@@ -10,11 +10,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcp.server import MCPServer
-from mcp.server.connection import Connection
+from mcp.server.connection import Connection, NotifyOnlyOutbound
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import Context
 from mcp.server.stdio import stdio_server
+from mcp.shared.direct_dispatcher import DIRECT_TRANSPORT_KIND
+from mcp.shared.transport_context import TransportContext
 
 from .._errors import SDKChanged
 
@@ -25,6 +27,7 @@ __all__ = [
     "lowlevel_of",
     "middleware_of",
     "request_channel",
+    "stream_of",
 ]
 
 
@@ -64,6 +67,27 @@ def request_channel(request_ctx: ServerRequestContext[Any, Any]) -> Any:
             "ServerSession._request_outbound is gone); please report this with your mcp version"
         )
     return channel
+
+
+def stream_of(request_ctx: ServerRequestContext[Any, Any]) -> object | None:
+    """The object that lives exactly as long as the one client channel that carried this 2026-07-28
+    request, to be compared by identity; None where the SDK shows none (stateless HTTP: every request is
+    its own exchange, and a fresh ``Connection`` is made for each request on every transport).
+
+    A duplex stream (stdio, a memory stream pair) served by ``serve_dual_era_loop`` gives each of its
+    requests' connections the one ``NotifyOnlyOutbound`` it made for that stream (public). An in-process
+    client (``Client(server)``, a ``DirectDispatcher`` pair) shows only its ``TransportContext``, made once
+    per pair, behind the request channel's private ``_inner`` (see :func:`request_channel`). A corner
+    that moved only costs the reuse of an unchanged roots answer, so it is looked up, never required.
+    """
+    outbound = connection_of(request_ctx).outbound
+    if isinstance(outbound, NotifyOnlyOutbound):
+        return outbound
+    inner = getattr(getattr(request_ctx.session, "_request_outbound", None), "_inner", None)
+    transport = getattr(inner, "transport", None)
+    if isinstance(transport, TransportContext) and transport.kind == DIRECT_TRANSPORT_KIND:
+        return transport
+    return None
 
 
 def middleware_of(server: object) -> list[Any]:
