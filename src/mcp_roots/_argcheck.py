@@ -90,14 +90,14 @@ class PathArg:
         return Path(checked) if isinstance(value, PurePath) and not absolute_only else checked
 
     def _one(self, roots: RootSet, value: Any, expand_user: bool, absolute_only: bool) -> Any:
-        if isinstance(value, os.PathLike):
+        if type(value) is not str and isinstance(value, os.PathLike):  # (a str skips the ABC check)
             value = os.fspath(value)
         if isinstance(value, str):
             value = self._as_written(value, expand_user)
             if absolute_only and (not os.path.isabs(value) or lexically_within(roots, value)):
                 return value
-        canonical = str(roots.resolve(value))
-        return Path(canonical) if self.as_path and not absolute_only else canonical
+        canonical = roots.resolve(value)  # a Path: handed on as it is where the body wants one
+        return canonical if self.as_path and not absolute_only else str(canonical)
 
     def _as_written(self, value: str, expand_user: bool) -> str:
         """Paths as models write them: ``~/x`` and ``file:///x`` are never names under the first root."""

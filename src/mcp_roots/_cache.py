@@ -289,6 +289,13 @@ class RootsCache:
         """
         if not self._can_fetch:
             return self.current()
+        if (
+            self._answered_once
+            and self._settled >= self._triggers
+            and not self._failures
+            and self._first_deadline is not None
+        ):
+            return self.current()  # every refresh answered, none failed: nothing to wait for or retry
         now = self._clock.now()
         deadline = now + (self._timeout + self._max_wait if timeout is None else timeout)
         if self._first_deadline is None:

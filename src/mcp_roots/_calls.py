@@ -21,8 +21,7 @@ import logging
 import sys
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ._argcheck import GuardedCall, lexically_within, targets_of
 from ._audit import GUARDED_ATTRIBUTE, guarded_function_of, strict_refusal
@@ -157,9 +156,8 @@ class CallPort(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class _Call:
-    """The call in progress, as the algorithm entered it."""
+class _Call(NamedTuple):
+    """The call in progress, as the algorithm entered it (a named tuple: made on every call)."""
 
     policy: GuardPolicy
     port: CallPort | None
