@@ -6,7 +6,9 @@ interleaved rounds (guarded, plain, plain, guarded, ...); the figure per tool is
 per-call CPU times (client and server share the process, so the figure is the work a call costs, whatever
 else the machine runs). On 2026-07-28 the guarded call also needs the roots, which come by one
 multi-round-trip (``roots/list`` input request): the script counts the client's roots answers per call, and
-checks that a path outside the operator's ceiling costs none.
+checks that a path outside the operator's ceiling costs none. Two unguarded mcp 2.x rows show what that
+round trip costs without the guard: answered by a middleware that does nothing else (the floor), and the
+SDK's own ``ListRoots`` resolver.
 
     .venv/bin/python benchmarks/bench_overhead.py [--calls 200] [--rounds 9]
 
@@ -53,14 +55,17 @@ def make_guard(project: Path, ceiling: Path) -> RootsGuard:
     return RootsGuard(environ={}, user_config_dir=project / "no-config", ceiling=str(ceiling))
 
 
-async def measure(call: Call, target: str, calls: int, rounds: int) -> dict[str, float]:
-    """Median per-call seconds of ``guarded`` and ``plain`` over interleaved rounds."""
-    for name in ("guarded", "plain"):  # warm up: connection state, first roots/list, caches
+async def measure(
+    call: Call, target: str, calls: int, rounds: int, names: tuple[str, ...] = ("guarded", "plain")
+) -> dict[str, float]:
+    """Median per-call seconds of each tool of ``names`` (``guarded`` and ``plain``) over interleaved
+    rounds (the order reversed every other round)."""
+    for name in names:  # warm up: connection state, first roots/list, caches
         for _ in range(5):
             await call(name, target)
-    times: dict[str, list[float]] = {"guarded": [], "plain": []}
+    times: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
-        order = ("guarded", "plain") if r % 2 == 0 else ("plain", "guarded")
+        order = names if r % 2 == 0 else names[::-1]
         for name in order:
             start = time.process_time()
             for _ in range(calls):
@@ -105,6 +110,76 @@ async def rows_mcp2(project: Path, outside: Path, calls: int, rounds: int) -> li
 
             rows.append(await row("mcp 2.x MCPServer", era, call, project, outside, counter, calls, rounds))
             rows[-1]["outside"] = await outside_ceiling(client, outside, counter)
+    return rows
+
+
+async def rows_mcp2_floor(project: Path, calls: int, rounds: int) -> list[dict[str, Any]]:
+    """2026-07-28 references, no guard: ``floor`` is answered once with a ``roots/list`` input request by a
+    middleware that does nothing else (no answer read, no path checked: the protocol's round trip alone);
+    ``sdk_roots`` gets the client's roots the SDK's own way (the ``ListRoots`` resolver)."""
+    from typing import Annotated
+
+    from mcp import Client
+    from mcp.server import MCPServer
+    from mcp.server.mcpserver import ListRoots, Resolve
+    from mcp_types import InputRequiredResult, ListRootsRequest, ListRootsResult, Root
+
+    server = MCPServer("bench-floor")
+
+    async def round_trip_only(ctx: Any, call_next: Any) -> Any:
+        params = ctx.params or {}
+        if ctx.method == "tools/call" and params.get("name") == "floor" and not params.get("inputResponses"):
+            return InputRequiredResult(input_requests={"roots": ListRootsRequest()})
+        return await call_next(ctx)
+
+    server.middleware.insert(0, round_trip_only)
+
+    @server.tool()
+    async def floor(path: str) -> str:
+        return read_file(path)
+
+    async def sdk_roots(path: str, roots: Any) -> str:
+        return read_file(path)
+
+    # (Annotations are strings in this module; the SDK evaluates them in its globals, not these locals.)
+    roots_type = Annotated[ListRootsResult, Resolve(lambda: ListRoots())]
+    sdk_roots.__annotations__ = {"path": str, "roots": roots_type, "return": str}
+    server.tool()(sdk_roots)
+
+    @server.tool()
+    async def plain(path: str) -> str:
+        return read_file(path)
+
+    counter = Counter()
+    uri = path_to_uri(project)
+
+    async def answer(context: Any) -> ListRootsResult:
+        counter.calls += 1
+        return ListRootsResult(roots=[Root(uri=uri)])  # type: ignore[arg-type]
+
+    async with Client(server, mode="auto", list_roots_callback=answer) as client:
+
+        async def call(name: str, path: str) -> Any:
+            result = await client.call_tool(name, {"path": path})
+            assert not result.is_error, result
+            return result
+
+        target = str(project / "data.txt")
+        figures = await measure(call, target, calls, rounds, names=("floor", "sdk_roots", "plain"))
+        rows = []
+        references = (("floor", "round trip alone, no guard"), ("sdk_roots", "SDK's ListRoots, no guard"))
+        for name, what in references:
+            before = counter.calls
+            await call(name, target)
+            rows.append(
+                {
+                    "adapter": f"mcp 2.x MCPServer ({what})",
+                    "era": "2026-07-28",
+                    "guarded_us": figures[name] * 1e6,
+                    "plain_us": figures["plain"] * 1e6,
+                    "roots_per_call": counter.calls - before,
+                }
+            )
     return rows
 
 
@@ -244,6 +319,7 @@ def main() -> None:
         else:
             # The ceiling is the project's parent, so that "outside the ceiling" exists beside it.
             rows += anyio.run(rows_mcp2, project, outside, args.calls, args.rounds)
+            rows += anyio.run(rows_mcp2_floor, project, args.calls, args.rounds)
             rows += anyio.run(rows_fastmcp4, project, outside, args.calls, args.rounds)
     if args.json:
         print(json.dumps(rows))
