@@ -194,7 +194,7 @@ class LastAnswers:
         """Drop ``stream``'s last answer (a new one is being built)."""
         slot = self._slots.get(id(stream))
         if slot is not None and slot[0]() is stream:
-            del self._slots[id(stream)]
+            self._slots.pop(id(stream), None)
 
     def put(self, stream: object, key: AnswerKey, roots: RootSet) -> None:
         """Remember ``roots`` as built from ``stream``'s last answer ``key`` (a stream that cannot be
@@ -204,7 +204,7 @@ class LastAnswers:
         def gone(ref: weakref.ref[object]) -> None:
             slot = slots.get(ident)
             if slot is not None and slot[0] is ref:
-                del slots[ident]
+                slots.pop(ident, None)
 
         try:
             ref = weakref.ref(stream, gone)
@@ -212,5 +212,6 @@ class LastAnswers:
             return
         slots.pop(ident, None)
         while len(slots) >= self._limit:
-            del slots[next(iter(slots))]
+            # A snapshot: a collected stream's callback may drop an entry (from any thread) meanwhile.
+            slots.pop(next(iter(list(slots))), None)
         slots[ident] = (ref, key, roots)
