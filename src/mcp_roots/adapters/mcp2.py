@@ -22,6 +22,7 @@ from mcp_types import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     CallToolResult,
+    ErrorData,
     InputRequiredResult,
     ListRootsRequest,
     TextContent,
@@ -41,6 +42,12 @@ logger = logging.getLogger("mcp_roots")
 ROOTS_INPUT_KEY = "mcp_roots.roots"
 """The key of the ``roots/list`` input request this adapter sends in an ``InputRequiredResult``."""
 
+# The wire form of the answer that asks for the roots, made once by the SDK's own model and dump (as its
+# runner dumps a model a middleware returns); each call gets a copy, so no model is built and dumped per call.
+_ASK = InputRequiredResult(input_requests={ROOTS_INPUT_KEY: ListRootsRequest()}).model_dump(
+    by_alias=True, mode="json", exclude_none=True
+)
+
 
 def refusal(message: str) -> CallToolResult:
     """A tool result with ``isError: true`` carrying ``message``."""
@@ -51,12 +58,17 @@ class _RootsRequired(MCPError, NeedRoots):
     """The roots of a 2026-07-28 request must be asked of the client. An ``MCPError`` so that MCPServer's
     tool runner lets it through to the middleware (it turns any other exception into a tool error)."""
 
+    ERROR = ErrorData(
+        code=INVALID_REQUEST,
+        message="the client's roots arrive by multi-round-trip on 2026-07-28, and only the mcp-roots "
+        "middleware can ask for them: guard.install(server) was not called",
+    )
+
     def __init__(self) -> None:
-        super().__init__(
-            INVALID_REQUEST,
-            "the client's roots arrive by multi-round-trip on 2026-07-28, and only the mcp-roots "
-            "middleware can ask for them: guard.install(server) was not called",
-        )
+        # What MCPError.__init__ sets, with one ErrorData for all (raised on every first round of a
+        # guarded call; never changed): no model validated per call.
+        Exception.__init__(self, self.ERROR.code, self.ERROR.message, None)
+        self.error = self.ERROR
 
 
 def _request_context_of(ctx: object) -> ServerRequestContext[Any, Any]:
@@ -122,8 +134,9 @@ class Mcp2Adapter:
 
     # -- the port --
 
-    def ask(self, request: Any) -> InputRequiredResult:
-        return InputRequiredResult(input_requests={ROOTS_INPUT_KEY: ListRootsRequest()})
+    def ask(self, request: Any) -> dict[str, Any]:
+        """The wire form of ``InputRequiredResult`` with this adapter's ``roots/list`` input request."""
+        return {**_ASK, "inputRequests": {k: dict(v) for k, v in _ASK["inputRequests"].items()}}
 
     def refuse(self, message: str) -> CallToolResult:
         return refusal(message)
