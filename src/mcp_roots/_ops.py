@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 from typing import IO, Any
 
-from ._beneath import Escape, open_beneath, oserror, strategy
+from ._beneath import open_beneath, oserror, strategy
 from ._descriptors import Descriptor
 from ._errors import FileTooLarge, InvalidPath, PathOutsideRoots, RootsError
 from ._fileops import drop_set_id_bits, mkdir_at, open_regular, read_fd, remove_at, write_atomic
@@ -40,6 +40,7 @@ __all__ = [
 
 #: The read modes open_file builds itself (True: binary), as the builtin would with buffering=-1.
 _READ_MODES = {"r": False, "rt": False, "rb": True}
+_FileIO, _BufferedReader = io.FileIO, io.BufferedReader
 
 
 def _open_for_reading(root: Descriptor, rel: str) -> tuple[int, os.stat_result]:
@@ -47,21 +48,20 @@ def _open_for_reading(root: Descriptor, rel: str) -> tuple[int, os.stat_result]:
     return open_regular(root.fd, rel, os.O_RDONLY, 0, plain_dev=root.plain_dev)
 
 
+def _regular_beneath(root: Descriptor, rel: str, flags: int, mode: int) -> tuple[int, os.stat_result]:
+    return open_regular(root.fd, rel, flags, mode, plain_dev=root.plain_dev)
+
+
+def _fd_beneath(root: Descriptor, rel: str, flags: int, mode: int) -> int:
+    return open_beneath(root.fd, rel, flags, mode)
+
+
 def _read_open(router: Router, path: object) -> tuple[int, os.stat_result, str]:
     """A regular file opened read-only beneath its root, with its fstat and the checked text of ``path``:
     the hot path (one routing call, see ``Router.fast``), else the general one."""
-    hit = router.fast(path)
+    hit = router.fast(path, _regular_beneath, os.O_RDONLY, 0)
     if hit is not None:
-        descriptor, rel, text = hit
-        try:
-            fd, st = open_regular(descriptor.fd, rel, os.O_RDONLY, 0, plain_dev=descriptor.plain_dev)
-            return fd, st, text
-        except Escape:
-            pass  # a symlink out of the root: the general path lets the canonical path pick the root
-        except Exception as exc:
-            raise router.failure(text, exc) from None
-        finally:
-            router.release(descriptor)
+        return hit[0], hit[1], path if type(path) is str else str(path)
     text = router.absolute(path)
     fd, st = router.at(text, _open_for_reading)
     return fd, st, text
@@ -87,17 +87,23 @@ def open_file(
         # The common read, built as the builtin builds it minus two system calls it cannot avoid: the
         # opener path re-sets O_CLOEXEC (ioctl FIOCLEX) and asks isatty (ioctl TCGETS), and a regular
         # file -- the only kind we return -- is never a terminal.
-        fd, st, text = _read_open(router, path)
+        hit = router.fast(path, _regular_beneath, os.O_RDONLY, 0)  # _read_open, inlined
+        if hit is None:
+            text = router.absolute(path)
+            hit = router.at(text, _open_for_reading)
+        else:
+            text = path if type(path) is str else str(path)
+        fd, st = hit
         if binary:  # the commonest: FileIO and its buffer, here rather than one frame down
             try:
-                raw = io.FileIO(fd, "r")  # fstats once more, as the builtin does
+                raw = _FileIO(fd, "r")  # fstats once more, as the builtin does
             except BaseException:
                 os.close(fd)
                 raise
             try:
                 raw.name = text
                 blksize = st.st_blksize
-                return io.BufferedReader(raw, blksize if blksize > 1 else io.DEFAULT_BUFFER_SIZE)
+                return _BufferedReader(raw, blksize if blksize > 1 else io.DEFAULT_BUFFER_SIZE)
             except BaseException:
                 raw.close()
                 raise
@@ -142,17 +148,9 @@ def _reader(
 
 def open_fd(router: Router, path: object, flags: int, mode: int) -> int:
     """RootSet.open_fd: ``os.open`` confined to the roots."""
-    hit = router.fast(path)
-    if hit is not None:
-        descriptor, rel, text = hit
-        try:
-            return open_beneath(descriptor.fd, rel, flags, mode)
-        except Escape:
-            pass  # nothing was opened: the general path lets the canonical path pick the root
-        except Exception as exc:
-            raise router.failure(text, exc) from None
-        finally:
-            router.release(descriptor)
+    fd = router.fast(path, _fd_beneath, flags, mode)
+    if fd is not None:
+        return fd
     text = router.absolute(path)
     return router.at(text, lambda root, rel: open_beneath(root.fd, rel, flags, mode))
 
