@@ -53,6 +53,9 @@ EAGAIN_RETRIES = 64
 
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
+#: The bits of the flags that make a mode count (O_TMPFILE includes O_DIRECTORY: it is tested exactly).
+_CREATING = O_CREAT | O_TMPFILE
+
 ENV_RESOLVE = "MCP_ROOTS_RESOLVE"
 ENV_SELF_CHECK = "MCP_ROOTS_SELF_CHECK"
 STRATEGY_NAMES = ("openat2", "walk", "walk-no-opath")
@@ -188,8 +191,8 @@ def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
     ``dirfd``, OSError otherwise. ``O_CLOEXEC`` is always added.
     """
     flags |= O_CLOEXEC
-    if mode and not (flags & O_CREAT or (O_TMPFILE and flags & O_TMPFILE == O_TMPFILE)):
-        mode = 0
+    if mode and (not flags & _CREATING or not (flags & O_CREAT or flags & O_TMPFILE == O_TMPFILE)):
+        mode = 0  # openat2 refuses a mode without O_CREAT or O_TMPFILE (the common check first)
     if "/" not in rel and rel not in ("", ".", "..") and not (O_PATH_NATIVE and flags & O_PATH_NATIVE):
         # One plain name: an openat with O_NOFOLLOW cannot leave dirfd, and costs less than openat2
         # through ctypes. A symlink there (ELOOP; ENOTDIR or EMLINK on some systems) takes the full path.

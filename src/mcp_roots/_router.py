@@ -301,17 +301,17 @@ class Router:
         self, path: object, op: Callable[[Descriptor, str, int, int], _T], flags: int, mode: int
     ) -> _T | None:
         """Run ``op(root_descriptor, relative_path, flags, mode)`` for the common path in one call: an
-        absolute ASCII ``str`` (below PATH_MAX, no NUL) with no '.', '..' or empty component, under a
-        root; the root's Descriptor is held while ``op`` runs. Failures raise as :meth:`at` words them.
-        None for anything else, and when ``op`` raised :class:`Escape` (a symlink out of the root):
-        the general path (:meth:`absolute`, :meth:`at`) then decides."""
+        absolute ASCII ``str`` (below PATH_MAX, no NUL) with no '.', '..' or empty component, strictly
+        beneath a root (``relative_path`` is never empty); the root's Descriptor is held while ``op``
+        runs. Failures raise as :meth:`at` words them. None for anything else, and when ``op`` raised
+        :class:`Escape` (a symlink out of the root): the general path (:meth:`absolute`, :meth:`at`)
+        then decides."""
         if type(path) is not str:
             if type(path) not in PATH_TYPES:
                 return None
             path = str(path)  # what their __fspath__ returns
         if (
-            path[:1] != "/"
-            or len(path) >= PATH_MAX
+            len(path) >= PATH_MAX
             or not path.isascii()
             or "\x00" in path
             or "//" in path
@@ -319,47 +319,39 @@ class Router:
         ):
             return None
         cut = self._cut
-        if cut > 0:  # the usual index: every root path of one length (innermost_prefix, inlined)
-            size = len(path)
-            if size > cut:
-                if path[cut] != "/" and cut > 1:
-                    return None
-                root_path = path[:cut]
-            elif size == cut:
-                root_path = path
-            else:
-                return None
-        elif cut == 0:
-            found = self.index.innermost_prefix(path)
+        if cut > 1:  # the usual index: every root path of one length (innermost_prefix, inlined)
+            if len(path) <= cut + 1 or path[cut] != "/":
+                return None  # not strictly beneath a root of that length (the root itself: the general path)
+            root_path = path[
+                :cut
+            ]  # a root if any is open under it, else checked below; so it starts with '/'
+            rel = path[cut + 1 :]
+        elif cut < 0:
+            return None  # Windows
+        else:
+            found = self.index.innermost_prefix(path) if path[:1] == "/" else None
             if found is None:
                 return None
             root_path = found
-            cut = len(found)
-        else:
-            return None  # Windows
+            rel = path[len(found) + 1 :] if len(found) > 1 else path[1:]
+            if not rel:
+                return None
         # RootDescriptors.acquire's lock-free common case, inlined: add a holder, then make sure the
         # descriptor was not retired meanwhile (see RootDescriptors for why that suffices).
-        descriptors = self._descriptors
         descriptor = self._opened.get(root_path)
         if descriptor is not None:
             descriptor.holders.append(None)
             if descriptor.retired:
-                descriptors.release(descriptor)
+                self._descriptors.release(descriptor)
                 descriptor = None
         if descriptor is None:
             if root_path not in self._keys:
                 return None
             try:
-                descriptor = descriptors.acquire(root_path)
+                descriptor = self._descriptors.acquire(root_path)
             except (OSError, RootsError):
                 return None  # the general path raises it, worded
         try:
-            if cut == 1:
-                rel = path[1:]
-            else:
-                rel = path[cut + 1 :]
-                if not rel and len(path) > cut and not descriptor.is_dir:
-                    return None  # 'FILE_ROOT/': a '/' needs a directory; the general path says ENOTDIR
             return op(descriptor, rel, flags, mode)
         except Escape:
             return None  # nothing was opened: the general path lets the canonical path pick the root
@@ -368,7 +360,7 @@ class Router:
         finally:
             descriptor.holders.pop()  # RootDescriptors.release, inlined
             if descriptor.retired:
-                descriptors.let_go(descriptor)
+                self._descriptors.let_go(descriptor)
 
     def inside_fast(self, path: object) -> bool | None:
         """contains() of the common path in one system call: an absolute ASCII ``str`` in canonical form
