@@ -322,9 +322,8 @@ class Router:
         if cut > 1:  # the usual index: every root path of one length (innermost_prefix, inlined)
             if len(path) <= cut + 1 or path[cut] != "/":
                 return None  # not strictly beneath a root of that length (the root itself: the general path)
-            root_path = path[
-                :cut
-            ]  # a root if any is open under it, else checked below; so it starts with '/'
+            # A root when a descriptor is open under that name, else checked below (so it starts with '/').
+            root_path = path[:cut]
             rel = path[cut + 1 :]
         elif cut < 0:
             return None  # Windows
