@@ -381,13 +381,17 @@ class Router:
         lookup = _beneath.quick_lookup  # None: not openat2 (never on Windows), or the self-check is on
         if lookup is None or lookup(path) != 0:
             return None
-        cut = self._cut
-        if cut > 0:  # innermost_prefix, inlined (as in fast)
-            size = len(path)
-            if size > cut:
-                return (path[cut] == "/" or cut == 1) and path[:cut] in self._keys
-            return size == cut and path in self._keys
-        return self.index.innermost_prefix(path) is not None
+        lengths = self.index.lengths
+        if not lengths:
+            return self.index.innermost_prefix(path) is not None
+        keys, size = self._keys, len(path)
+        for length in lengths:  # innermost_prefix, inlined: one probe per distinct root-path length
+            if length < size:
+                if (path[length] == "/" or length == 1) and path[:length] in keys:
+                    return True
+            elif length == size and path in keys:
+                return True
+        return False
 
     def _at_parts(self, text: str, parts: list[str] | None, op: Callable[[Descriptor, str], _T]) -> _T:
         parts = _without_dotdot_at_top(split(text) if parts is None else parts)
