@@ -301,11 +301,11 @@ class Router:
         self, path: object, op: Callable[[Descriptor, str, int, int], _T], flags: int, mode: int
     ) -> _T | None:
         """Run ``op(root_descriptor, relative_path, flags, mode)`` for the common path in one call: an
-        absolute ASCII ``str`` (below PATH_MAX, no NUL) with no '.', '..' or empty component, strictly
-        beneath a root (``relative_path`` is never empty); the root's Descriptor is held while ``op``
-        runs. Failures raise as :meth:`at` words them. None for anything else, and when ``op`` raised
-        :class:`Escape` (a symlink out of the root): the general path (:meth:`absolute`, :meth:`at`)
-        then decides."""
+        absolute ASCII ``str`` (below PATH_MAX, no NUL) with no '.', '..' or empty component, a root
+        (``relative_path`` '') or beneath one ('ROOT/' is left to the general path); the root's
+        Descriptor is held while ``op`` runs. Failures raise as :meth:`at` words them. None for anything
+        else, and when ``op`` raised :class:`Escape` (a symlink out of the root): the general path
+        (:meth:`absolute`, :meth:`at`) then decides."""
         if type(path) is not str:
             if type(path) not in PATH_TYPES:
                 return None
@@ -320,11 +320,17 @@ class Router:
             return None
         cut = self._cut
         if cut > 1:  # the usual index: every root path of one length (innermost_prefix, inlined)
-            if len(path) <= cut + 1 or path[cut] != "/":
-                return None  # not strictly beneath a root of that length (the root itself: the general path)
+            size = len(path)
+            if size > cut + 1:
+                if path[cut] != "/":
+                    return None
+                rel = path[cut + 1 :]
+            elif size == cut:
+                rel = ""  # the root itself
+            else:
+                return None  # shorter, or 'ROOT/' (a file root's ENOTDIR is the general path's)
             # A root when a descriptor is open under that name, else checked below (so it starts with '/').
             root_path = path[:cut]
-            rel = path[cut + 1 :]
         elif cut < 0:
             return None  # Windows
         else:
@@ -332,9 +338,12 @@ class Router:
             if found is None:
                 return None
             root_path = found
-            rel = path[len(found) + 1 :] if len(found) > 1 else path[1:]
-            if not rel:
-                return None
+            if len(path) == len(found):
+                rel = ""
+            else:
+                rel = path[len(found) + 1 :] if len(found) > 1 else path[1:]
+                if not rel:
+                    return None  # 'ROOT/'
         # RootDescriptors.acquire's lock-free common case, inlined: add a holder, then make sure the
         # descriptor was not retired meanwhile (see RootDescriptors for why that suffices).
         descriptor = self._opened.get(root_path)
