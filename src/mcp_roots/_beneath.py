@@ -15,7 +15,7 @@ import logging
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ._pathtext import SYMLOOP_MAX
@@ -39,6 +39,7 @@ __all__ = [
     "lookup_without_symlinks",
     "open_beneath",
     "oserror",
+    "quick_lookup",
     "self_checking",
     "strategy",
     "walk_open",
@@ -51,6 +52,9 @@ logger = logging.getLogger("mcp_roots")
 EAGAIN_RETRIES = 64
 
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+
+#: The bits of the flags that make a mode count (O_TMPFILE includes O_DIRECTORY: it is tested exactly).
+_CREATING = O_CREAT | O_TMPFILE
 
 ENV_RESOLVE = "MCP_ROOTS_RESOLVE"
 ENV_SELF_CHECK = "MCP_ROOTS_SELF_CHECK"
@@ -109,6 +113,19 @@ def _initial_strategy() -> Strategy:
 _active: Strategy = _initial_strategy()
 _self_check: bool = os.environ.get(ENV_SELF_CHECK, "") not in ("", "0")
 
+#: ``linux.Openat2.no_symlinks`` while the strategy is openat2 and the self-check is off, else None: the
+#: one read ``RootSet.contains``'s hot path makes to learn both (kept current by :func:`_use`).
+quick_lookup: Callable[[str], int] | None = None
+
+
+def _use(chosen: Strategy, self_check: bool) -> None:
+    global _active, _self_check, quick_lookup
+    _active, _self_check = chosen, self_check
+    quick_lookup = chosen.openat2.no_symlinks if chosen.openat2 is not None and not self_check else None
+
+
+_use(_active, _self_check)
+
 
 def strategy() -> Strategy:
     """The resolution strategy in force (see the module docstring)."""
@@ -117,9 +134,8 @@ def strategy() -> Strategy:
 
 def _fall_back(why: str) -> None:
     """openat2 was refused by the kernel (ENOSYS) or a seccomp filter (EPERM): walk from now on."""
-    global _active
     if _active.openat2 is not None:
-        _active = Strategy("walk", None, _active.o_path)
+        _use(Strategy("walk", None, _active.o_path), _self_check)
         logger.warning("openat2 is unavailable (%s); using the O_NOFOLLOW component walk instead", why)
 
 
@@ -128,15 +144,14 @@ def forced(name: str, *, self_check: bool = False) -> Iterator[Strategy]:
     """Test hook: resolve with the strategy ``name`` (and ``self_check``) inside the block, as
     ``MCP_ROOTS_RESOLVE`` / ``MCP_ROOTS_SELF_CHECK`` would for a whole process. Not thread-safe; for tests
     only (descriptors opened under one strategy are not re-opened: use a fresh RootSet inside)."""
-    global _active, _self_check
     if name not in STRATEGY_NAMES:
         raise ValueError(f"unknown strategy {name!r}; expected one of {', '.join(STRATEGY_NAMES)}")
     saved = _active, _self_check
-    _active, _self_check = _strategy_named(name), self_check
+    _use(_strategy_named(name), self_check)
     try:
         yield _active
     finally:
-        _active, _self_check = saved
+        _use(*saved)
 
 
 def self_checking() -> bool:
@@ -176,8 +191,8 @@ def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
     ``dirfd``, OSError otherwise. ``O_CLOEXEC`` is always added.
     """
     flags |= O_CLOEXEC
-    if mode and not (flags & O_CREAT or (O_TMPFILE and flags & O_TMPFILE == O_TMPFILE)):
-        mode = 0
+    if mode and (not flags & _CREATING or not (flags & O_CREAT or flags & O_TMPFILE == O_TMPFILE)):
+        mode = 0  # openat2 refuses a mode without O_CREAT or O_TMPFILE (the common check first)
     if "/" not in rel and rel not in ("", ".", "..") and not (O_PATH_NATIVE and flags & O_PATH_NATIVE):
         # One plain name: an openat with O_NOFOLLOW cannot leave dirfd, and costs less than openat2
         # through ctypes. A symlink there (ELOOP; ENOTDIR or EMLINK on some systems) takes the full path.
@@ -186,34 +201,45 @@ def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
         except OSError as exc:
             if exc.errno not in SYMLINK_ERRNOS or flags & O_NOFOLLOW:
                 raise
-    current = _active
-    if current.openat2 is not None:
+    openat2 = _active.openat2
+    if openat2 is not None:
         path = (rel.encode() if rel.isascii() else rel.encode(_FS_ENCODING, _FS_ERRORS)) if rel else b"."
-        fd = current.openat2.beneath(dirfd, path, flags, mode)
-        retries = EAGAIN_RETRIES - 1 if fd < 0 else 0
-        while fd < 0:
-            code = -fd
-            if code in (errno.EAGAIN, errno.EINTR):
-                if not retries:
-                    break
-                retries -= 1
-                fd = current.openat2.beneath(dirfd, path, flags, mode)
-                continue
-            if code == errno.EXDEV:
-                if _self_check:
-                    _check_escape(dirfd, rel, flags)
-                raise Escape(rel)
-            if code == errno.ENOSYS or (code == errno.EPERM and current.openat2.refused(dirfd)):
-                _fall_back(os.strerror(code))
-                break
-            if code == errno.ENOTDIR and rel in ("", ".", "/"):
-                return reopen_self(dirfd, flags, mode)
-            raise oserror(code)
-        else:
-            if _self_check and not (O_TMPFILE and flags & O_TMPFILE == O_TMPFILE):
-                _check_same(dirfd, rel, flags, fd)
+        fd = openat2.beneath(dirfd, path, flags, mode)
+        if fd >= 0 and not _self_check:
+            return fd  # the common answer, checked no further
+        fd = _openat2_outcome(openat2, dirfd, rel, path, flags, mode, fd)
+        if fd >= 0:
             return fd
     return walk_open(dirfd, rel, flags, mode)
+
+
+def _openat2_outcome(
+    openat2: linux.Openat2, dirfd: int, rel: str, path: bytes, flags: int, mode: int, fd: int
+) -> int:
+    """What :func:`open_beneath` makes of openat2's first answer ``fd`` (a descriptor or -errno) when it
+    is a failure or the self-check is on: retries, the refusals, the fallback to the walk (-1)."""
+    retries = EAGAIN_RETRIES - 1 if fd < 0 else 0
+    while fd < 0:
+        code = -fd
+        if code in (errno.EAGAIN, errno.EINTR):
+            if not retries:
+                return -1
+            retries -= 1
+            fd = openat2.beneath(dirfd, path, flags, mode)
+            continue
+        if code == errno.EXDEV:
+            if _self_check:
+                _check_escape(dirfd, rel, flags)
+            raise Escape(rel)
+        if code == errno.ENOSYS or (code == errno.EPERM and openat2.refused(dirfd)):
+            _fall_back(os.strerror(code))
+            return -1
+        if code == errno.ENOTDIR and rel in ("", ".", "/"):
+            return reopen_self(dirfd, flags, mode)
+        raise oserror(code)
+    if _self_check and not (O_TMPFILE and flags & O_TMPFILE == O_TMPFILE):
+        _check_same(dirfd, rel, flags, fd)
+    return fd
 
 
 def _check_same(dirfd: int, rel: str, flags: int, fd: int) -> None:

@@ -110,37 +110,45 @@ class RootDescriptors:
 
     The common path takes no lock: acquire appends a holder, then checks the descriptor was not retired
     meanwhile (if it was, it lets go and takes the locked path); retiring marks first, then closes only
-    with no holder. Either the retirer sees the new holder, or the acquirer sees the mark."""
+    with no holder. Either the retirer sees the new holder, or the acquirer sees the mark. ``opened`` (the
+    open descriptors by path, one dict for the object's life) lets the router's hot path make that same
+    append-then-check itself, and :meth:`let_go` the matching release, without two more calls."""
 
-    __slots__ = ("_lock", "_open")
+    __slots__ = ("_lock", "opened")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._open: dict[str, Descriptor] = {}  # insertion order = the eviction order
+        #: Read-only outside this class. Insertion order = the eviction order.
+        self.opened: dict[str, Descriptor] = {}
 
     def acquire(self, path: str) -> Descriptor:
-        found = self._open.get(path)
+        found = self.opened.get(path)
         if found is not None:
             found.holders.append(None)
             if not found.retired:
                 return found
             self.release(found)
-        opened = open_root(path)  # I/O outside the lock
+        fresh = open_root(path)  # I/O outside the lock
         with self._lock:
-            found = self._open.get(path)
+            found = self.opened.get(path)
             if found is not None:  # another thread opened it meanwhile: use theirs
                 found.holders.append(None)
-                os.close(opened.fd)
+                os.close(fresh.fd)
                 return found
-            while len(self._open) >= MAX_OPEN_ROOTS:
-                self._retire(self._open.pop(next(iter(self._open))))
-            opened.holders.append(None)
-            self._open[path] = opened
-            return opened
+            while len(self.opened) >= MAX_OPEN_ROOTS:
+                self._retire(self.opened.pop(next(iter(self.opened))))
+            fresh.holders.append(None)
+            self.opened[path] = fresh
+            return fresh
 
     def release(self, descriptor: Descriptor) -> None:
         descriptor.holders.pop()
-        if descriptor.retired and not descriptor.holders:
+        if descriptor.retired:
+            self.let_go(descriptor)
+
+    def let_go(self, descriptor: Descriptor) -> None:
+        """After a holder of the retired ``descriptor`` popped itself: close it if it was the last."""
+        if not descriptor.holders:
             with self._lock:
                 self._close(descriptor)
 
@@ -157,10 +165,11 @@ class RootDescriptors:
             os.close(descriptor.fd)
 
     def __len__(self) -> int:
-        return len(self._open)
+        return len(self.opened)
 
     def close(self) -> None:
         with self._lock:
-            retiring, self._open = self._open, {}
-            for descriptor in retiring.values():
+            retiring = list(self.opened.values())
+            self.opened.clear()  # the same dict: the router holds it
+            for descriptor in retiring:
                 self._retire(descriptor)

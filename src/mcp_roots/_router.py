@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
+from . import _beneath
 from ._beneath import (
     Escape,
     Unresolvable,
@@ -147,10 +148,16 @@ class Router:
     """Routes paths of one RootSet: ``at`` runs an operation beneath the right root's descriptor,
     ``in_parent`` beneath the final name's parent, ``canonical`` answers where a path really is."""
 
-    __slots__ = ("_descriptors", "_first", "_roots_text", "index")
+    __slots__ = ("_cut", "_descriptors", "_first", "_keys", "_opened", "_roots_text", "index")
 
     def __init__(self, index: RootIndex, descriptors: RootDescriptors, roots_text: Callable[[], str]) -> None:
         self.index = index
+        # For the hot path (see fast): the root paths, their one length where every root path has the same
+        # (0: ask innermost_prefix; -1: no hot path, Windows), and the descriptors open now, by root path.
+        self._keys = frozenset(index.paths)
+        self._opened = descriptors.opened
+        lengths = index.lengths
+        self._cut = -1 if _WINDOWS else lengths[0] if len(lengths) == 1 else 0
         self._descriptors = descriptors
         self._first = index.paths[0] if index.paths else None
         self._roots_text = roots_text
@@ -290,71 +297,110 @@ class Router:
 
     # -- the hot path: one call routes the common path --
 
-    def fast(self, path: object) -> tuple[Descriptor, str, str] | None:
-        """Route the common path in one call: an absolute ASCII ``str`` (below PATH_MAX, no NUL) with no
-        '.', '..' or empty component, under a root. Returns that root's Descriptor (acquired: give it
-        back with :meth:`release`), the path relative to it and the text; None for anything else, which
-        the general path (:meth:`absolute`, :meth:`at`) then decides. The caller runs its operation
-        with :func:`_beneath.open_beneath`, maps failures with :meth:`failure`, and hands an
-        :class:`Escape` (a symlink out of the root) to the general path."""
-        if type(path) in PATH_TYPES:
+    def fast(
+        self, path: object, op: Callable[[Descriptor, str, int, int], _T], flags: int, mode: int
+    ) -> _T | None:
+        """Run ``op(root_descriptor, relative_path, flags, mode)`` for the common path in one call: an
+        absolute ASCII ``str`` (below PATH_MAX, no NUL) with no '.', '..' or empty component, a root
+        (``relative_path`` '') or beneath one ('ROOT/' is left to the general path); the root's
+        Descriptor is held while ``op`` runs. Failures raise as :meth:`at` words them. None for anything
+        else, and when ``op`` raised :class:`Escape` (a symlink out of the root): the general path
+        (:meth:`absolute`, :meth:`at`) then decides."""
+        if type(path) is not str:
+            if type(path) not in PATH_TYPES:
+                return None
             path = str(path)  # what their __fspath__ returns
         if (
-            type(path) is not str
-            or path[:1] != "/"
-            or len(path) >= PATH_MAX
+            len(path) >= PATH_MAX
             or not path.isascii()
             or "\x00" in path
             or "//" in path
             or ("/." in path and not no_dot_components(path))
         ):
             return None
-        index = self.index
-        lengths = index.lengths
-        if len(lengths) == 1:  # the usual index: every root path of one length (inlined innermost_prefix)
-            cut = lengths[0]
-            root_path = path[:cut] if len(path) == cut or path[cut : cut + 1] == "/" or cut == 1 else ""
-            if root_path not in index._keys:
-                return None
+        cut = self._cut
+        if cut > 1:  # the usual index: every root path of one length (innermost_prefix, inlined)
+            size = len(path)
+            if size > cut + 1:
+                if path[cut] != "/":
+                    return None
+                rel = path[cut + 1 :]
+            elif size == cut:
+                rel = ""  # the root itself
+            else:
+                return None  # shorter, or 'ROOT/' (a file root's ENOTDIR is the general path's)
+            # A root when a descriptor is open under that name, else checked below (so it starts with '/').
+            root_path = path[:cut]
+        elif cut < 0:
+            return None  # Windows
         else:
-            found = index.innermost_prefix(path)
+            found = self.index.innermost_prefix(path) if path[:1] == "/" else None
             if found is None:
                 return None
             root_path = found
-        if _WINDOWS:
-            return None
+            if len(path) == len(found):
+                rel = ""
+            else:
+                rel = path[len(found) + 1 :] if len(found) > 1 else path[1:]
+                if not rel:
+                    return None  # 'ROOT/'
+        # RootDescriptors.acquire's lock-free common case, inlined: add a holder, then make sure the
+        # descriptor was not retired meanwhile (see RootDescriptors for why that suffices).
+        descriptor = self._opened.get(root_path)
+        if descriptor is not None:
+            descriptor.holders.append(None)
+            if descriptor.retired:
+                self._descriptors.release(descriptor)
+                descriptor = None
+        if descriptor is None:
+            if root_path not in self._keys:
+                return None
+            try:
+                descriptor = self._descriptors.acquire(root_path)
+            except (OSError, RootsError):
+                return None  # the general path raises it, worded
         try:
-            descriptor = self._descriptors.acquire(root_path)
-        except (OSError, RootsError):
-            return None  # the general path raises it, worded
-        cut = len(root_path)
-        if cut > 1 and len(path) == cut + 1 and not descriptor.is_dir:
-            self._descriptors.release(descriptor)
-            return None  # 'FILE_ROOT/': a '/' needs a directory; the general path says ENOTDIR
-        return descriptor, path[cut + 1 :] if cut > 1 else path[1:], path
+            return op(descriptor, rel, flags, mode)
+        except Escape:
+            return None  # nothing was opened: the general path lets the canonical path pick the root
+        except Exception as exc:
+            raise self.failure(path, exc) from None
+        finally:
+            descriptor.holders.pop()  # RootDescriptors.release, inlined
+            if descriptor.retired:
+                self._descriptors.let_go(descriptor)
 
     def inside_fast(self, path: object) -> bool | None:
         """contains() of the common path in one system call: an absolute ASCII ``str`` in canonical form
         that the kernel looks up from '/' meeting no symlink (openat2 RESOLVE_NO_SYMLINKS) is its own
         canonical path, so the answer is the index's. None whenever that does not settle it."""
-        if type(path) in PATH_TYPES:
+        if type(path) is not str:
+            if type(path) not in PATH_TYPES:
+                return None
             path = str(path)
-        if (
-            type(path) is not str
-            or path[:1] != "/"
-            or len(path) >= PATH_MAX
+        if (  # no PATH_MAX test: a longer path fails the lookup (ENAMETOOLONG), and the general path says no
+            path[:1] != "/"
             or not path.isascii()
             or "\x00" in path
             or "//" in path
-            or "/./" in path
-            or "/../" in path
-            or path.endswith(("/", "/.", "/.."))
+            or path[-1] == "/"
+            or ("/." in path and not no_dot_components(path))
         ):
             return None
-        openat2 = strategy().openat2
-        if openat2 is None or _WINDOWS or self_checking() or openat2.no_symlinks(path) != 0:
+        lookup = _beneath.quick_lookup  # None: not openat2 (never on Windows), or the self-check is on
+        if lookup is None or lookup(path) != 0:
             return None
-        return self.index.innermost_prefix(path) is not None
+        lengths = self.index.lengths
+        if not lengths:
+            return self.index.innermost_prefix(path) is not None
+        keys, size = self._keys, len(path)
+        for length in lengths:  # innermost_prefix, inlined: one probe per distinct root-path length
+            if length < size:
+                if (path[length] == "/" or length == 1) and path[:length] in keys:
+                    return True
+            elif length == size and path in keys:
+                return True
+        return False
 
     def _at_parts(self, text: str, parts: list[str] | None, op: Callable[[Descriptor, str], _T]) -> _T:
         parts = _without_dotdot_at_top(split(text) if parts is None else parts)

@@ -159,12 +159,14 @@ class Openat2:
 
         def beneath(dirfd: int, path: bytes, flags: int, mode: int) -> int:
             """The descriptor, or -errno."""
-            key = flags | mode << 32
-            how = hows.get(key)
-            if how is None:
-                how = hows[key] = make_how(flags, mode, resolve)
+            try:  # the hot call: one dict probe (a try costs nothing until it catches)
+                how = hows[flags | mode << 32]
+            except KeyError:
+                how = hows[flags | mode << 32] = make_how(flags, mode, resolve)
             fd: int = syscall(number, dirfd, path, how, _HOW_SIZE)
-            return fd if fd >= 0 else -(get_errno() or errno.EIO)
+            if fd < 0:
+                return -(get_errno() or errno.EIO)
+            return fd
 
         return beneath
 
