@@ -32,7 +32,11 @@ $(DEMO_STAMP): pyproject.toml requirements/runtime.txt $(shell find src -name '*
 demo: $(DEMO_STAMP)
 	$(DEMO_VENV)/bin/python examples/demo.py
 
-test: lint typecheck docs pytest pytest-mcp1
+# The four environments are built side by side first (pip and npm mostly wait on the package index), then
+# the checks run one after another.
+test:
+	$(MAKE) -j4 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP)
+	$(MAKE) lint typecheck docs pytest pytest-mcp1
 
 # The API reference from the docstrings (mkdocs + mkdocstrings), warnings as errors, into site/; its
 # toolchain lives in .venv-docs, pinned in requirements/docs.txt, apart from the test lock.
@@ -60,9 +64,15 @@ typecheck: $(STAMP) $(MCP1_STAMP)
 # The suite runs in two steps: most of it on PYTEST_WORKERS processes (pytest-xdist; much of it waits on
 # server processes, so more workers than cores pays), then the tests marked `serial` alone (races whose naive
 # control must be seen to leak, wall-clock bounds: tests/conftest.py says which and why).
+# The temporary directory is on a memory file system where the machine has one (/dev/shm, tmpfs): the path
+# tables create and remove ~100,000 directories and symlinks, which a disk file system mounted with
+# `discard` makes several times slower. It is world-traversable like /tmp (1777): some tests drop to another
+# user that must reach files below it. TMPDIR points there too, for the servers the tests start.
 PYTEST_WORKERS ?= 4
+TEST_TMPDIR ?= $(shell d=/dev/shm; [ -d $$d ] && [ -w $$d ] && [ "$$(stat -f -c %T $$d 2>/dev/null)" = tmpfs ] && echo $$d || echo $${TMPDIR:-/tmp})
+MKTMP := tmp=$$(mktemp -d -p "$(TEST_TMPDIR)") && chmod 1777 "$$tmp" && export TMPDIR="$$tmp" || exit 1
 pytest: $(STAMP) $(NODE_STAMP)
-	tmp=$$(mktemp -d); \
+	$(MKTMP); \
 	  $(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "not serial" --basetemp="$$tmp/p" && \
 	  $(VENV)/bin/pytest -p no:xdist -m serial --basetemp="$$tmp/s"; status=$$?; rm -rf "$$tmp"; exit $$status
 
@@ -75,7 +85,7 @@ $(MCP1_STAMP): pyproject.toml requirements/mcp1.txt
 # tests/mcp1/conftest.py makes each venv collect only its own tests: the main run skips collecting tests/mcp1
 # (mcp 2.x is installed there), this run collects only tests/mcp1.
 pytest-mcp1: $(MCP1_STAMP)
-	tmp=$$(mktemp -d); $(MCP1_VENV)/bin/pytest -n $(PYTEST_WORKERS) --basetemp="$$tmp/t" tests/mcp1; status=$$?; rm -rf "$$tmp"; \
+	$(MKTMP); $(MCP1_VENV)/bin/pytest -n $(PYTEST_WORKERS) --basetemp="$$tmp/t" tests/mcp1; status=$$?; rm -rf "$$tmp"; \
 	  exit $$status
 
 $(NODE_STAMP): tests/interop/package.json tests/interop/package-lock.json
