@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The TypeScript SDK client of tests/test_interop_ts.py, installed once from the lock file (offline afterwards).
 NODE_STAMP := tests/interop/node_modules/.installed
 
-.PHONY: demo test lint typecheck pytest pytest-mcp1 docs bench interop scale-test lock lock-mcp1 clean
+.PHONY: demo test lint typecheck typecheck-main typecheck-mcp1 pytest pytest-parallel pytest-serial pytest-warm pytest-mcp1 docs bench interop scale-test lock lock-mcp1 clean
 
 # A second venv for the official `mcp` 1.x SDK (which cannot share a venv with mcp 2.x): the mcp1 adapter's
 # tests (tests/mcp1/) run there, against the project installed without its dependencies.
@@ -32,11 +32,15 @@ $(DEMO_STAMP): pyproject.toml requirements/runtime.txt $(shell find src -name '*
 demo: $(DEMO_STAMP)
 	$(DEMO_VENV)/bin/python examples/demo.py
 
-# The four environments are built side by side first (pip and npm mostly wait on the package index), then
-# the checks run one after another.
+# `make test` in four steps, each as parallel as the 2-core machine it is measured on allows: the four
+# environments side by side (pip and npm), the static checks beside the warm-up of the test modules, the
+# main venv's parallel run beside the mcp 1.x venv's, and last the serial tests alone (they race the kernel).
+# --output-sync keeps each part's output in one piece.
 test:
 	$(MAKE) -j4 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP)
-	$(MAKE) lint typecheck docs pytest pytest-mcp1
+	$(MAKE) -j3 --output-sync=target lint typecheck docs pytest-warm
+	$(MAKE) -j2 --output-sync=target pytest-parallel pytest-mcp1
+	$(MAKE) pytest-serial
 
 # The API reference from the docstrings (mkdocs + mkdocstrings), warnings as errors, into site/; its
 # toolchain lives in .venv-docs, pinned in requirements/docs.txt, apart from the test lock.
@@ -54,9 +58,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests examples benchmarks
 	$(VENV)/bin/ruff format --check src tests examples benchmarks
 
-typecheck: $(STAMP) $(MCP1_STAMP)
+typecheck: typecheck-main typecheck-mcp1
+typecheck-main: $(STAMP)
 	$(VENV)/bin/mypy --strict src
-	$(MCP1_VENV)/bin/mypy --strict --follow-imports=silent src/mcp_roots/adapters/mcp1.py src/mcp_roots/probe/_mcp1.py
+# Its own cache directory: the two checks may run at once, and they see different `mcp` packages.
+typecheck-mcp1: $(MCP1_STAMP)
+	$(MCP1_VENV)/bin/mypy --strict --cache-dir .mypy_cache/mcp1 --follow-imports=silent \
+	  src/mcp_roots/adapters/mcp1.py src/mcp_roots/probe/_mcp1.py
 
 # Each run gets a fresh temporary directory of its own (removed afterwards with rm -rf, which deep trees do not
 # trouble): pytest's shared /tmp/pytest-of-USER is cleaned by pytest itself with a recursive rmtree, which
@@ -70,11 +78,23 @@ typecheck: $(STAMP) $(MCP1_STAMP)
 # user that must reach files below it. TMPDIR points there too, for the servers the tests start.
 PYTEST_WORKERS ?= 4
 TEST_TMPDIR ?= $(shell d=/dev/shm; [ -d $$d ] && [ -w $$d ] && [ "$$(stat -f -c %T $$d 2>/dev/null)" = tmpfs ] && echo $$d || echo $${TMPDIR:-/tmp})
-MKTMP := tmp=$$(mktemp -d -p "$(TEST_TMPDIR)") && chmod 1777 "$$tmp" && export TMPDIR="$$tmp" || exit 1
+# Bytecode is written for the test run whatever PYTHONDONTWRITEBYTECODE says: without it each worker
+# compiles and assertion-rewrites every test module again, and every server process the tests start compiles
+# what it imports. pytest-warm does that once, before the workers start.
+MKTMP := tmp=$$(mktemp -d -p "$(TEST_TMPDIR)") && chmod 1777 "$$tmp" && export TMPDIR="$$tmp" \
+  PYTHONDONTWRITEBYTECODE= || exit 1
 pytest: $(STAMP) $(NODE_STAMP)
-	$(MKTMP); \
-	  $(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "not serial" --basetemp="$$tmp/p" && \
-	  $(VENV)/bin/pytest -p no:xdist -m serial --basetemp="$$tmp/s"; status=$$?; rm -rf "$$tmp"; exit $$status
+	$(MAKE) pytest-parallel
+	$(MAKE) pytest-serial
+pytest-parallel: $(STAMP) $(NODE_STAMP)
+	$(MKTMP); $(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "not serial" --basetemp="$$tmp/p"; status=$$?; \
+	  rm -rf "$$tmp"; exit $$status
+pytest-serial: $(STAMP)
+	$(MKTMP); $(VENV)/bin/pytest -p no:xdist -m serial --basetemp="$$tmp/s"; status=$$?; rm -rf "$$tmp"; \
+	  exit $$status
+pytest-warm: $(STAMP)
+	$(MKTMP); $(VENV)/bin/pytest -p no:xdist --collect-only -q --basetemp="$$tmp/w" >"$$tmp/out"; status=$$?; \
+	  [ $$status = 0 ] || cat "$$tmp/out"; rm -rf "$$tmp"; exit $$status
 
 $(MCP1_STAMP): pyproject.toml requirements/mcp1.txt
 	$(PYTHON) -m venv $(MCP1_VENV)
