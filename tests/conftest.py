@@ -24,11 +24,17 @@ SERIAL: dict[str, tuple[str, ...] | None] = {
 }
 
 
-#: Modules whose stdio/HTTP rows start the server in a process of its own, with its own event loop: their
-#: trio row would differ from the asyncio row only in the SDK client's backend (the SDK's code, not ours), so
-#: it is not collected. Their in-memory rows, where the server runs on the test's loop, keep both backends.
-SERVER_IN_ITS_OWN_PROCESS = frozenset({"test_guard_transports", "test_server", "test_filesystem"})
-SUBPROCESS_TRANSPORTS = ("stdio", "http")
+#: Modules whose rows over these transports start the server in a process of its own, with its own event
+#: loop: their trio row would differ from the asyncio row only in the SDK client's backend (the SDK's code,
+#: not ours), so it is not collected. Their in-memory rows, where the server runs on the test's loop, keep
+#: both backends, and so do the mcp 1.x stdio rows, whose server runs on the test's backend (`--backend`);
+#: an HTTP server runs on uvicorn's asyncio loop whatever the client's backend.
+SERVER_IN_ITS_OWN_PROCESS: dict[str, tuple[str, ...]] = {
+    "test_guard_transports": ("stdio", "http"),
+    "test_server": ("stdio", "http"),
+    "test_filesystem": ("stdio", "http"),
+    "test_adapter_mcp1": ("http",),
+}
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -41,10 +47,9 @@ def _trio_client_of_a_server_process(item: pytest.Item) -> bool:
     callspec = getattr(item, "callspec", None)
     if module is None or callspec is None or callspec.params.get("anyio_backend") != "trio":
         return False
-    if module.__name__.rpartition(".")[2] not in SERVER_IN_ITS_OWN_PROCESS:
-        return False
+    transports = SERVER_IN_ITS_OWN_PROCESS.get(module.__name__.rpartition(".")[2], ())
     ids = callspec.id.split("-")
-    return any(transport in ids for transport in SUBPROCESS_TRANSPORTS)
+    return any(transport in ids for transport in transports)
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

@@ -1,7 +1,8 @@
 """The mcp 1.x adapter against the real mcp 1.30 SDK: FastMCP and the low-level Server, each run as a real
 subprocess (tests/mcp1/server.py) over stdio and over streamable HTTP on 127.0.0.1, driven by the SDK's own
-ClientSession, on asyncio and trio (a stdio server runs on the test's backend too). Legacy era only (mcp 1.x
-has no other). The guarded-call behaviours themselves are rows of the conformance table
+ClientSession, on asyncio and trio (a stdio server runs on the test's backend too; an HTTP server runs on
+uvicorn's asyncio loop, so its rows are collected on asyncio only: tests/conftest.py). Legacy era only
+(mcp 1.x has no other). The guarded-call behaviours themselves are rows of the conformance table
 (tests/mcp1/test_conformance_mcp1.py); these cover the two transports and the low-level Server.
 """
 
