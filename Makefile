@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The TypeScript SDK client of tests/test_interop_ts.py, installed once from the lock file (offline afterwards).
 NODE_STAMP := tests/interop/node_modules/.installed
 
-.PHONY: demo test lint typecheck typecheck-main typecheck-mcp1 pytest pytest-parallel pytest-serial pytest-warm pytest-mcp1 docs bench interop scale-test lock lock-mcp1 clean
+.PHONY: demo test lint typecheck typecheck-main typecheck-mcp1 pytest pytest-parallel pytest-table pytest-serial pytest-warm pytest-mcp1 docs bench interop scale-test lock lock-mcp1 clean
 
 # A second venv for the official `mcp` 1.x SDK (which cannot share a venv with mcp 2.x): the mcp1 adapter's
 # tests (tests/mcp1/) run there, against the project installed without its dependencies.
@@ -34,12 +34,12 @@ demo: $(DEMO_STAMP)
 
 # `make test` in four steps, each as parallel as the 2-core machine it is measured on allows: the four
 # environments side by side (pip and npm), the static checks beside the warm-up of the test modules, the
-# main venv's parallel run beside the mcp 1.x venv's, and last the serial tests alone (they race the kernel).
+# main venv's parallel run and its path table beside the mcp 1.x venv's, and last the serial tests alone.
 # --output-sync keeps each part's output in one piece.
 test:
 	$(MAKE) -j4 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP)
 	$(MAKE) -j3 --output-sync=target lint typecheck docs pytest-warm
-	$(MAKE) -j2 --output-sync=target pytest-parallel pytest-mcp1
+	$(MAKE) -j3 --output-sync=target pytest-parallel pytest-table pytest-mcp1
 	$(MAKE) pytest-serial
 
 # The API reference from the docstrings (mkdocs + mkdocstrings), warnings as errors, into site/; its
@@ -84,10 +84,16 @@ TEST_TMPDIR ?= $(shell d=/dev/shm; [ -d $$d ] && [ -w $$d ] && [ "$$(stat -f -c 
 MKTMP := tmp=$$(mktemp -d -p "$(TEST_TMPDIR)") && chmod 1777 "$$tmp" && export TMPDIR="$$tmp" \
   PYTHONDONTWRITEBYTECODE= || exit 1
 pytest: $(STAMP) $(NODE_STAMP)
-	$(MAKE) pytest-parallel
+	$(MAKE) -j2 --output-sync=target pytest-parallel pytest-table
 	$(MAKE) pytest-serial
+# The path table (13,700 small rows, no waiting) runs in one process of its own beside the workers: through
+# xdist each worker would collect it and the controller would take three reports of every row.
+PATH_TABLE := tests/test_path_table.py
 pytest-parallel: $(STAMP) $(NODE_STAMP)
-	$(MKTMP); $(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "not serial" --basetemp="$$tmp/p"; status=$$?; \
+	$(MKTMP); $(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "not serial" --ignore=$(PATH_TABLE) --basetemp="$$tmp/p"; \
+	  status=$$?; rm -rf "$$tmp"; exit $$status
+pytest-table: $(STAMP)
+	$(MKTMP); $(VENV)/bin/pytest -p no:xdist -q -m "not serial" --basetemp="$$tmp/t" $(PATH_TABLE); status=$$?; \
 	  rm -rf "$$tmp"; exit $$status
 pytest-serial: $(STAMP)
 	$(MKTMP); $(VENV)/bin/pytest -p no:xdist -m serial --basetemp="$$tmp/s"; status=$$?; rm -rf "$$tmp"; \
