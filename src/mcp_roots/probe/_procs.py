@@ -1,5 +1,6 @@
 """The processes a probe starts: each server runs in a process group of its own, found again through /proc
-and killed whole when the probe ends, even by Ctrl-C; nothing it did not start is ever signalled.
+and killed whole when the probe ends, even by Ctrl-C; nothing it did not start is ever signalled. And who
+listens on a port: a server is ready when the listener is its own, not whoever else took the port.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import contextlib
 import os
 import signal
 
-__all__ = ["child_groups", "kill_groups"]
+__all__ = ["child_groups", "descends_from", "kill_groups", "listeners"]
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
@@ -47,3 +48,44 @@ def kill_groups(groups: set[int]) -> None:
     for group in groups & alive:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, signal.SIGKILL)
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    """True when ``pid`` is ``ancestor`` or one of its descendants (through /proc)."""
+    for _ in range(64):  # a bound: parent chains are short, and a vanished process ends the walk
+        if pid == ancestor:
+            return True
+        found = _stat(pid)
+        if found is None or found[0] in (0, pid):
+            return False
+        pid = found[0]
+    return False
+
+
+def listeners(port: int) -> set[int] | None:
+    """The processes that hold a listening TCP socket on ``port`` (any address, IPv4 or IPv6), or None where
+    this cannot be told (no /proc): a port picked free a moment ago may since have gone to another server."""
+    sockets: set[str] = set()
+    readable = False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        readable = True
+        for row in rows:
+            fields = row.split()  # sl local_address rem_address st ... inode
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rpartition(":")[2], 16) == port:
+                sockets.add(f"socket:[{fields[9]}]")
+    if not readable:
+        return None
+    holders: set[int] = set()
+    for pid in _pids() if sockets else ():
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") in sockets:
+                        holders.add(pid)
+                        break
+    return holders

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from ._procs import kill_groups
+from ._procs import descends_from, kill_groups, listeners
 from ._report import Report
 from ._runner import Options, run_probe
 from ._session import LEGACY, MODERN, Connection, Session
@@ -178,7 +178,7 @@ class _HttpCommand:
                     argv, stdin=None, stdout=log, stderr=log, cwd=cwd, start_new_session=True
                 )
             self.groups.add(self._process.pid)
-            while not await _listening(self.port):
+            while not await _listening(self.port, self._process.pid):
                 if self._process.returncode is not None:
                     raise OSError(
                         f"{argv[0]} exited ({self._process.returncode}) before listening on {self.port}"
@@ -188,13 +188,16 @@ class _HttpCommand:
             yield session
 
 
-async def _listening(port: int) -> bool:
+async def _listening(port: int, pid: int) -> bool:
+    """``pid``'s process group listens on ``port`` (another server that took the port meanwhile does not
+    count: the probe would judge the wrong server)."""
     try:
         stream = await anyio.connect_tcp("127.0.0.1", port)
     except OSError:
         return False
     await stream.aclose()
-    return True
+    holders = listeners(port)
+    return holders is None or any(descends_from(holder, pid) for holder in holders)
 
 
 def _free_port() -> int:
