@@ -13,9 +13,11 @@ NODE_STAMP := tests/interop/node_modules/.installed
 MCP1_VENV := .venv-mcp1
 MCP1_STAMP := $(MCP1_VENV)/.installed
 
+# --no-compile (here and in the other development venvs): bytecode is written at first import instead, for what
+# is used (the test runs write it; see MKTMP), not for every module of every package.
 $(STAMP): pyproject.toml requirements/dev.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements/dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -r requirements/dev.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 
@@ -48,7 +50,7 @@ DOCS_VENV := .venv-docs
 DOCS_STAMP := $(DOCS_VENV)/.installed
 $(DOCS_STAMP): requirements/docs.txt
 	$(PYTHON) -m venv $(DOCS_VENV)
-	$(DOCS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/docs.txt
+	$(DOCS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements/docs.txt
 	touch $(DOCS_STAMP)
 
 docs: $(DOCS_STAMP)
@@ -104,7 +106,7 @@ pytest-warm: $(STAMP)
 
 $(MCP1_STAMP): pyproject.toml requirements/mcp1.txt
 	$(PYTHON) -m venv $(MCP1_VENV)
-	$(MCP1_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/mcp1.txt
+	$(MCP1_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements/mcp1.txt
 	$(MCP1_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(MCP1_STAMP)
 
