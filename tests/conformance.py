@@ -129,7 +129,7 @@ def make_guard(tree: Tree, **options: Any) -> RootsGuard:
     """A guard whose only fallback source is what the row configures."""
     options.setdefault("environ", {})
     options.setdefault("user_config_dir", tree.base / "no-config")
-    options.setdefault("first_answer_timeout", 0.5)
+    options.setdefault("first_answer_timeout", 30)
     return RootsGuard(**options)
 
 

@@ -49,7 +49,8 @@ def make_guard(tree: Tree, **options: Any) -> RootsGuard:
     # environ={} and an empty user config directory: only what the test configures is a fallback source.
     options.setdefault("environ", {})
     options.setdefault("user_config_dir", tree.base / "no-config")
-    options.setdefault("first_answer_timeout", 0.3)
+    # Long enough never to expire under load where the client answers: only a silent client waits it out.
+    options.setdefault("first_answer_timeout", 30)
     return RootsGuard(**options)
 
 
@@ -109,7 +110,7 @@ async def read(c: Client[Any], path: Path | str) -> tuple[bool, str]:
 async def test_silent_client_is_refused_not_given_the_fallback(tree: Tree) -> None:
     # DESIGN.md "fail closed": a client that declared roots never gets fallback roots; before its
     # first answer, calls wait first_answer_timeout and are refused with RootsUnavailable.
-    server = make_server(make_guard(tree, roots=[str(tree.fallback)]))
+    server = make_server(make_guard(tree, roots=[str(tree.fallback)], first_answer_timeout=0.3))
     silent = Roots(tree.project, answer=anyio.sleep_forever)
     async with client(server, "legacy", silent) as c:
         is_error, text = await read(c, tree.fallback / "fb.txt")

@@ -96,8 +96,8 @@ class PathArg:
             value = self._as_written(value, expand_user)
             if absolute_only and (not os.path.isabs(value) or lexically_within(roots, value)):
                 return value
-        canonical = roots.resolve(value)  # a Path: handed on as it is where the body wants one
-        return canonical if self.as_path and not absolute_only else str(canonical)
+        canonical = roots.resolve_text(value)
+        return Path(canonical) if self.as_path and not absolute_only else canonical
 
     def _as_written(self, value: str, expand_user: bool) -> str:
         """Paths as models write them: ``~/x`` and ``file:///x`` are never names under the first root."""

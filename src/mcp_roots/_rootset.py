@@ -300,9 +300,9 @@ class RootSet:
 
     def contains(self, path: object) -> bool:
         """True when ``path``'s canonical location is a root or lies beneath one. Never raises."""
-        fast = self._router.inside_fast(path)
+        fast = self._router.canonical_fast(path)
         if fast is not None:
-            return fast
+            return fast is not False
         try:
             canonical = self._canonical(path)
         except (InvalidPath, PathOutsideRoots):
@@ -318,11 +318,18 @@ class RootSet:
         Raises :class:`InvalidPath` for input that is not a usable path and :class:`PathOutsideRoots`
         (naming the path and the roots, and nothing about what lies outside) when it lies outside them.
         """
+        return Path(self.resolve_text(path))
+
+    def resolve_text(self, path: object) -> str:
+        """:meth:`resolve` as text (no ``Path`` made): what the guard hands a body annotated ``str``."""
+        fast = self._router.canonical_fast(path)  # one system call for the common path
+        if type(fast) is str:
+            return fast
         canonical = self._canonical(path)
         if self._index.above(canonical) is None:
             why = f"its canonical location {canonical!r} is under no root"
             raise self._router.outside(checked_text(path), why)
-        return Path(canonical)
+        return canonical
 
     # -- subprocess environment --
 

@@ -370,10 +370,11 @@ class Router:
             if descriptor.retired:
                 self._descriptors.let_go(descriptor)
 
-    def inside_fast(self, path: object) -> bool | None:
-        """contains() of the common path in one system call: an absolute ASCII ``str`` in canonical form
-        that the kernel looks up from '/' meeting no symlink (openat2 RESOLVE_NO_SYMLINKS) is its own
-        canonical path, so the answer is the index's. None whenever that does not settle it."""
+    def canonical_fast(self, path: object) -> str | bool | None:
+        """The canonical path of the common path in one system call, for contains() and resolve(): an
+        absolute ASCII ``str`` in canonical form that the kernel looks up from '/' meeting no symlink
+        (openat2 RESOLVE_NO_SYMLINKS) is its own canonical path. That text when a root holds it, False when
+        none does, None whenever the one call does not settle it (the general path then decides)."""
         if type(path) is not str:
             if type(path) not in PATH_TYPES:
                 return None
@@ -392,14 +393,14 @@ class Router:
             return None
         lengths = self.index.lengths
         if not lengths:
-            return self.index.innermost_prefix(path) is not None
+            return path if self.index.innermost_prefix(path) is not None else False
         keys, size = self._keys, len(path)
         for length in lengths:  # innermost_prefix, inlined: one probe per distinct root-path length
             if length < size:
                 if (path[length] == "/" or length == 1) and path[:length] in keys:
-                    return True
+                    return path
             elif length == size and path in keys:
-                return True
+                return path
         return False
 
     def _at_parts(self, text: str, parts: list[str] | None, op: Callable[[Descriptor, str], _T]) -> _T:

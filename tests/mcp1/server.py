@@ -128,7 +128,7 @@ def main() -> None:
     parser.add_argument("--http", type=int, default=0)
     parser.add_argument("--roots", action="append")
     parser.add_argument("--ceiling")
-    parser.add_argument("--first-answer-timeout", type=float, default=0.5)
+    parser.add_argument("--first-answer-timeout", type=float, default=30)
     parser.add_argument("--order", choices=["below", "above"], default="below")
     parser.add_argument("--no-install", dest="install", action="store_false")
     parser.add_argument("--strict", action="store_true")

@@ -20,7 +20,7 @@ QUICK = ["absolute-outside", "dotdot", "symlink-final", "dotdot-after-symlink", 
 
 def args_for(root: Path) -> argparse.Namespace:
     return argparse.Namespace(
-        roots=[str(root)], ceiling=None, first_answer_timeout=0.5, strict=False, http=0, install=True,
+        roots=[str(root)], ceiling=None, first_answer_timeout=30, strict=False, http=0, install=True,
         order="below", resources=None, kind="fastmcp", backend="asyncio",
     )  # fmt: skip
 
