@@ -9,12 +9,14 @@ root, so it is never applied.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from mcp_roots import RootSet
 from mcp_roots._fold import folding_for
+from mcp_roots._router import RootIndex
 
 NFC = "caf\u00e9"
 NFD = "cafe\u0301"
@@ -101,3 +103,44 @@ def test_linux_rootset_compares_exactly(tmp_path: Path) -> None:
     roots = RootSet.from_paths([tmp_path / "Project"])
     assert roots.contains(tmp_path / "Project" / "x")
     assert not roots.contains(tmp_path / "project" / "x")
+
+
+ROOT_SHAPES = [
+    ["/"],
+    ["/a"],
+    ["/a", "/a/b/c"],
+    ["/a/b", "/ab", "/x/y/z/w"],
+    ["/", "/a/b"],
+    ["/" + "/".join(["d"] * n) for n in (1, 3, 7)],
+]
+PATH_SHAPES = [
+    "/",
+    "/a",
+    "/ab",
+    "/a/b",
+    "/a/b/c",
+    "/a/b/c/d",
+    "/a/bc",
+    "/x/y/z/w/v",
+    "/d/d/d/d/d/d/d/d",
+    "/q",
+]
+
+
+@pytest.mark.parametrize("roots", ROOT_SHAPES, ids=str)
+def test_the_index_by_root_path_length_answers_as_the_walk_up_the_components(roots: list[str]) -> None:
+    """Where names compare exactly, RootIndex finds roots with one probe per root-path length (a path of
+    thousands of components costs no more); each answer is the one the walk up its components gives
+    (an index told its names fold takes that walk)."""
+    exact = folding_for("linux")
+    by_length = RootIndex(roots, exact)
+    by_component = RootIndex(roots, dataclasses.replace(exact, exact=False))
+    assert by_length.lengths
+    assert not by_component.lengths
+    for path in PATH_SHAPES:
+        parts = [p for p in path.split("/") if p]
+        for n in range(len(parts) + 1):
+            assert list(by_length.lexical(parts[:n])) == list(by_component.lexical(parts[:n])), parts[:n]
+        assert by_length.above(path) == by_component.above(path), path
+        assert by_length.strictly_beneath(path) == by_component.strictly_beneath(path), path
+        assert by_length.innermost_prefix(path) == by_component.innermost_prefix(path), path

@@ -84,6 +84,8 @@ class RootIndex:
         keys = self._keys
         if not keys:
             return None
+        if self.lengths:
+            return self.innermost_prefix(canonical)  # one probe per root-path length, not per component
         key: str | None = self.folding.key(canonical)
         while key is not None:
             found = keys.get(key)
@@ -96,6 +98,12 @@ class RootIndex:
         """Whether ``canonical`` lies strictly beneath a root (a root itself does not): where a '..' may
         be applied (see ``_canonical.canonicalize``)."""
         keys, parent_key = self._keys, self.folding.parent_key
+        if self.lengths:  # one probe per root-path length (a deep path would cost one per component)
+            size = len(canonical)
+            for length in self.lengths:
+                if length < size and (length == 1 or canonical[length] == "/") and canonical[:length] in keys:
+                    return True
+            return False
         key = parent_key(self.folding.key(canonical))
         while key is not None:
             if key in keys:
@@ -128,6 +136,15 @@ class RootIndex:
     def lexical(self, parts: list[str]) -> Iterator[tuple[str, list[str]]]:
         """Roots that are a whole-component prefix of ``parts``, innermost first, with the rest of it."""
         keys, key = self._keys, self.folding.key
+        if self.lengths:  # one probe per root-path length, not one join and probe per component
+            text = "/" + "/".join(parts)
+            size = len(text)
+            for length in self.lengths:  # longest first: innermost first
+                if length <= size and (length in (1, size) or text[length] == "/"):
+                    root = keys.get(text[:length])
+                    if root is not None:  # '/' holds 0 components; '/a/b' holds 2 (one '/' each)
+                        yield root, parts[text.count("/", 0, length) if length > 1 else 0 :]
+            return
         for i in range(len(parts), -1, -1):
             root = keys.get(key("/" + "/".join(parts[:i])))
             if root is not None:
