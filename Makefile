@@ -82,7 +82,8 @@ PYTEST_WORKERS ?= 4
 TEST_TMPDIR ?= $(shell d=/dev/shm; [ -d $$d ] && [ -w $$d ] && [ "$$(stat -f -c %T $$d 2>/dev/null)" = tmpfs ] && echo $$d || echo $${TMPDIR:-/tmp})
 # Bytecode is written for the test run whatever PYTHONDONTWRITEBYTECODE says: without it each worker
 # compiles and assertion-rewrites every test module again, and every server process the tests start compiles
-# what it imports. pytest-warm does that once, before the workers start.
+# what it imports. pytest-warm does that once, before the workers start (not for the path table: its one
+# process does it for itself).
 MKTMP := tmp=$$(mktemp -d -p "$(TEST_TMPDIR)") && chmod 1777 "$$tmp" && export TMPDIR="$$tmp" \
   PYTHONDONTWRITEBYTECODE= || exit 1
 pytest: $(STAMP) $(NODE_STAMP)
@@ -101,7 +102,7 @@ pytest-serial: $(STAMP)
 	$(MKTMP); $(VENV)/bin/pytest -p no:xdist -m serial --basetemp="$$tmp/s"; status=$$?; rm -rf "$$tmp"; \
 	  exit $$status
 pytest-warm: $(STAMP)
-	$(MKTMP); $(VENV)/bin/pytest -p no:xdist --collect-only -q --basetemp="$$tmp/w" >"$$tmp/out"; status=$$?; \
+	$(MKTMP); $(VENV)/bin/pytest -p no:xdist --collect-only -q --ignore=$(PATH_TABLE) --basetemp="$$tmp/w" >"$$tmp/out"; status=$$?; \
 	  [ $$status = 0 ] || cat "$$tmp/out"; rm -rf "$$tmp"; exit $$status
 
 $(MCP1_STAMP): pyproject.toml requirements/mcp1.txt

@@ -33,6 +33,7 @@ SERVER_IN_ITS_OWN_PROCESS: dict[str, tuple[str, ...]] = {
     "test_guard_transports": ("stdio", "http"),
     "test_server": ("stdio", "http"),
     "test_filesystem": ("stdio", "http"),
+    "test_policy": ("stdio",),  # examples/file_server.py on the SDK's default (asyncio) loop
     "test_adapter_mcp1": ("http",),
 }
 
