@@ -39,6 +39,7 @@ __all__ = [
     "lookup_without_symlinks",
     "open_beneath",
     "oserror",
+    "quick_beneath",
     "quick_lookup",
     "self_checking",
     "strategy",
@@ -116,12 +117,17 @@ _self_check: bool = os.environ.get(ENV_SELF_CHECK, "") not in ("", "0")
 #: ``linux.Openat2.no_symlinks`` while the strategy is openat2 and the self-check is off, else None: the
 #: one read ``RootSet.contains``'s hot path makes to learn both (kept current by :func:`_use`).
 quick_lookup: Callable[[str], int] | None = None
+#: ``linux.Openat2.beneath`` under the same conditions: the read hot path's one call for a path of more than
+#: one name (its answer, a descriptor or -errno, is used only when it is a descriptor; see ``_ops``).
+quick_beneath: Callable[[int, bytes, int, int], int] | None = None
 
 
 def _use(chosen: Strategy, self_check: bool) -> None:
-    global _active, _self_check, quick_lookup
+    global _active, _self_check, quick_lookup, quick_beneath
     _active, _self_check = chosen, self_check
-    quick_lookup = chosen.openat2.no_symlinks if chosen.openat2 is not None and not self_check else None
+    quick = chosen.openat2 if chosen.openat2 is not None and not self_check else None
+    quick_lookup = quick.no_symlinks if quick is not None else None
+    quick_beneath = quick.beneath if quick is not None else None
 
 
 _use(_active, _self_check)

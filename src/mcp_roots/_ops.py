@@ -15,6 +15,7 @@ import stat
 from pathlib import Path
 from typing import IO, Any
 
+from . import _beneath
 from ._beneath import open_beneath, oserror, strategy
 from ._descriptors import Descriptor
 from ._errors import FileTooLarge, InvalidPath, PathOutsideRoots, RootsError
@@ -46,6 +47,7 @@ _READ_MODES = {"r": False, "rt": False, "rb": True}
 _FileIO, _BufferedReader = io.FileIO, io.BufferedReader
 _fstat = os.fstat
 _S_IFMT = 0o170000  # stat.S_IFMT() is a call; the mask is POSIX's
+_READ_EXTRA = O_NONBLOCK | os.O_CLOEXEC  # what open_beneath would add to a read's flags
 
 
 def _open_for_reading(root: Descriptor, rel: str) -> tuple[int, os.stat_result]:
@@ -59,12 +61,17 @@ def _regular_beneath(root: Descriptor, rel: str, flags: int, mode: int) -> tuple
     cleared unless its filesystem is the root's plain one. Anything else -- a FIFO, a device, a
     directory, a socket's ENXIO -- is closed and left to ``open_regular``, which opens it again without
     blocking and words the refusal."""
-    try:
-        fd = open_beneath(root.fd, rel, flags | O_NONBLOCK, mode)
-    except OSError as exc:
-        if exc.errno != errno.ENXIO:
-            raise
-        return open_regular(root.fd, rel, flags, mode, plain_dev=root.plain_dev)
+    quick = _beneath.quick_beneath
+    # More than one name, openat2 in force: its one call (Router.fast's path is ASCII); a failure is left to
+    # open_beneath, which makes the call again and words it (a read-only open has no effect to repeat).
+    fd = quick(root.fd, rel.encode(), flags | _READ_EXTRA, mode) if quick is not None and "/" in rel else -1
+    if fd < 0:
+        try:
+            fd = open_beneath(root.fd, rel, flags | O_NONBLOCK, mode)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+            return open_regular(root.fd, rel, flags, mode, plain_dev=root.plain_dev)
     try:
         st = _fstat(fd)
         if st.st_mode & _S_IFMT == stat.S_IFREG:
