@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_roots import InvalidPath, RootSet, _beneath
+from mcp_roots import InvalidPath, PathOutsideRoots, RootSet, _beneath
 from mcp_roots._canonical import canonicalize
 from mcp_roots._descriptors import open_root
 from mcp_roots._sys import linux
@@ -104,6 +104,49 @@ def test_o_nonblock_stays_only_where_it_changes_nothing(tmp_path: Path) -> None:
     with roots.open(tmp_path / "w", "rb") as f:
         assert os.get_blocking(f.fileno()) is not on_plain
         assert f.read() == b""
+
+
+def test_the_one_frame_read_opens_what_the_general_path_opens_and_nothing_else(tmp_path: Path) -> None:
+    """``Router.read_fast`` (RootSet.open and read_bytes, every root path of one length, the root's
+    descriptor open) answers a regular file, 1 or 9 names deep, with the inode the general path opens;
+    for anything else it opens nothing and answers None, so that the general path words the refusal."""
+    root = tmp_path / "root"
+    deep = root.joinpath(*(f"d{i}" for i in range(8)))
+    deep.mkdir(parents=True)
+    (root / "f").write_text("one")
+    (deep / "f").write_text("nine")
+    os.mkfifo(deep / "fifo")
+    os.symlink("f", root / "link")  # a symlink as the final name: the general path follows it
+    (tmp_path / "outside").write_text("secret")
+    os.symlink("../../../../../../../../../outside", deep / "out")  # leads out of the root
+    (tmp_path / "zoot").mkdir()
+    roots = RootSet.from_paths([root, tmp_path / "zoot"])  # two roots of one length
+    router = roots._router
+    assert router.read_fast(str(root / "f")) is None  # the descriptor is not open yet
+    assert roots.read_text(root / "f") == "one"  # opens it
+    before = open_fds()
+    for path, text in ((root / "f", "one"), (deep / "f", "nine")):
+        hit = router.read_fast(str(path))
+        assert hit is not None, path
+        fd, st = hit
+        try:
+            assert (st.st_dev, st.st_ino) == (os.stat(path).st_dev, os.stat(path).st_ino)
+            assert os.read(fd, 100) == text.encode()
+        finally:
+            os.close(fd)
+        assert roots.read_text(path) == text
+    for other in (deep / "fifo", deep, root / "link", deep / "out", deep / "missing", root / "missing"):
+        assert router.read_fast(str(other)) is None, other
+    assert open_fds() == before
+    assert roots.read_text(root / "link") == "one"
+    with pytest.raises(InvalidPath, match="FIFO"):
+        roots.open(deep / "fifo", "rb")
+    with pytest.raises(PathOutsideRoots):
+        roots.open(deep / "out", "rb")
+    with _beneath.forced("openat2", self_check=True):  # the self-check re-does every answer: not here
+        assert router.read_fast(str(deep / "f")) is None
+        assert roots.read_text(deep / "f") == "nine"
+    assert open_fds() == before
 
 
 # --- contains(): one lookup without symlinks, the same answer as the name walk ---------------------------

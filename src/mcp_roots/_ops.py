@@ -23,7 +23,7 @@ from ._fileops import drop_set_id_bits, mkdir_at, open_regular, read_fd, remove_
 from ._pathtext import PATH_TYPES, SYMLOOP_MAX, describe, split
 from ._router import Router
 from ._sys import linux
-from ._sys.posix import O_NONBLOCK
+from ._sys.posix import O_NONBLOCK, O_TMPFILE
 from ._tree import LIST_FLAGS, Entry, Leave, OnError, Visit, descend, list_entries
 from ._tree import walk as walk_tree
 
@@ -47,7 +47,7 @@ _READ_MODES = {"r": False, "rt": False, "rb": True}
 _FileIO, _BufferedReader = io.FileIO, io.BufferedReader
 _fstat = os.fstat
 _S_IFMT = 0o170000  # stat.S_IFMT() is a call; the mask is POSIX's
-_READ_EXTRA = O_NONBLOCK | os.O_CLOEXEC  # what open_beneath would add to a read's flags
+_CREATING = os.O_CREAT | O_TMPFILE  # flags with which a mode counts (open_beneath sorts those out)
 
 
 def _open_for_reading(root: Descriptor, rel: str) -> tuple[int, os.stat_result]:
@@ -61,17 +61,12 @@ def _regular_beneath(root: Descriptor, rel: str, flags: int, mode: int) -> tuple
     cleared unless its filesystem is the root's plain one. Anything else -- a FIFO, a device, a
     directory, a socket's ENXIO -- is closed and left to ``open_regular``, which opens it again without
     blocking and words the refusal."""
-    quick = _beneath.quick_beneath
-    # More than one name, openat2 in force: its one call (Router.fast's path is ASCII); a failure is left to
-    # open_beneath, which makes the call again and words it (a read-only open has no effect to repeat).
-    fd = quick(root.fd, rel.encode(), flags | _READ_EXTRA, mode) if quick is not None and "/" in rel else -1
-    if fd < 0:
-        try:
-            fd = open_beneath(root.fd, rel, flags | O_NONBLOCK, mode)
-        except OSError as exc:
-            if exc.errno != errno.ENXIO:
-                raise
-            return open_regular(root.fd, rel, flags, mode, plain_dev=root.plain_dev)
+    try:
+        fd = open_beneath(root.fd, rel, flags | O_NONBLOCK, mode)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:
+            raise
+        return open_regular(root.fd, rel, flags, mode, plain_dev=root.plain_dev)
     try:
         st = _fstat(fd)
         if st.st_mode & _S_IFMT == stat.S_IFREG:
@@ -87,7 +82,13 @@ def _regular_beneath(root: Descriptor, rel: str, flags: int, mode: int) -> tuple
 
 def fd_beneath(root: Descriptor, rel: str, flags: int, mode: int) -> int:
     """RootSet.open_fd's op for ``Router.fast``: RootSet.open_fd makes that one call itself, and calls
-    :func:`open_fd` only when it answers None."""
+    :func:`open_fd` only when it answers None. An open that creates nothing, of more than one name, is
+    openat2's one call as in the read op (a failure goes to ``open_beneath``, which words it)."""
+    quick = _beneath.quick_beneath
+    if quick is not None and "/" in rel and not flags & _CREATING:
+        fd = quick(root.fd, rel.encode(), flags | os.O_CLOEXEC, 0)
+        if fd >= 0:
+            return fd
     return open_beneath(root.fd, rel, flags, mode)
 
 
@@ -96,7 +97,9 @@ def _read_open(router: Router, path: object) -> tuple[int, os.stat_result, str]:
     the hot path (one routing call, see ``Router.fast``), else the general one."""
     if type(path) is not str and type(path) in PATH_TYPES:
         path = str(path)  # once, here: Router.fast and the caller both want the text
-    hit = router.fast(path, _regular_beneath, os.O_RDONLY, 0)
+    hit = router.read_fast(path)  # the commonest case in one frame
+    if hit is None:
+        hit = router.fast(path, _regular_beneath, os.O_RDONLY, 0)
     if hit is not None:
         return hit[0], hit[1], path  # type: ignore[return-value]  # Router.fast took it: a str
     text = router.absolute(path)
@@ -126,7 +129,9 @@ def open_file(
         # file -- the only kind we return -- is never a terminal.
         if type(path) is not str and type(path) in PATH_TYPES:
             path = str(path)  # once, here: Router.fast and the file's name both want the text
-        hit = router.fast(path, _regular_beneath, os.O_RDONLY, 0)  # _read_open, inlined
+        hit = router.read_fast(path)  # the commonest case in one frame
+        if hit is None:
+            hit = router.fast(path, _regular_beneath, os.O_RDONLY, 0)  # _read_open, inlined
         if hit is None:
             text = router.absolute(path)
             hit = router.at(text, _open_for_reading)

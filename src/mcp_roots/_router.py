@@ -9,8 +9,10 @@ roots, the precise reason to the log only.
 from __future__ import annotations
 
 import errno
+import fcntl
 import logging
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
@@ -39,6 +41,7 @@ from ._pathtext import (
     split,
 )
 from ._sys import linux
+from ._sys.posix import O_CLOEXEC, O_NOFOLLOW, O_NONBLOCK
 
 __all__ = ["RootIndex", "Router"]
 
@@ -50,6 +53,11 @@ _WINDOWS = os.name == "nt"
 
 #: At most this many distinct root-path lengths are probed by length (see RootIndex.innermost_prefix).
 _MAX_LENGTHS = 16
+
+#: Router.read_fast's flags: a read that cannot block on a FIFO, for one name and for openat2.
+_READ_FLAGS = os.O_RDONLY | O_NONBLOCK | O_CLOEXEC
+_READ_ONE_NAME = _READ_FLAGS | O_NOFOLLOW
+_fstat, _S_IFMT, _S_IFREG = os.fstat, 0o170000, stat.S_IFREG
 
 
 class RootIndex:
@@ -384,6 +392,66 @@ class Router:
             raise self.failure(path, exc) from None
         finally:
             descriptor.holders.pop()  # RootDescriptors.release, inlined
+            if descriptor.retired:
+                self._descriptors.let_go(descriptor)
+
+    def read_fast(self, path: object) -> tuple[int, os.stat_result] | None:
+        """The commonest call of all, a read-only open of a regular file, in one frame: :meth:`fast` with
+        the read op (``_ops._regular_beneath``) inlined, for the usual index (every root path of one
+        length). A plain name is one ``openat(O_NOFOLLOW)``, more names one ``openat2``; the descriptor is
+        opened ``O_NONBLOCK`` and kept only if fstat says a regular file (``O_NONBLOCK`` cleared unless on
+        the root's plain filesystem). None for anything else -- another shape or index, a failure, a
+        FIFO, a directory, a symlink in the final name --, having opened nothing that stays open: the
+        general path then does it again and words the answer (a read-only open has no effect to repeat)."""
+        cut = self._cut
+        if (
+            type(path) is not str
+            or cut <= 1
+            or len(path) <= cut + 1
+            or len(path) >= PATH_MAX
+            or path[cut] != "/"
+            or not path.isascii()
+            or "\x00" in path
+            or "//" in path
+            or ("/." in path and not no_dot_components(path))
+        ):
+            return None
+        descriptor = self._opened.get(path[:cut])
+        if descriptor is None:
+            return None
+        rel = path[cut + 1 :]
+        holders = descriptor.holders
+        holders.append(None)  # RootDescriptors.acquire's lock-free common case, as in fast
+        try:
+            if descriptor.retired:
+                return None
+            if "/" not in rel:
+                try:
+                    fd = os.open(rel, _READ_ONE_NAME, dir_fd=descriptor.fd)
+                except OSError:
+                    return None
+            else:
+                quick = _beneath.quick_beneath  # None: not openat2, or the self-check is on
+                if quick is None:
+                    return None
+                fd = quick(descriptor.fd, rel.encode(), _READ_FLAGS, 0)
+                if fd < 0:
+                    return None
+            try:
+                st = _fstat(fd)
+                if st.st_mode & _S_IFMT == _S_IFREG:
+                    if st.st_dev != descriptor.plain_dev:
+                        fcntl.fcntl(fd, fcntl.F_SETFL, os.O_RDONLY)  # O_NONBLOCK off
+                    return fd, st
+            except OSError:
+                pass  # closed below; the general path words it
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)
+            return None
+        finally:
+            holders.pop()
             if descriptor.retired:
                 self._descriptors.let_go(descriptor)
 
