@@ -21,9 +21,11 @@ Run from the main venv it measures ``mcp`` 2.x and ``fastmcp`` 4.x, then runs it
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.metadata
 import json
 import logging
+import os
 import statistics
 import subprocess
 import tempfile
@@ -35,6 +37,7 @@ from typing import Any
 import anyio
 
 from mcp_roots import RootsGuard, path_to_uri
+from mcp_roots._sys import linux
 
 REPO = Path(__file__).resolve().parent.parent
 MCP1_PYTHON = REPO / ".venv-mcp1" / "bin" / "python"
@@ -108,6 +111,11 @@ async def rows_mcp2(project: Path, outside: Path, calls: int, rounds: int) -> li
         async def plain(path: str) -> str:
             return read_file(path)
 
+        @server.tool()
+        @least_guard
+        async def floor(path: str) -> str:
+            return read_file(path)
+
         counter = Counter()
         uri = path_to_uri(project)  # a client keeps its roots as URIs: the answer is its only cost
 
@@ -122,9 +130,36 @@ async def rows_mcp2(project: Path, outside: Path, calls: int, rounds: int) -> li
                 assert not result.is_error, result
                 return result
 
-            rows.append(await row("mcp 2.x MCPServer", era, call, project, outside, counter, calls, rounds))
-            rows[-1]["outside"] = await outside_ceiling(client, outside, counter)
+            names = ("guarded", "plain", "floor") if era == "legacy" else ("guarded", "plain")
+            found = await row("mcp 2.x MCPServer", era, call, project, outside, counter, calls, rounds, names)
+            found["outside"] = await outside_ceiling(client, outside, counter)
+            rows.append(found)
+            if "floor" in names:  # the least-guard reference, against the same unguarded rounds
+                rows.append(
+                    {
+                        "adapter": "mcp 2.x MCPServer (one wrapper and one lookup, no guard)",
+                        "era": era,
+                        "guarded_us": found["floor_us"],
+                        "plain_us": found["plain_us"],
+                        **{key: found["floor_" + key] for key in ("ratio", "low", "high")},
+                        "roots_per_call": 0,
+                    }
+                )
     return rows
+
+
+def least_guard(fn: Callable[[str], Awaitable[str]]) -> Callable[[str], Awaitable[str]]:
+    """The least any guard of a tool adds to a legacy call whose roots are in hand: one wrapper around the
+    body and one kernel lookup of the path (``openat2(RESOLVE_NO_SYMLINKS)``, what ``RootSet.resolve``'s
+    common case makes); no roots looked up, nothing compared, nothing refused."""
+    lookup = linux.OPENAT2.no_symlinks if linux.OPENAT2 is not None else os.path.exists
+
+    @functools.wraps(fn)
+    async def wrapper(path: str) -> str:
+        lookup(path)
+        return await fn(path)
+
+    return wrapper
 
 
 async def rows_mcp2_floor(project: Path, calls: int, rounds: int) -> list[dict[str, Any]]:
@@ -287,12 +322,14 @@ async def row(
     counter: Counter,
     calls: int,
     rounds: int,
+    names: tuple[str, ...] = ("guarded", "plain"),
 ) -> dict[str, Any]:
+    """The guarded tool's row; with ``floor`` in ``names``, that tool's figures too (``floor_*``)."""
     target = str(project / "data.txt")
-    figures = await measure(call, target, calls, rounds)
+    figures = await measure(call, target, calls, rounds, names)
     before = counter.calls
     await call("guarded", target)
-    return {
+    found = {
         "adapter": adapter,
         "era": era,
         "guarded_us": figures["guarded"] * 1e6,
@@ -300,6 +337,10 @@ async def row(
         "plain_us": figures["plain"] * 1e6,
         "roots_per_call": counter.calls - before,
     }
+    if "floor" in names:
+        found["floor_us"] = figures["floor"] * 1e6
+        found.update({"floor_" + key: value for key, value in ratio_fields(figures, "floor").items()})
+    return found
 
 
 async def outside_ceiling(client: Any, outside: Path, counter: Counter, fastmcp: bool = False) -> int:
