@@ -8,9 +8,10 @@ else the machine runs), and the ratio is the median of the rounds' own ratios (a
 run back to back, so a slow spell of the machine moves both), with the lowest and highest round. On
 2026-07-28 the guarded call also needs the roots, which come by one multi-round-trip (``roots/list`` input
 request): the script counts the client's roots answers per call, and checks that a path outside the
-operator's ceiling costs none. Two unguarded mcp 2.x rows show what that
-round trip costs without the guard: answered by a middleware that does nothing else (the floor), and the
-SDK's own ``ListRoots`` resolver.
+operator's ceiling costs none. Two unguarded mcp 2.x rows show what that round trip costs without the
+guard: answered by a middleware that does nothing else (the floor), and the SDK's own ``ListRoots``
+resolver. On the legacy era an unguarded mcp 2.x row shows the least any guard adds when the roots are in
+hand: one wrapper around the body and one kernel lookup of the path.
 
     .venv/bin/python benchmarks/bench_overhead.py [--calls 200] [--rounds 9]
 
