@@ -19,6 +19,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
+from . import forkserver
 from .serverkit import RootsCallback
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,8 +32,17 @@ OFFICIAL_SERVER = (
 Call = tuple[str, dict[str, Any]]
 
 
+SERVE = "from mcp_roots.cli import main; raise SystemExit(main())"
+
+
 def serve_command(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from mcp_roots.cli import main; raise SystemExit(main())", "serve", *args]
+    """``mcp-roots serve ARGS`` started cold (an HTTP server: the test kit checks whose listener it is)."""
+    return [sys.executable, "-c", SERVE, "serve", *args]
+
+
+def stdio_serve_command(*args: str) -> list[str]:
+    """``mcp-roots serve ARGS`` over stdio, a real process forked warm (tests/forkserver.py)."""
+    return forkserver.command("-c", SERVE, "serve", *args)
 
 
 def official_command(*dirs: str) -> list[str]:

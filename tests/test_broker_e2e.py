@@ -12,7 +12,6 @@ import base64
 import hashlib
 import logging
 import os
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,6 +26,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp_roots import RootsProvider
 from mcp_roots.broker import ConsentItem, FileBroker, FileConsentRequest
 
+from . import forkserver
+
 pytestmark = pytest.mark.anyio
 
 SERVER = Path(__file__).resolve().parent.parent / "examples" / "brokered_server.py"
@@ -38,7 +39,8 @@ def anyio_backend() -> str:
 
 
 def server_params() -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, args=[str(SERVER)], env=dict(os.environ))
+    command = forkserver.command(str(SERVER))  # a real process, forked warm
+    return StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
 
 
 @asynccontextmanager

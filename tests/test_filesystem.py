@@ -17,7 +17,7 @@ import pytest
 
 from mcp_roots.filesystem import READ_ONLY_TOOLS, WRITE_TOOLS
 
-from .fskit import py_session, serve_command, text, ts_session
+from .fskit import py_session, serve_command, stdio_serve_command, text, ts_session
 from .subprocs import launch_http
 from .tree import FsTree
 
@@ -345,7 +345,7 @@ async def test_every_tool_python_client(tmp_path: Path, transport: str) -> None:
     t = FsTree.make(tmp_path)
     cases = full_session(t)
     if transport == "stdio":
-        summary = await py_session(serve_command(str(t.root)), calls(cases))
+        summary = await py_session(stdio_serve_command(str(t.root)), calls(cases))
     else:
         with launch_http(serve_command(), str(t.root)) as server:
             summary = await py_session(server.url, calls(cases))
@@ -357,7 +357,7 @@ async def test_every_tool_python_client(tmp_path: Path, transport: str) -> None:
 async def test_read_only_python_client(tmp_path: Path, transport: str) -> None:
     t = FsTree.make(tmp_path)
     if transport == "stdio":
-        summary = await py_session(serve_command("--read-only", str(t.root)), calls(read_only_cases(t)))
+        summary = await py_session(stdio_serve_command("--read-only", str(t.root)), calls(read_only_cases(t)))
     else:
         with launch_http(serve_command(), "--read-only", str(t.root)) as server:
             summary = await py_session(server.url, calls(read_only_cases(t)))
@@ -371,7 +371,7 @@ async def test_client_roots_narrow_and_never_widen_python_client(tmp_path: Path,
     roots = [t.root / "sub", t.outside]  # one inside the ceiling, one outside it
     cases = ceiling_cases(t)
     if transport == "stdio":
-        summary = await py_session(serve_command(str(t.root)), calls(cases), roots)
+        summary = await py_session(stdio_serve_command(str(t.root)), calls(cases), roots)
     else:
         with launch_http(serve_command(), str(t.root)) as server:
             summary = await py_session(server.url, calls(cases), roots)
@@ -383,7 +383,7 @@ async def test_client_roots_narrow_and_never_widen_python_client(tmp_path: Path,
 async def test_search_and_tree_are_capped_python_client(tmp_path: Path) -> None:
     t = FsTree.make(tmp_path)
     cases = cap_cases(t)
-    summary = await py_session(serve_command("--max-results", "5", str(t.root)), calls(cases))
+    summary = await py_session(stdio_serve_command("--max-results", "5", str(t.root)), calls(cases))
     for (_, _, check), result in zip(cases, summary["results"], strict=True):
         check(result)
 
@@ -396,7 +396,7 @@ def test_every_tool_typescript_client(tmp_path: Path, transport: str) -> None:
     t = FsTree.make(tmp_path)
     cases = full_session(t)
     if transport == "stdio":
-        summary = ts_session(serve_command(str(t.root)), calls(cases))
+        summary = ts_session(stdio_serve_command(str(t.root)), calls(cases))
     else:
         with launch_http(serve_command(), str(t.root)) as server:
             summary = ts_session(server.url, calls(cases))
@@ -407,7 +407,7 @@ def test_every_tool_typescript_client(tmp_path: Path, transport: str) -> None:
 def test_read_only_typescript_client(tmp_path: Path, transport: str) -> None:
     t = FsTree.make(tmp_path)
     if transport == "stdio":
-        summary = ts_session(serve_command("--read-only", str(t.root)), calls(read_only_cases(t)))
+        summary = ts_session(stdio_serve_command("--read-only", str(t.root)), calls(read_only_cases(t)))
     else:
         with launch_http(serve_command(), "--read-only", str(t.root)) as server:
             summary = ts_session(server.url, calls(read_only_cases(t)))
@@ -420,7 +420,7 @@ def test_client_roots_narrow_and_never_widen_typescript_client(tmp_path: Path, t
     roots = [t.root / "sub", t.outside]
     cases = ceiling_cases(t)
     if transport == "stdio":
-        summary = ts_session(serve_command(str(t.root)), calls(cases), roots)
+        summary = ts_session(stdio_serve_command(str(t.root)), calls(cases), roots)
     else:
         with launch_http(serve_command(), str(t.root)) as server:
             summary = ts_session(server.url, calls(cases), roots)
@@ -431,7 +431,7 @@ def test_client_roots_narrow_and_never_widen_typescript_client(tmp_path: Path, t
 def test_search_and_tree_are_capped_typescript_client(tmp_path: Path) -> None:
     t = FsTree.make(tmp_path)
     cases = cap_cases(t)
-    summary = ts_session(serve_command("--max-results", "5", str(t.root)), calls(cases))
+    summary = ts_session(stdio_serve_command("--max-results", "5", str(t.root)), calls(cases))
     for (_, _, check), result in zip(cases, summary["results"], strict=True):
         check(result)
 
@@ -484,6 +484,6 @@ def test_serve_confine_serves_inside_and_refuses_outside(tmp_path: Path) -> None
         ("read_text_file", {"path": str(t.root / "abc.txt")}, ok("a\nb\nc")),
         ("read_text_file", {"path": str(t.outside / "secret.txt")}, refused("outside the allowed roots")),
     ]
-    summary = ts_session(serve_command("--confine", str(t.root)), calls(cases))
+    summary = ts_session(stdio_serve_command("--confine", str(t.root)), calls(cases))
     for (_, _, check), result in zip(cases, summary["results"], strict=True):
         check(result)

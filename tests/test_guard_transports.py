@@ -8,7 +8,6 @@ naive control that leaks.
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
+from . import forkserver
 from .interopkit import http_server
 from .serverkit import RootsCallback, Tree, text_of
 
@@ -58,7 +58,8 @@ async def connect(
     args = (kind, "--roots", str(tree.fallback), *extra)
     callback = RootsCallback(tree.project)
     if transport == "stdio":
-        params = StdioServerParameters(command=sys.executable, args=[str(SCRIPT), *args])
+        command = forkserver.command(str(SCRIPT), *args)  # a real process, forked warm
+        params = StdioServerParameters(command=command[0], args=command[1:])
         target: Any = params
     else:
         flags = {"http": (), "http-json": ("--json-response",), "http-stateless": ("--stateless",)}[transport]

@@ -24,7 +24,8 @@ import pytest
 
 from mcp_roots import path_to_uri
 
-from .interopkit import Dirs, server_command
+from . import forkserver
+from .interopkit import FILE_SERVER, Dirs
 
 ROOTS_TIMEOUT = 1.0  # the server's --timeout for roots/list: cases without an answer wait this long
 CALL_TIMEOUT = 20.0  # every tool call must be answered within this (generous for a loaded CI machine)
@@ -37,7 +38,7 @@ class RawClient:
 
     def __init__(self, args: list[str], stderr: TextIO) -> None:
         self.proc = subprocess.Popen(
-            server_command(*args),
+            forkserver.command(str(FILE_SERVER), *args),  # a real process, forked warm
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,

@@ -28,6 +28,7 @@ from mcp_types import METHOD_NOT_FOUND, ErrorData, ListRootsResult, Root, RootsL
 
 from mcp_roots import RootSet, RootsGuard, path_to_uri
 
+from . import forkserver
 from .serverkit import FILE_SERVER, RootsCallback, Tree, load_file_server, text_of
 
 file_server = load_file_server()
@@ -68,9 +69,10 @@ async def connect(
         async with Client(server, mode="legacy", **kwargs) as client:
             yield client
     else:
+        command = forkserver.command(str(FILE_SERVER), *args)  # a real process, forked warm
         params = StdioServerParameters(
-            command=sys.executable,
-            args=[str(FILE_SERVER), *args],
+            command=command[0],
+            args=command[1:],
             env=env if env is not None else clean_env(),
             cwd=str(cwd) if cwd is not None else None,
         )

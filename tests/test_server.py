@@ -7,7 +7,6 @@ SDK is mocked. Each behaviour is one test parametrized over the transports it ap
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from mcp_types import (
 
 from mcp_roots import RootsGuard, path_to_uri
 
+from . import forkserver
 from .interopkit import http_server
 from .serverkit import (
     FILE_SERVER,
@@ -104,7 +104,8 @@ async def connect(
         async with Client(server, mode=mode, **kwargs) as client:
             yield client
     elif transport == "stdio":
-        params = StdioServerParameters(command=sys.executable, args=[str(FILE_SERVER), *args])
+        command = forkserver.command(str(FILE_SERVER), *args)  # a real process, forked warm
+        params = StdioServerParameters(command=command[0], args=command[1:])
         async with Client(params, mode="legacy", **kwargs) as client:
             yield client
     else:

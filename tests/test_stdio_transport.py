@@ -11,7 +11,6 @@ import json
 import os
 import select
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,8 @@ from mcp.server.lowlevel import Server
 from mcp_roots import SDKChanged
 from mcp_roots.adapters.mcp2_sdk import check_stdio_server, lowlevel_of
 from mcp_roots.filesystem._stdio import StdinLines
+
+from . import forkserver
 
 SERVER = Path(__file__).parent / "servers" / "fs_stdio_server.py"
 GIVE_UP = 120.0  # seconds without a byte from the server: fail instead of hanging (not a timing check)
@@ -52,7 +53,7 @@ class Peer:
 
     def __init__(self, transport: str, root: Path, *extra: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(SERVER), transport, str(root), *extra],
+            forkserver.command(str(SERVER), transport, str(root), *extra),  # a real process, forked warm
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -25,6 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mcp_roots import path_to_uri
 
+from .. import forkserver
 from ..subprocs import http_server
 from ..tree import Tree
 
@@ -72,8 +73,8 @@ async def connect(
     on the test's own backend (asyncio or trio); an HTTP one on asyncio (uvicorn's only loop)."""
     kind, transport = flavor
     command = [sys.executable, str(SERVER), kind, *server_args]
-    if transport == "stdio":
-        command += ["--backend", sniffio.current_async_library()]
+    if transport == "stdio":  # a real process, forked warm
+        command = forkserver.command(*command[1:], "--backend", sniffio.current_async_library())
     log = tree.base / f"server-{kind}-{transport}.log"
     async with contextlib.AsyncExitStack() as stack:
         if transport == "stdio":
