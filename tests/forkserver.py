@@ -65,7 +65,9 @@ def _socket_path() -> str:
     global _zygote
     with _lock:
         if _zygote is None or _zygote[0].poll() is not None:
-            where = tempfile.mkdtemp(prefix="mcp-roots-zygote-")
+            # A unix socket's path holds at most 107 bytes: a long TMPDIR falls back to /tmp.
+            short = len(tempfile.gettempdir()) <= 64
+            where = tempfile.mkdtemp(prefix="mcp-roots-zygote-", dir=None if short else "/tmp")
             path = os.path.join(where, "s")
             proc = subprocess.Popen(
                 [sys.executable, __file__, "--zygote", path],
