@@ -32,6 +32,12 @@ elif what == "pid":
 """
 
 
+@pytest.fixture(autouse=True)
+def warm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are of the warm launcher, whatever MCP_ROOTS_TEST_FORK says for the rest of the run."""
+    monkeypatch.setenv("MCP_ROOTS_TEST_FORK", "1")
+
+
 @pytest.fixture
 def script(tmp_path: Path) -> str:
     path = tmp_path / "server.py"
