@@ -105,19 +105,8 @@ class RootIndex:
     def strictly_beneath(self, canonical: str) -> bool:
         """Whether ``canonical`` lies strictly beneath a root (a root itself does not): where a '..' may
         be applied (see ``_canonical.canonicalize``)."""
-        keys, parent_key = self._keys, self.folding.parent_key
-        if self.lengths:  # one probe per root-path length (a deep path would cost one per component)
-            size = len(canonical)
-            for length in self.lengths:
-                if length < size and (length == 1 or canonical[length] == "/") and canonical[:length] in keys:
-                    return True
-            return False
-        key = parent_key(self.folding.key(canonical))
-        while key is not None:
-            if key in keys:
-                return True
-            key = parent_key(key)
-        return False
+        parent = self.folding.parent_key(self.folding.key(canonical))
+        return parent is not None and self.above(parent) is not None  # a key folds to itself
 
     def beneath(self, path: str) -> list[str]:
         """The root paths that lie strictly beneath ``path`` (whole components, compared by key)."""
