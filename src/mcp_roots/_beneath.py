@@ -32,6 +32,7 @@ from ._sys.posix import (
 )
 
 __all__ = [
+    "CREATING",
     "Escape",
     "Strategy",
     "Unresolvable",
@@ -55,7 +56,7 @@ EAGAIN_RETRIES = 64
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 #: The bits of the flags that make a mode count (O_TMPFILE includes O_DIRECTORY: it is tested exactly).
-_CREATING = O_CREAT | O_TMPFILE
+CREATING = O_CREAT | O_TMPFILE
 
 ENV_RESOLVE = "MCP_ROOTS_RESOLVE"
 ENV_SELF_CHECK = "MCP_ROOTS_SELF_CHECK"
@@ -197,7 +198,7 @@ def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
     ``dirfd``, OSError otherwise. ``O_CLOEXEC`` is always added.
     """
     flags |= O_CLOEXEC
-    if mode and (not flags & _CREATING or not (flags & O_CREAT or flags & O_TMPFILE == O_TMPFILE)):
+    if mode and (not flags & CREATING or not (flags & O_CREAT or flags & O_TMPFILE == O_TMPFILE)):
         mode = 0  # openat2 refuses a mode without O_CREAT or O_TMPFILE (the common check first)
     if "/" not in rel and rel not in ("", ".", "..") and not (O_PATH_NATIVE and flags & O_PATH_NATIVE):
         # One plain name: an openat with O_NOFOLLOW cannot leave dirfd, and costs less than openat2

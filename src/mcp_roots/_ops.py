@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from . import _beneath
-from ._beneath import open_beneath, oserror, strategy
+from ._beneath import CREATING, open_beneath, oserror, strategy
 from ._descriptors import Descriptor
 from ._errors import FileTooLarge, InvalidPath, PathOutsideRoots, RootsError
 from ._fileops import drop_set_id_bits, mkdir_at, open_regular, read_fd, remove_at, write_atomic
 from ._pathtext import PATH_TYPES, SYMLOOP_MAX, describe, split
 from ._router import Router
 from ._sys import linux
-from ._sys.posix import O_NONBLOCK, O_TMPFILE
+from ._sys.posix import O_NONBLOCK
 from ._tree import LIST_FLAGS, Entry, Leave, OnError, Visit, descend, list_entries
 from ._tree import walk as walk_tree
 
@@ -47,7 +47,6 @@ _READ_MODES = {"r": False, "rt": False, "rb": True}
 _FileIO, _BufferedReader = io.FileIO, io.BufferedReader
 _fstat = os.fstat
 _S_IFMT = 0o170000  # stat.S_IFMT() is a call; the mask is POSIX's
-_CREATING = os.O_CREAT | O_TMPFILE  # flags with which a mode counts (open_beneath sorts those out)
 
 
 def _open_for_reading(root: Descriptor, rel: str) -> tuple[int, os.stat_result]:
@@ -85,7 +84,7 @@ def fd_beneath(root: Descriptor, rel: str, flags: int, mode: int) -> int:
     :func:`open_fd` only when it answers None. An open that creates nothing, of more than one name, is
     openat2's one call as in the read op (a failure goes to ``open_beneath``, which words it)."""
     quick = _beneath.quick_beneath
-    if quick is not None and "/" in rel and not flags & _CREATING:
+    if quick is not None and "/" in rel and not flags & CREATING:
         fd = quick(root.fd, rel.encode(), flags | os.O_CLOEXEC, 0)
         if fd >= 0:
             return fd
