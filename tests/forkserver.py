@@ -6,14 +6,15 @@ command line that starts ``python SCRIPT ARGS`` as a real process of its own -- 
 pipes, exit status and signals -- but forked from this test process's *zygote*, an interpreter that has
 imported the SDK and its web stack already (never ``mcp_roots``: what it reads from the environment at
 import must be read in the server's own environment). The command is a small shim (``python -I -S`` on
-this file, stdlib only, ~10 ms) that hands its stdin, stdout and stderr, its argv, environment and working
+this file, stdlib only, ~30 ms) that hands its stdin, stdout and stderr, its argv, environment and working
 directory to the zygote over a unix socket, forwards the signals it gets to the forked server and exits
 as the server exits (the same code, or killed by the same signal). A shim killed outright (SIGKILL) takes
 its server with it: the zygote kills a server whose shim has gone.
 
 The zygote is one process per test process (an xdist worker), started on first use with its own session
-(no terminal signal reaches it) and gone when the test process exits (its stdin closes). ``MCP_ROOTS_TEST_
-FORK=0`` in the environment makes :func:`command` the cold ``python SCRIPT ARGS`` instead, for comparison.
+(no terminal signal reaches it) and gone when the test process exits (its stdin closes).
+``MCP_ROOTS_TEST_FORK=0`` in the environment makes :func:`command` the cold ``python SCRIPT ARGS`` instead,
+for comparison.
 """
 
 from __future__ import annotations
