@@ -81,6 +81,10 @@ def test_a_failing_read_open_leaks_no_descriptor(tmp_path: Path, strategy: str) 
         roots.open(tmp_path / "missing", "rt")
     with pytest.raises(ValueError, match="binary mode"):
         roots.open(tmp_path / "f", "rb", encoding="utf-8")  # the builtin's own check, through its path
+    with pytest.raises(ValueError, match="binary mode"):
+        roots.open(tmp_path / "f", "rb", newline="")  # an empty newline is one too
+    with pytest.raises(TypeError):
+        roots.open(tmp_path / "f", "rb", -1.0)  # type: ignore[arg-type]  # as the builtin: not an int
     assert open_fds() == before
 
 
@@ -137,6 +141,18 @@ def test_the_one_frame_read_opens_what_the_general_path_opens_and_nothing_else(t
         assert roots.read_text(path) == text
     for other in (deep / "fifo", deep, root / "link", deep / "out", deep / "missing", root / "missing"):
         assert router.read_fast(str(other)) is None, other
+    # An empty name: the kernel reads 'a//b' as 'a/b', as the general path does; 'ROOT//f' would give
+    # openat2 an absolute path, which RESOLVE_BENEATH refuses, so the general path answers that one.
+    doubled = str(deep).replace("/d3/", "/d3//") + "/f"
+    hit = router.read_fast(doubled)
+    assert hit is not None
+    os.close(hit[0])
+    assert (hit[1].st_dev, hit[1].st_ino) == (os.stat(deep / "f").st_dev, os.stat(deep / "f").st_ino)
+    assert router.read_fast(f"{root}//f") is None
+    for path in (doubled, f"{root}//f", f"{root}//d0/d1/d2/d3/d4/d5/d6/d7/f"):
+        with roots.open(path, "rb") as f:
+            assert f.name == path
+            assert f.read() in (b"one", b"nine")
     assert open_fds() == before
     assert roots.read_text(root / "link") == "one"
     with pytest.raises(InvalidPath, match="FIFO"):

@@ -33,6 +33,7 @@ from ._sys.posix import (
 
 __all__ = [
     "CREATING",
+    "READ_FLAGS",
     "Escape",
     "Strategy",
     "Unresolvable",
@@ -42,6 +43,7 @@ __all__ = [
     "oserror",
     "quick_beneath",
     "quick_lookup",
+    "quick_read",
     "self_checking",
     "strategy",
     "walk_open",
@@ -118,17 +120,27 @@ _self_check: bool = os.environ.get(ENV_SELF_CHECK, "") not in ("", "0")
 #: ``linux.Openat2.no_symlinks`` while the strategy is openat2 and the self-check is off, else None: the
 #: one read ``RootSet.contains``'s hot path makes to learn both (kept current by :func:`_use`).
 quick_lookup: Callable[[str], int] | None = None
-#: ``linux.Openat2.beneath`` under the same conditions: the read hot path's one call for a path of more than
-#: one name (its answer, a descriptor or -errno, is used only when it is a descriptor; see ``_ops``).
+#: ``linux.Openat2.beneath`` under the same conditions: ``open_fd``'s one call for a path of more than one
+#: name (its answer, a descriptor or -errno, is used only when it is a descriptor; see ``_ops``).
 quick_beneath: Callable[[int, bytes, int, int], int] | None = None
+
+#: The flags of the read hot path (``Router.read_fast``): read-only, and non-blocking until fstat has said
+#: a regular file (a FIFO's open would block without it).
+READ_FLAGS = os.O_RDONLY | O_NONBLOCK | O_CLOEXEC
+
+#: ``linux.Openat2.raw_beneath(READ_FLAGS, 0)`` under the same conditions: the read hot path's one call for
+#: a path of more than one name, made with no Python frame around it (``call(number, dirfd, path, how,
+#: size)``: a descriptor, or -1 and the general path then opens again and words the failure).
+quick_read: tuple[Callable[..., int], int, object, int] | None = None
 
 
 def _use(chosen: Strategy, self_check: bool) -> None:
-    global _active, _self_check, quick_lookup, quick_beneath
+    global _active, _self_check, quick_lookup, quick_beneath, quick_read
     _active, _self_check = chosen, self_check
     quick = chosen.openat2 if chosen.openat2 is not None and not self_check else None
     quick_lookup = quick.no_symlinks if quick is not None else None
     quick_beneath = quick.beneath if quick is not None else None
+    quick_read = quick.raw_beneath(READ_FLAGS, 0) if quick is not None else None
 
 
 _use(_active, _self_check)

@@ -33,6 +33,7 @@ __all__ = [
     "mkdir",
     "open_fd",
     "open_file",
+    "open_read",
     "read_bytes",
     "remove",
     "rename",
@@ -93,12 +94,20 @@ def fd_beneath(root: Descriptor, rel: str, flags: int, mode: int) -> int:
 
 def _read_open(router: Router, path: object) -> tuple[int, os.stat_result, str]:
     """A regular file opened read-only beneath its root, with its fstat and the checked text of ``path``:
-    the hot path (one routing call, see ``Router.fast``), else the general one."""
+    the hot path (one frame, ``Router.read_fast``), else :func:`_read_open_past`."""
     if type(path) is not str and type(path) in PATH_TYPES:
-        path = str(path)  # once, here: Router.fast and the caller both want the text
-    hit = router.read_fast(path)  # the commonest case in one frame
+        path = str(path)  # once, here: the router and the caller both want the text
+    hit = router.read_fast(path)
     if hit is None:
-        hit = router.fast(path, _regular_beneath, os.O_RDONLY, 0)
+        return _read_open_past(router, path)
+    return hit[0], hit[1], path  # type: ignore[return-value]  # read_fast took it: a str
+
+
+def _read_open_past(router: Router, path: object) -> tuple[int, os.stat_result, str]:
+    """:func:`_read_open` once ``Router.read_fast`` has said None (it opened nothing that stays open):
+    ``Router.fast`` with the read op, which takes the shapes and indexes read_fast leaves, else the
+    general path, which words every refusal."""
+    hit = router.fast(path, _regular_beneath, os.O_RDONLY, 0)
     if hit is not None:
         return hit[0], hit[1], path  # type: ignore[return-value]  # Router.fast took it: a str
     text = router.absolute(path)
@@ -123,34 +132,16 @@ def open_file(
         and type(buffering) is int
         and ((encoding is None and errors is None and newline is None) or not binary)
     ):
-        # The common read, built as the builtin builds it minus two system calls it cannot avoid: the
-        # opener path re-sets O_CLOEXEC (ioctl FIOCLEX) and asks isatty (ioctl TCGETS), and a regular
-        # file -- the only kind we return -- is never a terminal.
-        if type(path) is not str and type(path) in PATH_TYPES:
-            path = str(path)  # once, here: Router.fast and the file's name both want the text
-        hit = router.read_fast(path)  # the commonest case in one frame
-        if hit is None:
-            hit = router.fast(path, _regular_beneath, os.O_RDONLY, 0)  # _read_open, inlined
-        if hit is None:
-            text = router.absolute(path)
-            hit = router.at(text, _open_for_reading)
-        else:
-            text = path  # type: ignore[assignment]  # Router.fast took it: a str
-        fd, st = hit
-        if binary:  # the commonest: FileIO and its buffer, here rather than one frame down
-            try:
-                raw = _FileIO(fd, "r")  # fstats once more, as the builtin does
-            except BaseException:
-                os.close(fd)
-                raise
-            try:
-                raw.name = text
-                blksize = st.st_blksize
-                return _BufferedReader(raw, blksize if blksize > 1 else io.DEFAULT_BUFFER_SIZE)
-            except BaseException:
-                raw.close()
-                raise
-        return _reader(fd, st, text, mode, binary, encoding, errors, newline)
+        buffered = open_read(router, path)
+        if binary:
+            return buffered
+        try:  # what the builtin wraps around the same buffer for a text read
+            wrapper = io.TextIOWrapper(buffered, encoding, errors, newline)
+            wrapper.mode = mode  # type: ignore[misc]
+            return wrapper
+        except BaseException:
+            buffered.close()
+            raise
     text = router.absolute(path)
 
     def opener(_name: str, flags: int) -> int:
@@ -159,31 +150,26 @@ def open_file(
     return open(text, mode, buffering, encoding, errors, newline, opener=opener)
 
 
-def _reader(
-    fd: int,
-    st: os.stat_result,
-    name: str,
-    mode: str,
-    binary: bool,
-    encoding: str | None,
-    errors: str | None,
-    newline: str | None,
-) -> IO[Any]:
-    """The file object ``open(name, mode)`` returns, around ``fd`` (a regular file opened read-only,
-    ``st`` its fstat): FileIO, a BufferedReader of the file's block size, and for text a TextIOWrapper."""
+def open_read(router: Router, path: object) -> io.BufferedReader:
+    """``open(path, 'rb')`` beneath a root, RootSet.open's commonest call (it calls this itself): the
+    file object the builtin builds, minus two system calls it cannot avoid -- the opener path re-sets
+    O_CLOEXEC (ioctl FIOCLEX) and asks isatty (ioctl TCGETS), and a regular file, the only kind opened
+    here, is never a terminal. :func:`_read_open` with its first step inlined."""
+    text = path if type(path) is str else str(path) if type(path) in PATH_TYPES else None
+    hit = router.read_fast(text) if text is not None else None
+    if hit is None:
+        fd, st, text = _read_open_past(router, text if text is not None else path)
+    else:
+        fd, st = hit
     try:
-        raw = io.FileIO(fd, "r")  # fstats once more, as the builtin does; on failure fd is still ours
+        raw = _FileIO(fd, "r")  # fstats once more, as the builtin does; on failure fd is still ours
     except BaseException:
         os.close(fd)
         raise
     try:
-        raw.name = name  # what the builtin names it: the path as given (made absolute)
-        buffered = io.BufferedReader(raw, st.st_blksize if st.st_blksize > 1 else io.DEFAULT_BUFFER_SIZE)
-        if binary:
-            return buffered
-        wrapper = io.TextIOWrapper(buffered, encoding, errors, newline)
-        wrapper.mode = mode  # type: ignore[misc]
-        return wrapper
+        raw.name = text  # what the builtin names it: the path as given (made absolute)
+        blksize = st.st_blksize
+        return _BufferedReader(raw, blksize if blksize > 1 else io.DEFAULT_BUFFER_SIZE)
     except BaseException:
         raw.close()
         raise

@@ -170,6 +170,12 @@ class Openat2:
 
         return beneath
 
+    def raw_beneath(self, flags: int, mode: int) -> tuple[Callable[..., int], int, object, int]:
+        """The pieces of ``beneath(dirfd, path, flags, mode)`` for fixed flags, for a hot path that makes
+        the call itself, with no Python frame between it and libffi: ``call(number, dirfd, path, how,
+        size)`` returns the descriptor, or -1 with the errno in ``ctypes.get_errno()``."""
+        return self._syscall, self._number, self._how(flags, mode, self.BENEATH), _HOW_SIZE
+
     def _make_no_symlinks(self, how: object) -> Callable[[str], int]:
         syscall, number, get_errno, close = self._syscall, self._number, ctypes.get_errno, os.close
 
