@@ -923,6 +923,46 @@ async def test_tool_call_after_a_notification_sees_the_new_roots(
     assert not seen[0].contains(dirs["a"] / "secret.txt")
 
 
+async def test_fresh_now_hands_out_only_what_fresh_would_return_without_waiting(
+    dirs: dict[str, Path], clock: ManualClock
+) -> None:
+    """The guarded call's one synchronous step: never roots a refresh is due for (the control, current(),
+    still holds the stale ones), never the last roots after a failed refresh, nothing before the first
+    answer; after close, what fresh() serves."""
+    client = FakeClient([dirs["a"]])
+
+    async def fails(snapshot: Answer) -> object:
+        raise RuntimeError("JSON-RPC error -32603: internal error")
+
+    cache = make_cache(client, dirs, clock)
+    cache.set_capabilities(roots=True, list_changed=True)
+    assert cache.fresh_now() is None
+    async with cache:
+        cache.start()
+        assert cache.fresh_now() is None  # asked, not answered yet
+        first = await cache.fresh()
+        assert cache.fresh_now() is first
+        client.roots = [dirs["b"]]
+        cache.notify_changed()
+        assert paths_of(cache.current()) == [dirs["a"]]  # the control: the stale roots are still in force
+        assert cache.fresh_now() is None
+        await clock.advance(0.1)
+        await until(lambda: cache.fresh_now() is not None)
+        assert paths_of(cache.fresh_now()) == [dirs["b"]]  # type: ignore[arg-type]
+        client.script.append(fails)
+        cache.notify_changed()
+        await clock.advance(0.1)
+        await until(lambda: client.calls == 3)
+        assert paths_of(cache.current()) == [dirs["b"]]
+        assert cache.fresh_now() is None  # a failed refresh: fresh() retries, so nothing is handed out
+    # Closed: the roots in force stay as they were and fetching stops, so fresh() serves them at once.
+    assert cache.fresh_now() is cache.current()
+    assert await cache.fresh() is cache.current()
+    fallback_only = make_cache(FakeClient([dirs["a"]]), dirs, clock)
+    fallback_only.set_capabilities(roots=False, list_changed=False)
+    assert paths_of(fallback_only.fresh_now()) == [dirs["fallback"]]  # type: ignore[arg-type]
+
+
 # --- shutdown --------------------------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp.server import MCPServer, Server
@@ -20,6 +21,7 @@ from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from mcp_roots import RootsGuard, path_to_uri
+from mcp_roots._audit import guarded_function_of
 
 from .serverkit import RootsCallback, Tree, lowlevel_server, text_of
 
@@ -122,6 +124,114 @@ async def test_modern_roots_sent_unasked_on_a_legacy_connection_are_ignored(tree
 
 
 # --- errors and paths as models write them ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_the_wrappers_by_name_step_answers_what_binding_answers(tree: Tree, mode: str) -> None:
+    """A guard of one ``str`` parameter takes an absolute path passed by name in one step (no binding, one
+    ``resolve_text``); a default on the parameter sends the same values through binding and ``spec.check``.
+    Both tools must answer every value alike -- the file, or the same refusal -- and the unguarded control
+    shows what each refusal keeps out."""
+    guard = RootsGuard([tree.fallback], ceiling=str(tree.base))
+    server = MCPServer("by-name")
+    guard.install(server)
+
+    @server.tool()
+    @guard.paths("path")
+    async def one_step(path: str) -> str:
+        return Path(path).read_text()  # noqa: ASYNC240
+
+    @server.tool()
+    @guard.paths("path")
+    async def bound(path: str = "unused") -> str:
+        return Path(path).read_text()  # noqa: ASYNC240
+
+    @server.tool()
+    @guard.paths("path")
+    def one_step_sync(path: str) -> str:
+        return Path(path).read_text()
+
+    @server.tool()
+    @guard.paths("path")
+    def bound_sync(path: str = "unused") -> str:
+        return Path(path).read_text()
+
+    @server.tool()
+    async def naive(path: str) -> str:
+        return Path(path).read_text()  # noqa: ASYNC240
+
+    for tool in (one_step, one_step_sync):
+        assert getattr(guarded_function_of(tool), "text_param", None) == "path"  # the one step
+    for tool in (bound, bound_sync):
+        assert getattr(guarded_function_of(tool), "text_param", "?") is None  # binding and spec.check
+    values = [
+        str(tree.project / "hello.txt"),
+        str(tree.project / "sub" / ".." / "hello.txt"),
+        str(tree.project) + "//sub/deep.txt",
+        str(tree.project / "escape" / "secret.txt"),  # a symlink out
+        str(tree.project / ".." / "outside" / "secret.txt"),
+        str(tree.outside / "secret.txt"),  # outside the roots, inside the ceiling
+        "/etc/hostname",  # outside the ceiling
+        str(tree.project / "missing.txt"),
+        "hello.txt",  # relative: the general path on both
+        path_to_uri(tree.project / "hello.txt"),
+        "~/hello.txt",
+    ]
+    callback = RootsCallback(tree.project)
+    async with Client(server, mode=mode, list_roots_callback=callback) as client:  # type: ignore[arg-type]
+        for value in values:
+            for suffix in ("", "_sync"):
+                fast = await client.call_tool("one_step" + suffix, {"path": value})
+                slow = await client.call_tool("bound" + suffix, {"path": value})
+                assert (fast.is_error, text_of(fast)) == (slow.is_error, text_of(slow)), value
+                assert "TOP SECRET" not in text_of(fast)
+        assert text_of(await client.call_tool("one_step", {"path": values[0]})) == "hello from project"
+        leaked = await client.call_tool("naive", {"path": values[3]})
+        assert "TOP SECRET" in text_of(leaked)  # the control: unguarded, the symlink leads out
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # list_changed
+async def test_outside_the_ceiling_is_refused_without_waiting_for_a_refresh_that_is_due(tree: Tree) -> None:
+    """Legacy era: after list_changed a guarded call waits for the refresh (no stale roots), but a path
+    outside the operator's ceiling is refused at once: no answer can make it allowed. (The guard would
+    wait up to its timeout, 60 s here; the ``fail_after`` only bounds a failing test.)"""
+    guard = RootsGuard([tree.fallback], ceiling=str(tree.project), timeout=60)
+    server = MCPServer("ceiling-while-due")
+    guard.install(server)
+
+    @server.tool()
+    @guard.paths("path")
+    async def read_text(path: str) -> str:
+        return Path(path).read_text()  # noqa: ASYNC240
+
+    gate = anyio.Event()
+    asked: list[int] = []
+
+    async def roots(context: Any) -> Any:
+        asked.append(1)
+        if len(asked) > 1:  # the refresh: answered once the test opens the gate
+            await gate.wait()
+        return RootsCallback.result(tree.project)
+
+    hello = str(tree.project / "hello.txt")
+    async with Client(server, mode="legacy", list_roots_callback=roots) as client:
+        assert text_of(await client.call_tool("read_text", {"path": hello})) == "hello from project"
+        await client.send_roots_list_changed()
+        with anyio.fail_after(30):
+            result = await client.call_tool("read_text", {"path": str(tree.outside / "secret.txt")})
+        assert result.is_error
+        assert "outside the allowed roots" in text_of(result)
+        assert not gate.is_set()  # refused while the refresh was due
+        seen: list[str] = []
+
+        async def inside() -> None:
+            seen.append(text_of(await client.call_tool("read_text", {"path": hello})))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(inside)
+            gate.set()
+        assert seen == ["hello from project"]
+        assert len(asked) == 2
 
 
 # --- resources ------------------------------------------------------------------------------------------

@@ -151,6 +151,19 @@ class GuardedCall(GuardedFunction):
         }
         # Frameworks pass arguments by keyword: then the guarded values are found without binding.
         self.by_name = all(params[n].kind in _BY_NAME for n in self.params)
+        # The commonest guard, one parameter that is a path as text (no locator, no list, no Path, no
+        # default): the wrapper checks it without binding when it comes by name as an absolute path.
+        only = self.targets[0] if len(self.targets) == 1 else None
+        self.text_param: str | None = (
+            only.param
+            if only is not None
+            and not only.locator
+            and not only.many
+            and not only.as_path
+            and self.by_name
+            and not self.defaults
+            else None
+        )
 
     def raw_values(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The guarded values of a request's raw ``arguments``, an omitted one as its default."""

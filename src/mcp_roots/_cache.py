@@ -276,6 +276,19 @@ class RootsCache:
             return f"{NOT_SENT_YET}: its answer to roots/list {self._last_failure}"
         return f"{NOT_SENT_YET}; try again once it has answered roots/list"
 
+    def fresh_now(self) -> RootSet | None:
+        """What :meth:`fresh` would return at once, without waiting: the roots in force when every refresh
+        triggered so far has been answered and none failed (or the client sends no roots); None when
+        :meth:`fresh` would wait, schedule a retry or raise. O(1)."""
+        if self._phase is Phase.CLIENT and not (  # _can_fetch, inlined: the guarded call's hot path
+            self._answered_once
+            and self._settled >= self._triggers
+            and not self._failures
+            and self._first_deadline is not None
+        ):
+            return None
+        return self._current
+
     # The timeout bounds a wait whose expiry is an answer (the roots in force, or a refusal), so it is a
     # parameter rather than the caller's fail_after.
     async def fresh(self, timeout: float | None = None) -> RootSet:  # noqa: ASYNC109
@@ -287,15 +300,11 @@ class RootsCache:
         which raises :class:`RootsUnavailable` if the client has not sent valid roots yet. After a failed
         refresh it also schedules a retry (at most one per ``timeout`` seconds) without waiting for it.
         """
+        ready = self.fresh_now()
+        if ready is not None:
+            return ready  # every refresh answered, none failed: nothing to wait for or retry
         if not self._can_fetch:
-            return self.current()
-        if (
-            self._answered_once
-            and self._settled >= self._triggers
-            and not self._failures
-            and self._first_deadline is not None
-        ):
-            return self.current()  # every refresh answered, none failed: nothing to wait for or retry
+            return self.current()  # raises: no roots in force
         now = self._clock.now()
         deadline = now + (self._timeout + self._max_wait if timeout is None else timeout)
         if self._first_deadline is None:

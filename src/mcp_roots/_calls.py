@@ -133,9 +133,10 @@ class CallPort(Protocol):
         fallback), or raise :class:`NeedRoots` when they must be asked of the client."""
         ...
 
-    def has_roots(self, request: Any) -> bool:
-        """Whether this call's roots are in hand: :meth:`call_roots` will send nothing to the client
-        (the ceiling precheck is then skipped: the check against the roots refuses the same paths)."""
+    def roots_now(self, request: Any) -> RootSet | None:
+        """This call's roots when they are in hand and nothing is due (what :meth:`call_roots` would
+        return at once, with no wait and nothing sent to the client), else None. The common call takes
+        them in one synchronous step; otherwise the ceiling precheck runs, then :meth:`call_roots`."""
         ...
 
     def ask(self, request: Any) -> Any:
@@ -222,9 +223,11 @@ async def tool_call(
         if answer is not None:
             roots = await policy.roots_from_client_answer(answer, stream)
         elif spec is not None:
-            if policy.ceiling is not None and not port.has_roots(request):
-                spec.precheck(spec.raw_values(arguments))  # 0 round trips for a path outside the ceiling
-            roots = await port.call_roots(request)
+            roots = port.roots_now(request)
+            if roots is None:
+                if policy.ceiling is not None:  # 0 round trips, and no wait, for a path outside the ceiling
+                    spec.precheck(spec.raw_values(arguments))
+                roots = await port.call_roots(request)
     except NeedRoots:
         return ask_client(request)
     except _REFUSED as exc:
@@ -274,10 +277,12 @@ async def resource_read(
         if answer is not None:
             roots = await policy.roots_from_client_answer(answer, stream)
         elif path is not None or spec is not None:
-            ceiling = policy.ceiling if path is not None and not port.has_roots(request) else None
-            if path is not None and ceiling is not None and not lexically_within(ceiling, path):
-                ceiling.resolve(path)  # outside the ceiling: refused before the client is asked
-            roots = await port.call_roots(request)
+            roots = port.roots_now(request)
+            if roots is None:
+                ceiling = policy.ceiling if path is not None else None
+                if path is not None and ceiling is not None and not lexically_within(ceiling, path):
+                    ceiling.resolve(path)  # outside the ceiling: refused before the client is asked
+                roots = await port.call_roots(request)
         if path is not None and roots is not None:
             roots.resolve(path)
     except NeedRoots:
@@ -352,11 +357,24 @@ def guard_function(
         bound = spec.bind(args, kwargs)
         return (bound, None) if isinstance(bound, dict) else (bound.arguments, bound)
 
+    text_param = spec.text_param
     wrapper: Callable[..., Any]
     if inspect.iscoroutinefunction(fn):
 
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            call = _entered(spec)
+            call = _CALL.get()
+            if call is None or call.policy is not policy:
+                call = _entered(spec)  # refuses
+            roots = call.roots
+            if text_param is not None and roots is not None and not args:
+                value = kwargs.get(text_param)
+                if type(value) is str and value[:1] == "/":  # as written: no '~', no 'file:' to read
+                    try:  # spec.check's one step for this value, with nothing to bind
+                        kwargs[text_param] = roots.resolve_text(value)
+                        policy.call_passed()
+                        return await fn(**kwargs)
+                    except (RootsError, OSError) as exc:
+                        return _refused(spec, call, exc)
             token = None
             try:
                 arguments, bound = prepare(args, kwargs)
@@ -378,7 +396,19 @@ def guard_function(
     else:
 
         def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-            call = _entered(spec)
+            call = _CALL.get()
+            if call is None or call.policy is not policy:
+                call = _entered(spec)  # refuses
+            roots = call.roots
+            if text_param is not None and roots is not None and not args:
+                value = kwargs.get(text_param)
+                if type(value) is str and value[:1] == "/":  # as in async_wrapper
+                    try:
+                        kwargs[text_param] = roots.resolve_text(value)
+                        policy.call_passed()
+                        return fn(**kwargs)
+                    except (RootsError, OSError) as exc:
+                        return _refused(spec, call, exc)
             try:
                 if call.roots is None:
                     raise RootsUnavailable(f"{spec.name}(): the roots of this call are not known")

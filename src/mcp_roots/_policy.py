@@ -50,17 +50,6 @@ class ConnectionRoots:
     served: bool = False
     """notifications/initialized was handled: a repeated one is ignored quietly."""
 
-    def roots_in_hand(self) -> bool:
-        """Whether a call's roots come without a first answer to wait for or a request to start: the cache
-        runs and has roots in force."""
-        if not self.cache_started:
-            return False
-        try:
-            self.cache.current()
-        except RootsUnavailable:
-            return False
-        return True
-
 
 class GuardPolicy:
     """A RootsGuard's configuration and the services adapters build on (see the module docstring)."""
@@ -124,6 +113,18 @@ class GuardPolicy:
     def connection(self, key: object) -> ConnectionRoots | None:
         """The state of the connection ``key``, if :meth:`open_connection` ran for it."""
         return self._connections.get(key)
+
+    def roots_now(self, key: object) -> RootSet | None:
+        """The roots a guarded call on the legacy-era connection ``key`` gets at once: its cache runs and
+        has nothing due (:meth:`RootsCache.fresh_now`), as :meth:`served_roots` serves them; None when
+        the call must go the long way (wait for an answer, start the cache, or find no connection)."""
+        state = self._connections.get(key)
+        if state is None or not state.cache_started:
+            return None
+        roots = state.cache.fresh_now()
+        if roots is None or roots.source == SOURCE_UNCONFIGURED:
+            return None if roots is None else self._fallback_or_refuse()  # as served_roots serves them
+        return roots
 
     def open_connection(
         self,

@@ -210,9 +210,9 @@ class FastMCP4Adapter:
             )
         return await self.call_roots(_Request(ctx))
 
-    def has_roots(self, request: _Request) -> bool:
+    def roots_now(self, request: _Request) -> RootSet | None:
         sdk_ctx = _sdk_context(request.ctx)
-        return not _is_modern(sdk_ctx) and self.connections.has_roots(sdk_ctx)
+        return None if _is_modern(sdk_ctx) else self.policy.roots_now(connection_of(sdk_ctx))
 
     async def call_roots(self, request: _Request) -> RootSet:
         sdk_ctx = _sdk_context(request.ctx)

@@ -363,11 +363,10 @@ class Mcp1Adapter:
         """FastMCP's resource error, which the client sees as one line."""
         raise ResourceError(message)
 
-    def has_roots(self, request: Any) -> bool:
-        if not isinstance(request, (RequestContext, _Request)):
-            return False
-        state = self.policy.connection(request.session)
-        return state is not None and state.roots_in_hand()
+    def roots_now(self, request: Any) -> RootSet | None:
+        if not isinstance(request, (RequestContext, _Request)) or request.session not in self._sessions:
+            return None  # _roots_for words it
+        return self.policy.roots_now(request.session)
 
     async def call_roots(self, request: Any) -> RootSet:
         if not isinstance(request, (RequestContext, _Request)):

@@ -148,8 +148,9 @@ class Mcp2Adapter:
         """A JSON-RPC error (resource results have no ``isError``)."""
         raise MCPError(INVALID_PARAMS, message, {"uri": uri})
 
-    def has_roots(self, request: ServerRequestContext[Any, Any]) -> bool:
-        return not is_modern(connection_of(request)) and self.connections.has_roots(request)
+    def roots_now(self, request: ServerRequestContext[Any, Any]) -> RootSet | None:
+        connection = connection_of(request)
+        return None if is_modern(connection) else self.policy.roots_now(connection)
 
     async def roots(self, ctx: Any) -> RootSet:
         """The roots in force for the request ``ctx`` (a tool ``Context`` or a ``ServerRequestContext``).

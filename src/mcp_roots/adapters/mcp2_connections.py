@@ -46,10 +46,6 @@ class Connections:
     def __init__(self, policy: GuardPolicy | None) -> None:
         self.policy: GuardPolicy = policy  # type: ignore[assignment]
 
-    def has_roots(self, request: ServerRequestContext[Any, Any]) -> bool:
-        state = self.policy.connection(connection_of(request))
-        return state is not None and state.roots_in_hand()
-
     async def roots(self, request: ServerRequestContext[Any, Any]) -> RootSet:
         """The roots of a legacy-era request: the connection's fresh roots (waiting, bounded, for an
         answer still due), or the fallback where the connection cannot send roots."""
