@@ -28,7 +28,11 @@ def lexically_within(ceiling: RootSet, text: str) -> bool:
     such a path to the check against the call's roots: walking it in the ceiling would make the answer (and
     whether the client is asked) depend on what lies there, outside the roots (issue 25 item 8)."""
     norm = os.path.normpath(text)
-    return any(norm == str(p) or norm.startswith(str(p).rstrip("/") + "/") for p in ceiling.paths)
+    for path in ceiling.paths:
+        root = str(path)
+        if norm == root or norm.startswith(root.rstrip("/") + "/"):
+            return True
+    return False
 
 
 class PathArg:

@@ -402,7 +402,9 @@ def guard_function(
             roots = call.roots
             if text_param is not None and roots is not None and not args:
                 value = kwargs.get(text_param)
-                if type(value) is str and value[:1] == "/":  # as in async_wrapper
+                # async_wrapper's one step, written out again rather than called: a frame costs the hot
+                # path more than the lines (tests/test_guard_safety.py holds both to binding's answers)
+                if type(value) is str and value[:1] == "/":
                     try:
                         kwargs[text_param] = roots.resolve_text(value)
                         policy.call_passed()

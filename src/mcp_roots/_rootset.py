@@ -122,6 +122,7 @@ class RootSet:
         "_by_path",
         "_descriptors",
         "_index",
+        "_paths",
         "_platform",
         "_roots",
         "_router",
@@ -138,6 +139,7 @@ class RootSet:
         for root in given:
             kept.setdefault(str(root.path), root)
         self._roots = tuple(kept[path] for path in index.paths)
+        self._paths = tuple(r.path for r in self._roots)  # made once: the guard's ceiling precheck reads it
         self._by_path = {str(root.path): root for root in self._roots}
         self._source = source
         self._platform = platform
@@ -226,7 +228,7 @@ class RootSet:
     @property
     def paths(self) -> tuple[Path, ...]:
         """The canonical root paths."""
-        return tuple(r.path for r in self._roots)
+        return self._paths
 
     @property
     def source(self) -> str:
