@@ -364,9 +364,10 @@ class Mcp1Adapter:
         raise ResourceError(message)
 
     def roots_now(self, request: Any) -> RootSet | None:
-        if not isinstance(request, (RequestContext, _Request)) or request.session not in self._sessions:
-            return None  # _roots_for words it
-        return self.policy.roots_now(request.session)
+        session = request.session if isinstance(request, (RequestContext, _Request)) else None
+        if not isinstance(session, ServerSession) or session not in self._sessions:
+            return None  # call_roots words it
+        return self.policy.roots_now(session)
 
     async def call_roots(self, request: Any) -> RootSet:
         if not isinstance(request, (RequestContext, _Request)):
