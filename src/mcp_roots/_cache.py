@@ -280,7 +280,7 @@ class RootsCache:
         """What :meth:`fresh` would return at once, without waiting: the roots in force when every refresh
         triggered so far has been answered and none failed (or the client sends no roots); None when
         :meth:`fresh` would wait, schedule a retry or raise. O(1)."""
-        if self._phase is Phase.CLIENT and not (  # _can_fetch, inlined: the guarded call's hot path
+        if self._can_fetch and not (
             self._answered_once
             and self._settled >= self._triggers
             and not self._failures

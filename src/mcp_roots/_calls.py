@@ -21,7 +21,7 @@ import logging
 import sys
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, NoReturn, Protocol
 
 from ._argcheck import GuardedCall, lexically_within, targets_of
 from ._audit import GUARDED_ATTRIBUTE, guarded_function_of, strict_refusal
@@ -303,12 +303,10 @@ async def resource_read(
 # --- The wrapper of @guard.paths ------------------------------------------------------------------
 
 
-def _entered(spec: GuardedCall) -> _Call:
-    call = _CALL.get()
-    if call is None or call.policy is not spec.policy:
-        logger.error("refused %s(): %s", spec.name, NOT_INSTALLED)
-        raise not_installed_error()
-    return call
+def _not_entered(spec: GuardedCall) -> NoReturn:
+    """A guarded function called outside a call an installed adapter of its guard entered: refused."""
+    logger.error("refused %s(): %s", spec.name, NOT_INSTALLED)
+    raise not_installed_error()
 
 
 def _refused(spec: GuardedCall, call: _Call, exc: RootsError | OSError) -> Any:
@@ -364,7 +362,7 @@ def guard_function(
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
             call = _CALL.get()
             if call is None or call.policy is not policy:
-                call = _entered(spec)  # refuses
+                _not_entered(spec)
             roots = call.roots
             if text_param is not None and roots is not None and not args:
                 value = kwargs.get(text_param)
@@ -378,7 +376,6 @@ def guard_function(
             token = None
             try:
                 arguments, bound = prepare(args, kwargs)
-                roots = call.roots
                 if roots is None:
                     roots, token = await _roots_of(spec, call, arguments)
                 spec.check(roots, arguments)
@@ -398,7 +395,7 @@ def guard_function(
         def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
             call = _CALL.get()
             if call is None or call.policy is not policy:
-                call = _entered(spec)  # refuses
+                _not_entered(spec)
             roots = call.roots
             if text_param is not None and roots is not None and not args:
                 value = kwargs.get(text_param)
@@ -412,10 +409,10 @@ def guard_function(
                     except (RootsError, OSError) as exc:
                         return _refused(spec, call, exc)
             try:
-                if call.roots is None:
+                if roots is None:
                     raise RootsUnavailable(f"{spec.name}(): the roots of this call are not known")
                 arguments, bound = prepare(args, kwargs)
-                spec.check(call.roots, arguments)
+                spec.check(roots, arguments)
                 spec.policy.call_passed()
                 if bound is None:
                     return fn(**arguments)

@@ -122,9 +122,7 @@ class GuardPolicy:
         if state is None or not state.cache_started:
             return None
         roots = state.cache.fresh_now()
-        if roots is None or roots.source == SOURCE_UNCONFIGURED:
-            return None if roots is None else self._fallback_or_refuse()  # as served_roots serves them
-        return roots
+        return None if roots is None else self.served_roots(roots)
 
     def open_connection(
         self,
