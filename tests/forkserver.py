@@ -241,7 +241,13 @@ def _become_server(fds: list[int], spec: dict[str, object]) -> None:
 # --- the shim ---------------------------------------------------------------------------------------------
 
 
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
 def _shim_main(path: str, argv: list[str]) -> None:
+    # Held until the server's pid is known and the handlers forward: the server runs (and may say it is up)
+    # before the zygote's answer reaches us, and a signal sent then must reach it, not kill the shim alone.
+    signal.pthread_sigmask(signal.SIG_BLOCK, _FORWARDED)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(path)
     payload = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
@@ -258,8 +264,9 @@ def _shim_main(path: str, argv: list[str]) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+    for sig in _FORWARDED:
         signal.signal(sig, forward)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARDED)  # one held meanwhile is forwarded now
     data = _read_exactly(conn, _HEADER.size)
     if len(data) != _HEADER.size:
         os._exit(70)  # the zygote went away: no status to report
