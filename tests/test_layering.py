@@ -54,8 +54,9 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("__init__",),
     ],
     "roots": [
-        ("_owned", "_facts", "_config"),
+        ("_owned", "_facts", "_config", "_clock"),
         ("_answers", "_sources"),
+        ("_streak",),
         ("_cache",),
         ("_connections",),
         ("_policy", "_provider"),
