@@ -369,6 +369,21 @@ def test_every_module_is_at_most_600_lines() -> None:
     assert not long, f"split these by job (at most {MAX_LINES} lines each): {long}"
 
 
+ADAPTER_MAX_LINES = 250
+"""Every adapter module at most this long: a new framework costs a seam module and a small port."""
+
+
+def test_every_adapter_module_is_small() -> None:
+    long = {
+        p.name: n
+        for p in sorted((SRC / "adapters").glob("*.py"))
+        if (n := len(p.read_text().splitlines())) > ADAPTER_MAX_LINES
+    }
+    assert not long, (
+        f"an adapter reports facts and turns outcomes into results (<= {ADAPTER_MAX_LINES}): {long}"
+    )
+
+
 def test_the_tables_name_every_module() -> None:
     missing = {layer_of(dotted(p)) for p in modules()} - set(RANK)
     assert not missing, f"add these to TIERS: {sorted(missing)}"

@@ -22,7 +22,7 @@ from mcp.server.fastmcp.exceptions import ResourceError, ToolError
 from mcp.server.session import ServerSession
 from mcp.shared.context import RequestContext
 
-from ..errors import RootsError, SDKChanged
+from ..errors import RootsError
 from ..guard._audit import Handler, parameters_of
 from ..guard._calls import resource_read, tool_call
 from ..guard._port import GuardPort, PolicyArgument
@@ -31,11 +31,14 @@ from ..roots._facts import HANDLER, PROMPT, READ, TOOL, RequestFacts
 from .mcp1_sdk import (
     Dispatch,
     check_private_corners,
+    components,
     installed_ports,
     prompt_manager,
     record_port,
+    request_context_of,
     resource_manager,
     send_roots_list,
+    session_of,
     template_of,
     tool_manager,
     wrap_dispatch,
@@ -67,18 +70,6 @@ class _Request:
 
     session: Any
     request_id: Any
-
-
-def _request_context_of(ctx: object) -> RequestContext[Any, Any, Any]:
-    """Accept FastMCP's tool ``Context`` or the low-level ``RequestContext`` (``server.request_context``)."""
-    if isinstance(ctx, Context):
-        return ctx.request_context
-    if isinstance(ctx, RequestContext):
-        return ctx
-    raise TypeError(
-        f"expected an mcp Context or RequestContext, got {type(ctx).__name__}; declare a parameter typed "
-        "`Context` on your tool (or pass server.request_context in a low-level handler) to guard.roots(ctx)"
-    )
 
 
 class Mcp1Adapter(GuardPort):
@@ -127,7 +118,10 @@ class Mcp1Adapter(GuardPort):
                 elif isinstance(message.root, types.InitializedNotification):
                     await dispatch(message, session, lifespan_context, raise_exceptions)
                     # Outside the SDK's dispatch on purpose: it records warnings for the whole task.
-                    self._opened(session)
+                    facts = self.facts(_Request(session, None), HANDLER)
+                    self.initialize_seen(
+                        session, declared=bool(facts.declared), list_changed=facts.list_changed
+                    )
                     # The first roots/list goes out with the first call that needs roots, tied to that
                     # call: here the port cannot tell stdio from streamable HTTP, where a request sent
                     # before the client opened its GET stream is dropped.
@@ -136,15 +130,6 @@ class Mcp1Adapter(GuardPort):
             await dispatch(message, session, lifespan_context, raise_exceptions)
 
         return handle_message
-
-    def _opened(self, session: ServerSession) -> None:
-        params = session.client_params
-        roots_cap = params.capabilities.roots if params is not None else None
-        self.initialize_seen(
-            session,
-            declared=roots_cap is not None,
-            list_changed=bool(roots_cap is not None and roots_cap.listChanged),
-        )
 
     async def _get_prompt(
         self, server: Any, responder: Any, session: ServerSession, run: Callable[[], Awaitable[None]]
@@ -168,28 +153,16 @@ class Mcp1Adapter(GuardPort):
     def handlers(self, server: Any) -> list[Handler]:
         """FastMCP's tools, resource templates and prompts (for the audit); none for a low-level server,
         whose handlers are the user's own dispatch functions."""
-        if not isinstance(server, FastMCP):
-            return []
-        found = [
-            Handler("tool", t.name, t.fn, parameters_of(t.fn, Context))
-            for t in tool_manager(server).list_tools()
-        ]
-        for template in resource_manager(server).list_templates():
-            uri = template.uri_template
-            found.append(
-                Handler(
-                    "resource template",
-                    uri,
-                    template.fn,
-                    parameters_of(template.fn, Context),
-                    uri[:5] == "file:",
-                )
+        return [
+            Handler(
+                kind,
+                name,
+                c.fn,
+                parameters_of(c.fn, Context),
+                kind == "resource template" and name[:5] == "file:",
             )
-        found += [
-            Handler("prompt", p.name, p.fn, parameters_of(p.fn, Context))
-            for p in prompt_manager(server).list_prompts()
+            for kind, name, c in components(server)
         ]
-        return found
 
     def ports_on(self, server: Any) -> list[GuardPort]:
         return installed_ports(server)
@@ -201,12 +174,7 @@ class Mcp1Adapter(GuardPort):
         only."""
         if request is None:
             return RequestFacts(None, kind, modern=False, declared=None, connection=None)
-        session = request.session
-        if not isinstance(session, ServerSession):
-            raise SDKChanged(
-                "mcp-roots cannot find the ServerSession of a request (RequestContext.session); please "
-                "report this with your mcp version"
-            )
+        session = session_of(request)
         params = session.client_params
         roots_cap = params.capabilities.roots if params is not None else None
         return RequestFacts(
@@ -225,7 +193,7 @@ class Mcp1Adapter(GuardPort):
 
     async def roots(self, ctx: Any) -> RootSet:
         """The roots in force for the request ``ctx`` (FastMCP's ``Context`` or a ``RequestContext``)."""
-        return await self.policy.roots_for(self.facts(_request_context_of(ctx), HANDLER))
+        return await self.policy.roots_for(self.facts(request_context_of(ctx), HANDLER))
 
     # -- the port: outcomes --
 

@@ -11,9 +11,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import mcp.types as types
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.lowlevel.server import Server
 from mcp.server.session import ServerSession
+from mcp.shared.context import RequestContext
 from mcp.shared.exceptions import McpError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, ConfigDict
@@ -23,12 +24,15 @@ from ..roots._facts import ConnectionEnded
 
 __all__ = [
     "check_private_corners",
+    "components",
     "installed_ports",
     "lowlevel_of",
     "prompt_manager",
     "record_port",
+    "request_context_of",
     "resource_manager",
     "send_roots_list",
+    "session_of",
     "template_of",
     "tool_manager",
     "wrap_dispatch",
@@ -110,6 +114,37 @@ def record_port(server: object, port: object) -> None:
 
 def installed_ports(server: object) -> list[Any]:
     return list(getattr(lowlevel_of(server), _INSTALLED, []))
+
+
+def request_context_of(ctx: object) -> RequestContext[Any, Any, Any]:
+    """Accept FastMCP's tool ``Context`` or the low-level ``RequestContext`` (``server.request_context``)."""
+    if isinstance(ctx, Context):
+        return ctx.request_context
+    if isinstance(ctx, RequestContext):
+        return ctx
+    raise TypeError(
+        f"expected an mcp Context or RequestContext, got {type(ctx).__name__}; declare a parameter typed "
+        "`Context` on your tool (or pass server.request_context in a low-level handler) to guard.roots(ctx)"
+    )
+
+
+def components(server: object) -> list[tuple[str, str, Any]]:
+    """(kind, name, component) of every tool, resource template and prompt of a FastMCP, for the audit;
+    none for a low-level server, whose handlers are the user's own dispatch functions."""
+    if not isinstance(server, FastMCP):
+        return []
+    found: list[tuple[str, str, Any]] = [("tool", t.name, t) for t in tool_manager(server).list_tools()]
+    found += [("resource template", t.uri_template, t) for t in resource_manager(server).list_templates()]
+    found += [("prompt", p.name, p) for p in prompt_manager(server).list_prompts()]
+    return found
+
+
+def session_of(request: Any) -> ServerSession:
+    """The ``ServerSession`` of a request (its ``RequestContext``'s, or the one the dispatch saw)."""
+    session = getattr(request, "session", None)
+    if not isinstance(session, ServerSession):
+        raise _changed("the ServerSession of a request (RequestContext.session)")
+    return session
 
 
 def template_of(manager: Any, uri: str) -> Any:

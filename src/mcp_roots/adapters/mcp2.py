@@ -31,6 +31,7 @@ from .mcp2_sdk import (
     declares_roots,
     is_modern,
     middleware_of,
+    request_context_of,
     roots_question,
     send_roots_list,
     stream_of,
@@ -63,18 +64,6 @@ class _RootsRequired(MCPError, NeedRoots):
         # guarded call; never changed): no model validated per call.
         Exception.__init__(self, self.ERROR.code, self.ERROR.message, None)
         self.error = self.ERROR
-
-
-def _request_context_of(ctx: object) -> ServerRequestContext[Any, Any]:
-    """Accept MCPServer's tool Context or the low-level ServerRequestContext."""
-    if isinstance(ctx, ServerRequestContext):
-        return ctx
-    if isinstance(ctx, Context):
-        return ctx.request_context
-    raise TypeError(
-        f"expected an mcp Context or ServerRequestContext, got {type(ctx).__name__}; declare a parameter "
-        "typed `Context` on your tool and pass it to guard.roots(ctx)"
-    )
 
 
 def facts_of(
@@ -145,7 +134,7 @@ class Mcp2Adapter(GuardPort):
         On a 2026-07-28 request from a client with roots, this raises the multi-round-trip signal: the
         middleware answers the call with an input request and the handler runs again with the roots.
         """
-        _, facts = facts_of(_request_context_of(ctx), HANDLER)
+        _, facts = facts_of(request_context_of(ctx), HANDLER)
         try:
             return await self.policy.roots_for(facts)
         except NeedRoots:

@@ -36,6 +36,7 @@ __all__ = [
     "lowlevel_of",
     "middleware_of",
     "request_channel",
+    "request_context_of",
     "roots_question",
     "send_roots_list",
     "stream_of",
@@ -101,6 +102,18 @@ def connection_of(ctx: Context | ServerRequestContext[Any, Any]) -> Connection:
             "ServerSession._connection is gone); please report this with your mcp version"
         )
     return connection
+
+
+def request_context_of(ctx: object) -> ServerRequestContext[Any, Any]:
+    """Accept MCPServer's tool Context or the low-level ServerRequestContext."""
+    if isinstance(ctx, ServerRequestContext):
+        return ctx
+    if isinstance(ctx, Context):
+        return ctx.request_context
+    raise TypeError(
+        f"expected an mcp Context or ServerRequestContext, got {type(ctx).__name__}; declare a parameter "
+        "typed `Context` on your tool and pass it to guard.roots(ctx)"
+    )
 
 
 def request_channel(request_ctx: ServerRequestContext[Any, Any]) -> Any:
