@@ -3,19 +3,21 @@ table over the facts an adapter reports (:meth:`GuardPolicy.roots_for`), the leg
 from (``_connections``), and the refusal-logging policy (each reason once per streak). It never imports an
 MCP SDK, an adapter or the broker.
 
-The decision table (era x capability x connection state; the rows in the order they are tried)::
+The decision table, era x capability x connection state, the rows in the order they are tried (``-``: any;
+``seen``: the adapter saw the connection's own messages)::
 
-    no MCP request behind the call (the adapter found none) -> refused
-    2026-07-28, no roots capability                  -> the fallback (said once), or refused
-    2026-07-28, roots, the request carried roots     -> the client's answer, checked, clipped to the ceiling
-    2026-07-28, roots, none carried, the port can ask -> ask the client (NeedRoots)
-    2026-07-28, roots, none carried, it cannot       -> refused (RootsUnavailable: the port's reason)
-    legacy, the adapter proves it never saw the connection -> refused: guard.install(server) was not called
-    legacy, the connection's lifecycle runs          -> its fresh roots (start, wait bounded, serve)
-    legacy, no handshake seen (stateless HTTP)       -> the fallback (said once), or refused
-    legacy, not opened, the adapter saw the connection -> opened now, then as above
-    legacy, not opened, roots declared, nothing seen -> refused: guard.install(server) was not called
-    legacy, not opened, no roots declared            -> the fallback (said once), or refused
+    era         capability  connection                           roots
+    -           -           no MCP request behind the call       refused
+    2026-07-28  none        -                                    the fallback (said once), or refused
+    2026-07-28  roots       the request carried roots            the client's answer, checked, clipped
+    2026-07-28  roots       none carried, the port can ask       ask the client (NeedRoots)
+    2026-07-28  roots       none carried, the port cannot ask    refused, the port's reason (fastmcp 4: reads)
+    legacy      -           the adapter proves it never saw it   refused: guard.install(server) was not called
+    legacy      -           its lifecycle runs                   its fresh roots (started, waited for, served)
+    legacy      unknown     no handshake (stateless HTTP)        the fallback (said once), or refused
+    legacy      -           not opened, seen                     opened now (mcp 1.x), then as above
+    legacy      roots       not opened, seen unknown             refused: guard.install(server) was not called
+    legacy      none        not opened, seen unknown             the fallback (said once), or refused
 
 Roots sent with a request that cannot carry them (a legacy connection, a client without the capability) are
 ignored, with a warning. A legacy connection's roots are served as its cache holds them: the client's, or,
