@@ -468,7 +468,7 @@ class RootSet:
     ) -> None:
         self.close()
 
-    # -- subprocesses confined by the kernel (the bodies live in _sandbox) --
+    # -- subprocesses confined by the kernel (the bodies live in the sandbox package) --
 
     def run(
         self,
@@ -478,6 +478,7 @@ class RootSet:
         network: bool = True,
         allow_unconfined: bool = False,
         path_metadata: bool = False,
+        protect: bool | Iterable[str] = True,
         **kwargs: Any,
     ) -> subprocess.CompletedProcess[Any]:
         """``subprocess.run(argv, **kwargs)`` with the child confined by the kernel (Landlock) to these
@@ -485,16 +486,19 @@ class RootSet:
         ``network=False`` no socket() or connect(); a seccomp filter refuses chmod/chown/utime/xattr by path.
         ``path_metadata=True`` (only with ``write=True``, else ``ValueError``) allows those, for builds, and
         so OUTSIDE the roots too (Landlock has no right for them). ``SandboxUnavailable`` where the kernel
-        cannot, unless ``allow_unconfined=True`` (then a warning). See ``mcp_roots.sandbox._sandbox.run``."""
-        from ..sandbox import _sandbox
+        cannot, unless ``allow_unconfined=True`` (then a warning). The child gets a session of its own and no capability; with ``write=True``
+        the protected set (``protect=True``: ``.git/config``, ``.git/hooks``, ``.mcp.json``, ...) stays
+        read-only (``protect=False`` opts out). See ``mcp_roots.sandbox.run``."""
+        from .. import sandbox
 
-        return _sandbox.run(
+        return sandbox.run(
             self.paths,
             argv,
             write=write,
             network=network,
             allow_unconfined=allow_unconfined,
             path_metadata=path_metadata,
+            protect=protect,
             **kwargs,
         )
 
@@ -506,18 +510,20 @@ class RootSet:
         network: bool = True,
         allow_unconfined: bool = False,
         path_metadata: bool = False,
+        protect: bool | Iterable[str] = True,
         **kwargs: Any,
     ) -> subprocess.Popen[Any]:
         """``subprocess.Popen(argv, **kwargs)``, confined like ``run``."""
-        from ..sandbox import _sandbox
+        from .. import sandbox
 
-        return _sandbox.popen(
+        return sandbox.popen(
             self.paths,
             argv,
             write=write,
             network=network,
             allow_unconfined=allow_unconfined,
             path_metadata=path_metadata,
+            protect=protect,
             **kwargs,
         )
 
@@ -529,18 +535,20 @@ class RootSet:
         network: bool = True,
         allow_unconfined: bool = False,
         path_metadata: bool = False,
+        protect: bool | Iterable[str] = True,
         **kwargs: Any,
     ) -> subprocess.CompletedProcess[bytes]:
         """``await anyio.run_process(argv, **kwargs)`` (output captured, ``check=True``), confined like
         ``run``."""
-        from ..sandbox import _sandbox
+        from .. import sandbox
 
-        return await _sandbox.run_async(
+        return await sandbox.run_async(
             self.paths,
             argv,
             write=write,
             network=network,
             allow_unconfined=allow_unconfined,
             path_metadata=path_metadata,
+            protect=protect,
             **kwargs,
         )
