@@ -35,19 +35,20 @@ class _Rlimit(ctypes.Structure):
     _fields_ = [("cur", ctypes.c_uint64), ("max", ctypes.c_uint64)]
 
 
-def prlimit(pid: str) -> object:
-    """prlimit64(pid, RLIMIT_NOFILE, its current value)."""
+def prlimit(pid: str, soft: str = "") -> object:
+    """prlimit64(pid, RLIMIT_NOFILE, its current value, or the soft limit ``soft``)."""
     old = _Rlimit()
     _sys(302, ctypes.c_int(int(pid)), 7, None, ctypes.byref(old))
-    _sys(302, ctypes.c_int(int(pid)), 7, ctypes.byref(old), None)
-    return [old.cur, old.max]
+    new = _Rlimit(int(soft) if soft else old.cur, old.max)
+    _sys(302, ctypes.c_int(int(pid)), 7, ctypes.byref(new), None)
+    return [new.cur, new.max]
 
 
-def setpriority(which: str, who: str) -> object:
-    """setpriority(which, who, the current priority): which 0 process, 1 process group, 2 user."""
-    value = os.getpriority(int(which), int(who))
-    os.setpriority(int(which), int(who), value)
-    return value
+def setpriority(which: str, who: str, value: str = "") -> object:
+    """setpriority(which, who, the current priority or ``value``): which 0 process, 1 group, 2 user."""
+    nice = int(value) if value else os.getpriority(int(which), int(who))
+    os.setpriority(int(which), int(who), nice)
+    return nice
 
 
 def sched_setaffinity(pid: str) -> object:
