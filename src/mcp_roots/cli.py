@@ -262,7 +262,10 @@ def _add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentPa
         "Run COMMAND so that the kernel (Landlock) lets it, and every process it starts, read only beneath "
         "the roots (and write there with --write), plus read-only what a program needs to start "
         "(/usr, /lib*, the dynamic loader's files in /etc, locale and time zone data, /dev/null...); a "
-        "seccomp filter refuses chmod/chown/utime/xattr by path and typing into the terminal (TIOCSTI). "
+        "seccomp filter refuses chmod/chown/utime/xattr by path and typing into the terminal (TIOCSTI), "
+        "changing other processes' limits or priority, System V IPC, keyrings and inotify; it holds no "
+        "capability, as root too. With --write the protected set (.git/config, .git/hooks, .mcp.json, "
+        ".vscode, shell rc files, ...) stays read-only, through a mount namespace of its own. "
         "The command runs in a new session, without a controlling terminal; it gets this terminal's "
         "stdin, stdout and stderr, and the environment (only PATH, HOME, LANG, TERM and MCP_ROOTS_* with "
         "--clean-env). "
@@ -281,6 +284,27 @@ def _add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentPa
         action="store_true",
         help="with --write: let chmod/chown/utime/xattr by path through (builds: the linker's chmod +x), "
         "OUTSIDE the roots too, since Landlock has no right for them",
+    )
+    run.add_argument(
+        "--protect",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --write: keep NAME (a path relative to a root, such as Makefile) read-only too, beside the "
+        f"protected set ('{PROG} doctor' lists it: .git/config, .git/hooks, .mcp.json, .vscode, ...)",
+    )
+    run.add_argument(
+        "--unprotect",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --write: let the command change NAME of the protected set (for example .git/config)",
+    )
+    run.add_argument(
+        "--no-protect",
+        action="store_true",
+        help="with --write: no protected set (and no mount namespace): the command may change .git/config, "
+        ".git/hooks, .mcp.json and the rest, which other programs run",
     )
     run.add_argument(
         "--clean-env",
@@ -315,8 +339,16 @@ def _run(roots: RootSet, args: argparse.Namespace) -> int:
         raise ConfigError(
             f"'{PROG} run --allow-path-metadata' needs --write (a read-only command changes no metadata)"
         )
+    if (args.protect or args.unprotect or args.no_protect) and not args.write:
+        raise ConfigError(f"'{PROG} run --protect/--unprotect/--no-protect' need --write (nothing is written without)")
     from . import sandbox as _sandbox
 
+    try:
+        protect = _sandbox.protected_names(
+            not args.no_protect, add=args.protect, remove=args.unprotect
+        )
+    except ValueError as exc:
+        raise ConfigError(f"'{PROG} run': {exc}") from None
     try:
         # The terminal's stdio on purpose (stdin/stdout=None), but in a new session: the command has no
         # controlling terminal, so it cannot take over the user's shell's (TIOCSTI is also filtered).
@@ -328,6 +360,7 @@ def _run(roots: RootSet, args: argparse.Namespace) -> int:
                 network=not args.no_network,
                 allow_unconfined=args.allow_unconfined,
                 path_metadata=args.allow_path_metadata,
+                protect=protect,
                 stdin=None,
                 stdout=None,
                 start_new_session=True,
