@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from mcp_roots import RootSet, SandboxUnavailable
+from mcp_roots import RootSet
 from mcp_roots.cli import main
 from mcp_roots.sandbox import PROTECTED, find_protected, protected_names, support
 
 KERNEL = support()
 pytestmark = pytest.mark.skipif(
-    not KERNEL.complete, reason=f"needs Landlock and the seccomp filter: {KERNEL.reason or KERNEL.filter_reason}"
+    not KERNEL.complete,
+    reason=f"needs Landlock and the seccomp filter: {KERNEL.reason or KERNEL.filter_reason}",
 )
 GIT = {
     "GIT_CONFIG_NOSYSTEM": "1",
@@ -83,7 +84,10 @@ def attack(name: str) -> str:
     """A shell script that tries to change ``name``: directly, through a symlink, by renaming its folder
     and writing the renamed copy, and by replacing the name itself."""
     folder = os.path.dirname(name)
-    script = [f"echo evil >> {name}", f"ln -s $PWD/{name} link-{abs(hash(name))} && echo evil >> link-{abs(hash(name))}"]
+    script = [
+        f"echo evil >> {name}",
+        f"ln -s $PWD/{name} link-{abs(hash(name))} && echo evil >> link-{abs(hash(name))}",
+    ]
     if folder:
         script.append(f"mv {folder} {folder}.moved && echo evil >> {folder}.moved/{os.path.basename(name)}")
     script += [f"mv {name} {name}.bak && echo evil > {name}", f"rm -rf {name}"]
@@ -92,13 +96,21 @@ def attack(name: str) -> str:
 
 def run_in(root: Path, script: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
     result: subprocess.CompletedProcess[str] = RootSet.from_paths([root]).run(
-        ["sh", "-c", script], write=True, capture_output=True, text=True, cwd=root, env={**GIT, "HOME": str(root)}, **kwargs
+        ["sh", "-c", script],
+        write=True,
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**GIT, "HOME": str(root)},
+        **kwargs,
     )
     return result
 
 
 @pytest.mark.parametrize("name", FILES)
-def test_every_protected_path_is_refused_directly_through_a_symlink_and_after_a_rename(repo: Path, name: str) -> None:
+def test_every_protected_path_is_refused_directly_through_a_symlink_and_after_a_rename(
+    repo: Path, name: str
+) -> None:
     before = content(repo)
     held = run_in(repo, attack(name))
     assert content(repo) == before, held.stderr
@@ -126,7 +138,10 @@ def test_no_placeholder_is_created_and_a_missing_name_is_not_enforced(tmp_path: 
     (root / ".git").mkdir(parents=True)
     (root / ".git" / "config").write_text(ORIGINAL)
     listing = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
-    result = run_in(root, "echo evil >> .git/config; echo created > .envrc; mkdir .git/hooks && echo x > .git/hooks/pre-commit")
+    result = run_in(
+        root,
+        "echo evil >> .git/config; echo created > .envrc; mkdir .git/hooks && echo x > .git/hooks/pre-commit",
+    )
     assert (root / ".git" / "config").read_text() == ORIGINAL, result.stderr
     # Not enforced (docs/sandbox.md): a protected name that did not exist can be created.
     assert (root / ".envrc").read_text() == "created\n"
@@ -137,7 +152,9 @@ def test_no_placeholder_is_created_and_a_missing_name_is_not_enforced(tmp_path: 
 
 
 def test_protect_opt_outs(repo: Path) -> None:
-    run_in(repo, "echo one >> .mcp.json; echo one >> .git/config", protect=protected_names(remove=[".mcp.json"]))
+    run_in(
+        repo, "echo one >> .mcp.json; echo one >> .git/config", protect=protected_names(remove=[".mcp.json"])
+    )
     assert (repo / ".mcp.json").read_text() == ORIGINAL + "one\n"
     assert "one" not in (repo / ".git" / "config").read_text()
     run_in(repo, "echo two >> src/main.py; echo two >> .mcp.json", protect=["src/main.py"])
@@ -150,13 +167,22 @@ def test_protect_opt_outs(repo: Path) -> None:
 def test_write_false_needs_no_namespace_and_the_table_is_one_table(repo: Path) -> None:
     from mcp_roots.sandbox._plan import plan
 
-    assert plan([str(repo)], write=False) is not None and plan([str(repo)], write=False).binds == ()  # type: ignore[union-attr]
+    read_only = plan([str(repo)], write=False)
+    assert read_only is not None
+    assert read_only.binds == ()
     found = dict(find_protected([str(repo)], protected_names()).mounts)
     assert found[str(repo / ".git")] is False  # pinned (rename: EBUSY), writable
     assert found[str(repo / ".git" / "config")] is True
-    assert found[str(repo / "proj")] is False and found[str(repo / "proj" / ".git" / "config")] is True
+    assert found[str(repo / "proj")] is False
+    assert found[str(repo / "proj" / ".git" / "config")] is True
     assert str(repo / ".git" / "objects") not in found
-    assert {entry.name for entry in PROTECTED} >= {".git/config", ".git/hooks", ".mcp.json", ".vscode", ".claude"}
+    assert {entry.name for entry in PROTECTED} >= {
+        ".git/config",
+        ".git/hooks",
+        ".mcp.json",
+        ".vscode",
+        ".claude",
+    }
     with pytest.raises(ValueError, match="relative path"):
         protected_names(add=["../escape"])
 
@@ -175,13 +201,15 @@ try:
     roots.run(["true"], write=True)
 except SandboxUnavailable as exc:
     print("refused:", exc)
-print("opted out:", roots.run(["sh", "-c", "echo x >> .mcp.json"], write=True, protect=False, cwd={str(repo)!r}).returncode)
+opted = roots.run(["sh", "-c", "echo x >> .mcp.json"], write=True, protect=False, cwd={str(repo)!r})
+print("opted out:", opted.returncode)
 print("read-only:", roots.run(["true"]).returncode)
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0].startswith("refused: the protected set") and "mount namespace" in lines[0]
+    assert lines[0].startswith("refused: the protected set")
+    assert "mount namespace" in lines[0]
     assert "protect=False (mcp-roots run --no-protect)" in lines[0]
     assert lines[1:] == ["opted out: 0", "read-only: 0"]
     assert (repo / ".mcp.json").read_text().endswith("x\n")

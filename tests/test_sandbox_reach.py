@@ -22,7 +22,8 @@ from .attempt import COMMAND, confined, refused, unconfined
 
 KERNEL = support()
 pytestmark = pytest.mark.skipif(
-    not KERNEL.complete, reason=f"needs Landlock and the seccomp filter: {KERNEL.reason or KERNEL.filter_reason}"
+    not KERNEL.complete,
+    reason=f"needs Landlock and the seccomp filter: {KERNEL.reason or KERNEL.filter_reason}",
 )
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -50,7 +51,14 @@ def bystander() -> Iterator[int]:
 
 # --- limits, priority, scheduling: of itself only --------------------------------------------------------
 
-CALLS = ["prlimit", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "ioprio_set", "migrate_pages"]
+CALLS = [
+    "prlimit",
+    "sched_setaffinity",
+    "sched_setscheduler",
+    "sched_setparam",
+    "ioprio_set",
+    "migrate_pages",
+]
 
 
 @pytest.mark.parametrize("call", CALLS)
@@ -79,7 +87,9 @@ def test_prlimit_and_setpriority_change_a_bystander_unconfined_and_not_confined(
     assert refused(confined(roots, "prlimit", str(bystander), "3"))
     assert refused(confined(roots, "setpriority", "0", str(bystander), "7"))
     assert os.getpriority(os.PRIO_PROCESS, bystander) == 5
-    assert " 3 " not in Path(f"/proc/{bystander}/limits").read_text().split("Max open files")[1].split("\n")[0]
+    assert (
+        " 3 " not in Path(f"/proc/{bystander}/limits").read_text().split("Max open files")[1].split("\n")[0]
+    )
     assert limit  # our own is untouched
 
 
@@ -88,7 +98,9 @@ def test_prio_pgrp_and_prio_user_reach_only_the_childs_own_group(places: tuple[R
     # The control shares our process group: setpriority(PRIO_PGRP, 0) names ours.
     probe = "import os; print(os.getpgrp(), os.getsid(0))"
     ours = f"{os.getpgrp()} {os.getsid(0)}"
-    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip() == ours
+    assert (
+        subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip() == ours
+    )
     assert unconfined("setpriority", "1", "0")["ok"]
     assert unconfined("setpriority", "1", str(os.getpgrp()))["ok"]
     theirs = roots.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.split()
@@ -134,7 +146,8 @@ def test_system_v_message_queues_and_semaphores_of_the_parent(places: tuple[Root
     key = random.randrange(1 << 20, 1 << 30)
     qid = libc.syscall(68, ctypes.c_int(key), IPC_CREAT | 0o600)
     semid = libc.syscall(64, ctypes.c_int(key), 1, IPC_CREAT | 0o600)
-    assert qid >= 0 and semid >= 0
+    assert qid >= 0
+    assert semid >= 0
     try:
         message = ctypes.create_string_buffer((1).to_bytes(8, sys.byteorder) + b"QUEUE SECRET")
         for _ in range(2):
@@ -187,3 +200,32 @@ def test_fanotify_perf_event_open_and_userfaultfd(places: tuple[RootSet, Path], 
     if not control["ok"]:
         pytest.skip(f"{call} fails unconfined here too: {control}")
     assert refused(confined(roots, call, *args))
+
+
+def test_doctor_proves_every_promise_with_a_live_attempt() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "mcp_roots.cli", "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    import json
+
+    report = json.loads(out.stdout)
+    proven = {p["promise"]: p for p in report["proven"]}
+    assert out.returncode == 0, [p for p in proven.values() if not p["held"]]
+    for promise in (
+        "read a file outside the roots",
+        "write .git/config in a writable root",
+        "rename .git (to write .git2/config)",
+        "prlimit64 on this process",
+        "System V shared memory",
+        "the user's keyring",
+        "an inotify watch outside the roots",
+        "hold a capability",
+    ):
+        assert proven[promise]["held"] is True, proven[promise]
+    assert {e["name"] for e in report["protected"]} >= {".git/config", ".mcp.json"}
+    text = subprocess.run([sys.executable, "-m", "mcp_roots.cli", "doctor"], capture_output=True, text=True)
+    assert "[held] write .git/config in a writable root: refused (EROFS)" in text.stdout
+    assert "mount namespace: available" in text.stdout

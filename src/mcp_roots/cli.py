@@ -290,8 +290,8 @@ def _add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentPa
         action="append",
         default=[],
         metavar="NAME",
-        help="with --write: keep NAME (a path relative to a root, such as Makefile) read-only too, beside the "
-        f"protected set ('{PROG} doctor' lists it: .git/config, .git/hooks, .mcp.json, .vscode, ...)",
+        help="with --write: keep NAME (a path relative to a root, such as Makefile) read-only too, beside "
+        f"the protected set ('{PROG} doctor' lists it: .git/config, .git/hooks, .mcp.json, .vscode, ...)",
     )
     run.add_argument(
         "--unprotect",
@@ -319,10 +319,13 @@ def _add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentPa
     run.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARG...]")
     command(
         "doctor",
-        "report whether the kernel can confine subprocesses, and what is enforced",
-        "Report the Landlock ABI of this kernel (or why there is none), whether the seccomp filter and "
-        "no_new_privs are available, what a confined command is refused here, and the read-only system "
-        "paths it is given. Exit code 0 when every layer is there, 1 when one is missing.",
+        "report whether the kernel can confine subprocesses, and prove each promise with a live attempt",
+        "Report the Landlock ABI of this kernel (or why there is none), whether the seccomp filter, "
+        "no_new_privs and a mount namespace are available, what a confined command is refused here, then "
+        "attempt every promise for real (reading outside, writing .git/config, renaming .git, signals, "
+        "limits and priority of this process, System V IPC, keyrings, inotify, capabilities...) with a "
+        "confined child and say which mechanism held it; then the protected set and the read-only system "
+        "paths. Exit code 0 when every layer is there and every attempt was held, 1 otherwise.",
     )
 
 
@@ -340,13 +343,13 @@ def _run(roots: RootSet, args: argparse.Namespace) -> int:
             f"'{PROG} run --allow-path-metadata' needs --write (a read-only command changes no metadata)"
         )
     if (args.protect or args.unprotect or args.no_protect) and not args.write:
-        raise ConfigError(f"'{PROG} run --protect/--unprotect/--no-protect' need --write (nothing is written without)")
+        raise ConfigError(
+            f"'{PROG} run --protect/--unprotect/--no-protect' need --write (nothing is written without)"
+        )
     from . import sandbox as _sandbox
 
     try:
-        protect = _sandbox.protected_names(
-            not args.no_protect, add=args.protect, remove=args.unprotect
-        )
+        protect = _sandbox.protected_names(not args.no_protect, add=args.protect, remove=args.unprotect)
     except ValueError as exc:
         raise ConfigError(f"'{PROG} run': {exc}") from None
     try:
@@ -415,7 +418,11 @@ def _doctor(as_json: bool) -> tuple[str, int]:
     nnp = _sandbox.no_new_privs() if sys.platform == "linux" else "not Linux"
     features = kernel.enforced()
     paths = [(p, os.path.exists(p)) for p in (*_sandbox.SYSTEM_READ_PATHS, *_sandbox.SYSTEM_DEVICE_PATHS)]
-    code = EXIT_OK if kernel.complete and nnp is None else EXIT_SANDBOX_MISSING
+    # Every promise attempted live by a confined child (and unconfined, the control), where Landlock is.
+    proofs = _sandbox.prove() if kernel.available else []
+    namespace = _sandbox.mount_namespace() if kernel.available else kernel.reason
+    broken = any(proof.held is False for proof in proofs)
+    code = EXIT_OK if kernel.complete and nnp is None and not broken else EXIT_SANDBOX_MISSING
     if as_json:
         document = {
             "platform": sys.platform,
@@ -427,7 +434,20 @@ def _doctor(as_json: bool) -> tuple[str, int]:
             "seccomp_reason": kernel.filter_reason,
             "no_new_privs": nnp is None,
             "no_new_privs_reason": nnp,
+            "mount_namespace": namespace is None,
+            "mount_namespace_reason": namespace,
             "enforced": [{"what": what, "enforced": on, "needs": needs} for what, on, needs in features],
+            "proven": [
+                {
+                    "promise": p.promise,
+                    "mechanism": p.mechanism,
+                    "test": p.test,
+                    "held": p.held,
+                    "detail": p.detail,
+                }
+                for p in proofs
+            ],
+            "protected": [{"name": e.name, "kind": e.kind, "why": e.why} for e in _sandbox.PROTECTED],
             "read_only_paths": [p for p in _sandbox.SYSTEM_READ_PATHS if os.path.exists(p)],
             "read_write_devices": [p for p in _sandbox.SYSTEM_DEVICE_PATHS if os.path.exists(p)],
             "threads": _sandbox.thread_count() if sys.platform == "linux" else None,
@@ -447,8 +467,29 @@ def _doctor(as_json: bool) -> tuple[str, int]:
             "  RootSet.run() raises SandboxUnavailable; allow_unconfined=True runs without the filter"
         )
     lines.append("no_new_privs: available" if nnp is None else f"no_new_privs: unavailable: {nnp}")
+    if namespace is None:
+        lines.append("mount namespace: available: the protected set is bound read-only for a --write command")
+    else:
+        lines.append(f"mount namespace: unavailable: {namespace}")
+        lines.append(
+            f"  --write (write=True) refuses where a protected name exists; '{PROG} run --no-protect' "
+            "(protect=False) runs without the protected set"
+        )
     lines.append("enforced for a confined command:")
     lines += [f"  [{'x' if on else ' '}] {what}  ({needs})" for what, on, needs in features]
+    if proofs:
+        lines.append("proven here: each attempt made by a confined child (and unconfined, the control):")
+        for proof in proofs:
+            mark = "held" if proof.held else ("NOT HELD" if proof.held is False else "not tried")
+            lines.append(f"  [{mark}] {proof.promise}: {proof.detail}  ({proof.mechanism})")
+    lines.append(
+        "protected inside a writable root (--write), read-only unless --unprotect NAME / --no-protect:"
+    )
+    lines += [f"  {e.name}  ({e.kind}: {e.why})" for e in _sandbox.PROTECTED]
+    lines.append(
+        "  not enforced: a protected name that does not exist (it may be created), one that is a symlink, "
+        f"one deeper than a folder below a root or past the first {_sandbox.MAX_FOLDERS} folders"
+    )
     lines.append("read-only for every confined command (besides the roots and its own binary):")
     lines += [f"  {p}{'' if there else '  (absent here)'}" for p, there in paths]
     return "\n".join(lines), code

@@ -121,7 +121,7 @@ def inotify(directory: str, wait: str = "0") -> object:
     _sys(254, fd, os.fsencode(directory), 0x100)  # IN_CREATE
     if float(wait) <= 0:
         return "watching"
-    print("watching", flush=True)
+    _say("watching")
     if not select.select([fd], [], [], float(wait))[0]:
         return None
     data = os.read(fd, 4096)
@@ -163,7 +163,9 @@ def capabilities() -> object:
         bounding |= found << cap
         ambient |= max(_libc.prctl(47, 1, ctypes.c_ulong(cap), 0, 0), 0) << cap
     sets = (data[0] | data[3] << 32, data[1] | data[4] << 32, data[2] | data[5] << 32, bounding, ambient)
-    return dict(zip(("effective", "permitted", "inheritable", "bounding", "ambient"), map(hex, sets)))
+    return dict(
+        zip(("effective", "permitted", "inheritable", "bounding", "ambient"), map(hex, sets), strict=True)
+    )
 
 
 def syslog() -> object:
@@ -265,17 +267,22 @@ ATTEMPTS: dict[str, Callable[..., object]] = {
 }
 
 
+def _say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ATTEMPTS:
-        print(json.dumps({"ok": False, "error": f"usage: attempts.py {{{','.join(ATTEMPTS)}}} [ARG...]"}))
+        _say(json.dumps({"ok": False, "error": f"usage: attempts.py {{{','.join(ATTEMPTS)}}} [ARG...]"}))
         return 2
     try:
         value = ATTEMPTS[argv[0]](*argv[1:])
     except OSError as exc:
         code = exc.errno or 0
-        print(json.dumps({"ok": False, "errno": code, "error": errno.errorcode.get(code, str(code))}))
+        _say(json.dumps({"ok": False, "errno": code, "error": errno.errorcode.get(code, str(code))}))
         return 1
-    print(json.dumps({"ok": True, "value": value}))
+    _say(json.dumps({"ok": True, "value": value}))
     return 0
 
 

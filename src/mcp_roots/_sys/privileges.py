@@ -51,7 +51,11 @@ class _CapHeader(ctypes.Structure):
 
 
 class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
 
 
 class _MountAttr(ctypes.Structure):
@@ -74,7 +78,15 @@ def _check(result: int, what: str) -> int:
 
 
 def _prctl(option: int, arg: int = 0, arg3: int = 0) -> int:
-    return int(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(arg3), ctypes.c_ulong(0), ctypes.c_ulong(0)))
+    return int(
+        _libc.prctl(
+            ctypes.c_int(option),
+            ctypes.c_ulong(arg),
+            ctypes.c_ulong(arg3),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+        )
+    )
 
 
 def _last_cap() -> int:
@@ -152,7 +164,11 @@ def private_mounts(uid: int, gid: int, *, new_user_namespace: bool) -> None:
     what = "unshare(CLONE_NEWUSER|CLONE_NEWNS)" if new_user_namespace else "unshare(CLONE_NEWNS)"
     _check(_libc.unshare(ctypes.c_int(flags)), what)
     if new_user_namespace:
-        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        for name, text in (
+            ("setgroups", "deny"),
+            ("uid_map", f"{uid} {uid} 1"),
+            ("gid_map", f"{gid} {gid} 1"),
+        ):
             fd = os.open(f"/proc/self/{name}", os.O_WRONLY | os.O_CLOEXEC)
             try:
                 os.write(fd, text.encode())
@@ -168,7 +184,8 @@ def bind(path: str, *, read_only: bool) -> None:
     with ``read_only`` every write beneath it answers EROFS."""
     encoded = os.fsencode(path)
     _check(
-        _libc.mount(encoded, encoded, None, ctypes.c_ulong(_MS_BIND | _MS_REC), None), f"bind mount of {path!r}"
+        _libc.mount(encoded, encoded, None, ctypes.c_ulong(_MS_BIND | _MS_REC), None),
+        f"bind mount of {path!r}",
     )
     if read_only:
         attr = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)

@@ -19,11 +19,11 @@ from functools import lru_cache
 
 __all__ = [
     "DENIED_PATH_METADATA",
-    "OTHER_PROCESS_CALLS",
-    "REFUSED_ALWAYS",
     "DESCRIPTOR_METADATA",
     "FILE_SETATTR",
     "IOCTLS_REFUSED",
+    "OTHER_PROCESS_CALLS",
+    "REFUSED_ALWAYS",
     "apply_to_thread",
     "probe",
     "program",

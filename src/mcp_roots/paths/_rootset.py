@@ -486,9 +486,10 @@ class RootSet:
         ``network=False`` no socket() or connect(); a seccomp filter refuses chmod/chown/utime/xattr by path.
         ``path_metadata=True`` (only with ``write=True``, else ``ValueError``) allows those, for builds, and
         so OUTSIDE the roots too (Landlock has no right for them). ``SandboxUnavailable`` where the kernel
-        cannot, unless ``allow_unconfined=True`` (then a warning). The child gets a session of its own and no capability; with ``write=True``
-        the protected set (``protect=True``: ``.git/config``, ``.git/hooks``, ``.mcp.json``, ...) stays
-        read-only (``protect=False`` opts out). See ``mcp_roots.sandbox.run``."""
+        cannot, unless ``allow_unconfined=True`` (then a warning). The child gets a session of its own
+        and no capability; with ``write=True`` the protected set (``protect=True``: ``.git/config``,
+        ``.git/hooks``, ``.mcp.json``, ...) stays read-only (``protect=False`` opts out). See
+        ``mcp_roots.sandbox.run``."""
         from .. import sandbox
 
         return sandbox.run(

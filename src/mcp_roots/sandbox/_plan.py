@@ -10,13 +10,12 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import subprocess
 import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import IO, Any
+from typing import Any
 
 from .._sys import landlock, privileges, seccomp
 from ..errors import SandboxUnavailable
@@ -367,5 +366,3 @@ def clean_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     socket (``SSH_AUTH_SOCK``), token or proxy setting reaches the child."""
     source = os.environ if environ is None else environ
     return {k: v for k, v in source.items() if k in CLEAN_ENV_NAMES or k.startswith("MCP_ROOTS_")}
-
-

@@ -34,8 +34,22 @@ class Proof:
 
 # (promise, mechanism, test, write, network, attempt): {me}, {outside}, {root} are filled in.
 _ATTEMPTS: tuple[tuple[str, str, str, bool, bool, tuple[str, ...]], ...] = (
-    ("read a file outside the roots", "Landlock", "test_sandbox.py", False, True, ("read", "{outside}/secret")),
-    ("write outside the roots (write=True)", "Landlock", "test_sandbox.py", True, True, ("write", "{outside}/secret")),
+    (
+        "read a file outside the roots",
+        "Landlock",
+        "test_sandbox.py",
+        False,
+        True,
+        ("read", "{outside}/secret"),
+    ),
+    (
+        "write outside the roots (write=True)",
+        "Landlock",
+        "test_sandbox.py",
+        True,
+        True,
+        ("write", "{outside}/secret"),
+    ),
     (
         "write .git/config in a writable root",
         "mount namespace: read-only bind",
@@ -54,7 +68,14 @@ _ATTEMPTS: tuple[tuple[str, str, str, bool, bool, tuple[str, ...]], ...] = (
     ),
     ("signal this process", "Landlock ABI 6 signal scope", "test_sandbox.py", False, True, ("kill", "{me}")),
     ("TCP connect with network=False", "seccomp; Landlock ABI 4", "test_sandbox.py", False, False, ("tcp",)),
-    ("prlimit64 on this process", "seccomp: pid 0 only", "test_sandbox_reach.py", False, True, ("prlimit", "{me}")),
+    (
+        "prlimit64 on this process",
+        "seccomp: pid 0 only",
+        "test_sandbox_reach.py",
+        False,
+        True,
+        ("prlimit", "{me}"),
+    ),
     (
         "setpriority on this process",
         "seccomp: who 0 only",
@@ -79,18 +100,67 @@ _ATTEMPTS: tuple[tuple[str, str, str, bool, bool, tuple[str, ...]], ...] = (
         True,
         ("sched_setaffinity", "{me}"),
     ),
-    ("ioprio_set on this process", "seccomp: who 0 only", "test_sandbox_reach.py", False, True, ("ioprio_set", "{me}")),
+    (
+        "ioprio_set on this process",
+        "seccomp: who 0 only",
+        "test_sandbox_reach.py",
+        False,
+        True,
+        ("ioprio_set", "{me}"),
+    ),
     ("System V shared memory", "seccomp", "test_sandbox_reach.py", False, True, ("sysv",)),
     ("the user's keyring", "seccomp", "test_sandbox_reach.py", False, True, ("keyring",)),
-    ("an inotify watch outside the roots", "seccomp", "test_sandbox_reach.py", False, True, ("inotify", "{outside}")),
-    ("a fanotify mark outside the roots", "seccomp", "test_sandbox_reach.py", False, True, ("fanotify", "{outside}")),
+    (
+        "an inotify watch outside the roots",
+        "seccomp",
+        "test_sandbox_reach.py",
+        False,
+        True,
+        ("inotify", "{outside}"),
+    ),
+    (
+        "a fanotify mark outside the roots",
+        "seccomp",
+        "test_sandbox_reach.py",
+        False,
+        True,
+        ("fanotify", "{outside}"),
+    ),
     ("perf_event_open", "seccomp", "test_sandbox_reach.py", False, True, ("perf_event_open",)),
     ("userfaultfd", "seccomp", "test_sandbox_reach.py", False, True, ("userfaultfd",)),
-    ("hold a capability", "capset, PR_CAPBSET_DROP, ambient cleared", "test_sandbox_root.py", False, True, ("capabilities",)),
+    (
+        "hold a capability",
+        "capset, PR_CAPBSET_DROP, ambient cleared",
+        "test_sandbox_root.py",
+        False,
+        True,
+        ("capabilities",),
+    ),
     ("read the kernel log (CAP_SYSLOG)", "no capability", "test_sandbox_root.py", False, True, ("syslog",)),
-    ("set the host name (CAP_SYS_ADMIN)", "no capability", "test_sandbox_root.py", False, True, ("sethostname",)),
-    ("load a kernel module (CAP_SYS_MODULE)", "no capability", "test_sandbox_root.py", False, True, ("finit_module",)),
-    ("setuid to another user (CAP_SETUID)", "no capability", "test_sandbox_root.py", False, True, ("setuid",)),
+    (
+        "set the host name (CAP_SYS_ADMIN)",
+        "no capability",
+        "test_sandbox_root.py",
+        False,
+        True,
+        ("sethostname",),
+    ),
+    (
+        "load a kernel module (CAP_SYS_MODULE)",
+        "no capability",
+        "test_sandbox_root.py",
+        False,
+        True,
+        ("finit_module",),
+    ),
+    (
+        "setuid to another user (CAP_SETUID)",
+        "no capability",
+        "test_sandbox_root.py",
+        False,
+        True,
+        ("setuid",),
+    ),
 )
 
 
@@ -126,11 +196,21 @@ def prove(timeout: float = 30.0) -> list[Proof]:
         fill = {"me": str(os.getpid()), "root": str(root), "outside": str(outside)}
         for promise, mechanism, test, write, network, attempt in _ATTEMPTS:
             argv = [*command, *(part.format(**fill) for part in attempt)]
-            options = {"capture_output": True, "text": True, "timeout": timeout, "check": False}
-            control = _outcome(subprocess.run(argv, **options))  # type: ignore[call-overload]
+            control = _outcome(
+                subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+            )
             try:
                 confined = _outcome(
-                    run([root], argv, write=write, network=network, extra_read=[script], **options)
+                    run(
+                        [root],
+                        argv,
+                        write=write,
+                        network=network,
+                        extra_read=[script],
+                        capture_output=True,
+                        text=True,
+                        timeout=timeout,
+                    )
                 )
             except (SandboxUnavailable, OSError, subprocess.SubprocessError) as exc:
                 proofs.append(Proof(promise, mechanism, test, None, f"not tried: {exc}"))
@@ -138,6 +218,8 @@ def prove(timeout: float = 30.0) -> list[Proof]:
             through = _got_through(attempt[0], confined)
             if through:
                 detail = f"GOT THROUGH: {confined.get('value')}"
+            elif attempt[0] == "capabilities":
+                detail = f"all five sets empty (unconfined: {control.get('value')})"
             else:
                 detail = f"refused ({confined.get('error')})"
                 if not _got_through(attempt[0], control):

@@ -29,9 +29,13 @@ class Protected:
 
 #: The protected set, the one table (``doctor`` and docs/sandbox.md show it).
 PROTECTED: tuple[Protected, ...] = (
-    Protected(".git/config", "file", "a [filter], [core] or [alias] entry runs a program on the next git command"),
+    Protected(
+        ".git/config", "file", "a [filter], [core] or [alias] entry runs a program on the next git command"
+    ),
     Protected(".git/hooks", "folder", "hooks run on commit, checkout, merge and push"),
-    Protected(".git", "gitdir file", "a gitdir: redirect points git at a repository (and hooks) of the child's"),
+    Protected(
+        ".git", "gitdir file", "a gitdir: redirect points git at a repository (and hooks) of the child's"
+    ),
     Protected(".gitmodules", "file", "submodule URLs and update commands"),
     Protected(".gitconfig", "file", "git's settings where the root is a home folder"),
     Protected(".bashrc", "file", "run by every interactive bash"),

@@ -10,6 +10,7 @@ itself (single-threaded) unshares, binds, confines itself and then execs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -133,9 +134,7 @@ def spawn_confined(
     return result
 
 
-def _namespace_step(
-    confinement: Confinement | None, binds: Sequence[tuple[str, bool]], report: int
-) -> Any:
+def _namespace_step(confinement: Confinement | None, binds: Sequence[tuple[str, bool]], report: int) -> Any:
     """The code the forked child runs before its exec: a mount namespace of its own with ``binds``, then
     the confinement. On failure it writes the cause to ``report`` (a pipe) and raises (the spawn fails)."""
     uid, gid = os.getuid(), os.getgid()
@@ -148,10 +147,8 @@ def _namespace_step(
             privileges.private_mounts(uid, gid, new_user_namespace=user_namespace)
             for path, read_only in binds:
                 privileges.bind(path, read_only=read_only)
-            try:  # the working directory again, through the binds (it was looked up before them)
+            with contextlib.suppress(OSError):  # the working directory again, now through the binds
                 os.chdir(os.getcwd())
-            except OSError:
-                pass
             stage = "confine"
             if confinement is not None:
                 confinement.apply_to_current_thread()
@@ -163,7 +160,10 @@ def _namespace_step(
 
 
 def _spawn_in_namespace(
-    confinement: Confinement | None, argv: Any, options: dict[str, Any], binds: Sequence[tuple[str, bool]] = ()
+    confinement: Confinement | None,
+    argv: Any,
+    options: dict[str, Any],
+    binds: Sequence[tuple[str, bool]] = (),
 ) -> subprocess.Popen[Any]:
     read_end, write_end = os.pipe()  # close-on-exec: the child's copy closes at its exec
     try:
@@ -181,8 +181,8 @@ def _spawn_in_namespace(
             stage, _, cause = said.partition(":")
             if stage == "namespace":
                 raise SandboxUnavailable(
-                    "the protected set (.git/config, .git/hooks, ...) needs a mount namespace, and the kernel "
-                    f"refused it: {cause}; pass {NO_PROTECT} to run without it"
+                    "the protected set (.git/config, .git/hooks, ...) needs a mount namespace, and the "
+                    f"kernel refused it: {cause}; pass {NO_PROTECT} to run without it"
                 ) from None
             raise SandboxUnavailable(f"the kernel refused the confinement: {cause or exc}") from None
     finally:
@@ -234,8 +234,9 @@ def run(
     (TIOCSTI) or use io_uring; it runs in a session of its own, holds no capability (as root too), and may
     not change the limits or priority of any process but itself, use System V IPC, keyrings, inotify,
     fanotify, perf_event_open or userfaultfd. With ``write=True`` the protected set (``protect=True``, the
-    default: ``.git/config``, ``.git/hooks``, ``.mcp.json``, ...; see ``PROTECTED``) stays read-only in a mount
-    namespace of the child's own (``protect=False``: none; or a list of names). ``path_metadata=True`` (opt-in, only with ``write=True``, else ValueError)
+    default: ``.git/config``, ``.git/hooks``, ``.mcp.json``, ...; see ``PROTECTED``) stays read-only in a
+    mount namespace of the child's own (``protect=False``: none; or a list of names). ``path_metadata=True``
+    (opt-in, only with ``write=True``, else ValueError)
     allows chmod/chown/utime/xattr by path, for builds (GNU ld's chmod +x, pip/npm scripts), and so
     OUTSIDE the roots too: the filter cannot see paths and Landlock has no right for them.
     ``network=False`` refuses every ``socket()`` and ``connect()`` (and TCP by Landlock). stdin and
@@ -353,5 +354,3 @@ async def run_async(
     if check and code:
         raise subprocess.CalledProcessError(code, argv, out, err)
     return subprocess.CompletedProcess(argv, code, out, err)
-
-
