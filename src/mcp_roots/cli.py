@@ -414,85 +414,8 @@ def _run_forwarding_signals(spawn: Callable[[], Any]) -> int:
 def _doctor(as_json: bool) -> tuple[str, int]:
     from . import sandbox as _sandbox
 
-    kernel = _sandbox.support()
-    nnp = _sandbox.no_new_privs() if sys.platform == "linux" else "not Linux"
-    features = kernel.enforced()
-    paths = [(p, os.path.exists(p)) for p in (*_sandbox.SYSTEM_READ_PATHS, *_sandbox.SYSTEM_DEVICE_PATHS)]
-    # Every promise attempted live by a confined child (and unconfined, the control), where Landlock is.
-    proofs = _sandbox.prove() if kernel.available else []
-    namespace = _sandbox.mount_namespace() if kernel.available else kernel.reason
-    broken = any(proof.held is False for proof in proofs)
-    code = EXIT_OK if kernel.complete and nnp is None and not broken else EXIT_SANDBOX_MISSING
-    if as_json:
-        document = {
-            "platform": sys.platform,
-            "kernel": os.uname().release,
-            "landlock_abi": kernel.abi,
-            "available": kernel.available,
-            "reason": kernel.reason,
-            "seccomp": kernel.filter_reason is None,
-            "seccomp_reason": kernel.filter_reason,
-            "no_new_privs": nnp is None,
-            "no_new_privs_reason": nnp,
-            "mount_namespace": namespace is None,
-            "mount_namespace_reason": namespace,
-            "enforced": [{"what": what, "enforced": on, "needs": needs} for what, on, needs in features],
-            "proven": [
-                {
-                    "promise": p.promise,
-                    "mechanism": p.mechanism,
-                    "test": p.test,
-                    "held": p.held,
-                    "detail": p.detail,
-                }
-                for p in proofs
-            ],
-            "protected": [{"name": e.name, "kind": e.kind, "why": e.why} for e in _sandbox.PROTECTED],
-            "read_only_paths": [p for p in _sandbox.SYSTEM_READ_PATHS if os.path.exists(p)],
-            "read_write_devices": [p for p in _sandbox.SYSTEM_DEVICE_PATHS if os.path.exists(p)],
-            "threads": _sandbox.thread_count() if sys.platform == "linux" else None,
-        }
-        return json.dumps(document, indent=2), code
-    lines = [f"kernel: {sys.platform} {os.uname().release}"]
-    if kernel.available:
-        lines.append(f"Landlock: ABI {kernel.abi}: '{PROG} run' and RootSet.run() confine subprocesses")
-    else:
-        lines.append(f"Landlock: unavailable: {kernel.reason}")
-        lines.append("  RootSet.run() raises SandboxUnavailable; allow_unconfined=True runs UNCONFINED")
-    if kernel.filter_reason is None:
-        lines.append("seccomp: the system-call filter is installed with every confined command")
-    else:
-        lines.append(f"seccomp: unavailable: {kernel.filter_reason}")
-        lines.append(
-            "  RootSet.run() raises SandboxUnavailable; allow_unconfined=True runs without the filter"
-        )
-    lines.append("no_new_privs: available" if nnp is None else f"no_new_privs: unavailable: {nnp}")
-    if namespace is None:
-        lines.append("mount namespace: available: the protected set is bound read-only for a --write command")
-    else:
-        lines.append(f"mount namespace: unavailable: {namespace}")
-        lines.append(
-            f"  --write (write=True) refuses where a protected name exists; '{PROG} run --no-protect' "
-            "(protect=False) runs without the protected set"
-        )
-    lines.append("enforced for a confined command:")
-    lines += [f"  [{'x' if on else ' '}] {what}  ({needs})" for what, on, needs in features]
-    if proofs:
-        lines.append("proven here: each attempt made by a confined child (and unconfined, the control):")
-        for proof in proofs:
-            mark = "held" if proof.held else ("NOT HELD" if proof.held is False else "not tried")
-            lines.append(f"  [{mark}] {proof.promise}: {proof.detail}  ({proof.mechanism})")
-    lines.append(
-        "protected inside a writable root (--write), read-only unless --unprotect NAME / --no-protect:"
-    )
-    lines += [f"  {e.name}  ({e.kind}: {e.why})" for e in _sandbox.PROTECTED]
-    lines.append(
-        "  not enforced: a protected name that does not exist (it may be created), one that is a symlink, "
-        f"one deeper than a folder below a root or past the first {_sandbox.MAX_FOLDERS} folders"
-    )
-    lines.append("read-only for every confined command (besides the roots and its own binary):")
-    lines += [f"  {p}{'' if there else '  (absent here)'}" for p, there in paths]
-    return "\n".join(lines), code
+    text, complete = _sandbox.doctor_report(as_json, PROG)
+    return text, EXIT_OK if complete else EXIT_SANDBOX_MISSING
 
 
 # --- Entry point -----------------------------------------------------------------------------------------

@@ -3,9 +3,9 @@
 ``_protect``: the protected set, one table, and where its names are in a set of roots; ``_plan``: what a
 child may touch and do, and what this kernel can enforce; ``_spawn``: starting children confined (a session
 of their own, no capability, a mount namespace for the protected set, Landlock, seccomp); ``_self``:
-confining this process; ``_proof``: every promise attempted live (``doctor``). This face is the sandbox's
-internal API for the applications (``mcp-roots run``, ``doctor``, ``wrap``) and for ``RootSet.run``: the
-names below, nothing else.
+confining this process; ``_proof``: every promise attempted live; ``_doctor``: ``doctor``'s report. This
+face is the sandbox's internal API for the applications (``mcp-roots run``, ``doctor``, ``wrap``) and for
+``RootSet.run``: the names below, nothing else.
 
 To spawn a program confined: ``popen(paths, argv, write=..., network=..., extra_read=[...],
 protect=True, **subprocess_options)`` (``run``/``run_async`` likewise); ``protected_names(add=, remove=)``
@@ -15,6 +15,7 @@ builds a changed set for ``protect=``.
 from __future__ import annotations
 
 from .._sys.landlock import thread_count
+from ._doctor import doctor_report
 from ._plan import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, Support, clean_env, no_new_privs, support
 from ._proof import Proof, prove
 from ._protect import MAX_FOLDERS, PROTECTED, Protected, find_protected, protected_names
@@ -31,6 +32,7 @@ __all__ = [
     "Support",
     "clean_env",
     "confine_process",
+    "doctor_report",
     "find_protected",
     "mount_namespace",
     "no_new_privs",
