@@ -124,3 +124,18 @@ def test_an_unprivileged_user_gets_the_protected_set_from_a_threaded_process(nob
     assert "Device or resource busy" in out.stdout
     assert "\nok\n" in out.stdout
     assert (nobody_tree / ".git" / "config").read_text() == "[core]\n"
+
+
+def test_root_may_still_start_a_confined_child_as_another_user(roots: RootSet, tmp_path: Path) -> None:
+    # user= switches after the fork and needs CAP_SETUID: the child drops every capability after it.
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None:
+        pytest.skip("no system python3 for uid 65534 to run")
+    tmp_path.chmod(0o755)
+    switch = {"user": NOBODY, "group": NOBODY, "extra_groups": [], "capture_output": True, "text": True}
+    ids = roots.run(["sh", "-c", "id -u; id -g"], **switch)  # type: ignore[arg-type]
+    assert ids.stdout.split() == [str(NOBODY), str(NOBODY)], ids.stderr
+    script = str(SRC / "mcp_roots" / "_sys" / "attempts.py")
+    for attempt, expected in ((["capabilities"], '"bounding": "0x0"'), (["setuid", "0"], '"error": "EPERM"')):
+        said = roots.run([python, "-I", "-S", script, *attempt], extra_read=[script], **switch)  # type: ignore[arg-type]
+        assert expected in said.stdout, said.stderr

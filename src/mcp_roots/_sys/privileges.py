@@ -18,6 +18,7 @@ __all__ = [
     "Capabilities",
     "bind",
     "capabilities",
+    "drop_bounding_set",
     "drop_capabilities",
     "has_capability",
     "private_mounts",
@@ -141,18 +142,24 @@ def drop_capabilities() -> None:
     """Empty every capability set of the calling thread. The bounding set can only be emptied with
     CAP_SETPCAP; without it (an unprivileged user) it stays full, which no_new_privs makes harmless (an exec
     grants nothing from file capabilities or setuid bits). Irreversible."""
-    header = _CapHeader(_CAP_VERSION_3, 0)
-    data = (_CapData * 2)()
-    _check(_libc.syscall(ctypes.c_long(_SYS_CAPGET), ctypes.byref(header), data), "capget")
-    if data[0].effective >> CAP_SETPCAP & 1:
-        for cap in range(LAST_CAP + 1):
-            _check(_prctl(_PR_CAPBSET_DROP, cap), f"prctl(PR_CAPBSET_DROP, {cap})")
+    drop_bounding_set()
     # Clearing the ambient set needs no privilege; EINVAL only on kernels older than 4.3 (which have none).
     if _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL) != 0 and ctypes.get_errno() != 22:
         _check(-1, "prctl(PR_CAP_AMBIENT_CLEAR_ALL)")
     empty = (_CapData * 2)()
     header = _CapHeader(_CAP_VERSION_3, 0)
     _check(_libc.syscall(ctypes.c_long(_SYS_CAPSET), ctypes.byref(header), empty), "capset")
+
+
+def drop_bounding_set() -> None:
+    """Empty the calling thread's bounding set where it holds CAP_SETPCAP (else leave it: no_new_privs makes
+    it harmless). The other sets are untouched: a thread may still switch user with them, then drop them."""
+    header = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.syscall(ctypes.c_long(_SYS_CAPGET), ctypes.byref(header), data), "capget")
+    if data[0].effective >> CAP_SETPCAP & 1:
+        for cap in range(LAST_CAP + 1):
+            _check(_prctl(_PR_CAPBSET_DROP, cap), f"prctl(PR_CAPBSET_DROP, {cap})")
 
 
 def private_mounts(uid: int, gid: int, *, new_user_namespace: bool) -> None:

@@ -5,7 +5,8 @@ Two ways, by what the plan needs. Without binds, a fresh thread of ours confines
 the child, which inherits it all: no code runs in the child before its exec. With binds, the mounts must
 come before Landlock (under Landlock ``mount`` answers EPERM) and, for an unprivileged user, in a
 single-threaded process (``unshare(CLONE_NEWUSER)`` answers EINVAL in a threaded one): so the forked child
-itself (single-threaded) unshares, binds, confines itself and then execs.
+itself (single-threaded) unshares, binds, confines itself and then execs. A child started as another
+user (``user=``, ``group=``) goes that way too: the switch needs the capabilities the child then drops.
 """
 
 from __future__ import annotations
@@ -106,8 +107,10 @@ def spawn_confined(
     """``subprocess.Popen(argv, **popen_kwargs)`` with the child confined by ``confinement``."""
     options = dict(popen_kwargs)
     _own_session(options)
-    if confinement.binds:
-        return _spawn_in_namespace(confinement, argv, options)
+    if confinement.binds or any(options.get(name) is not None for name in _SWITCHES_USER):
+        # A user switch (subprocess does it after the fork) needs the capabilities our thread would drop:
+        # the child drops them itself, after the switch, as it makes the binds.
+        return _spawn_from_child(confinement, argv, options)
     # Landlock and seccomp confine the calling thread and what it creates afterwards. A fresh thread of our
     # own confines itself, forks+execs the child (which inherits both), and ends: no preexec_fn, no
     # interpreter start, and nothing executed before the confinement. Never a pooled thread: it would stay
@@ -134,32 +137,74 @@ def spawn_confined(
     return result
 
 
-def _namespace_step(confinement: Confinement | None, binds: Sequence[tuple[str, bool]], report: int) -> Any:
-    """The code the forked child runs before its exec: a mount namespace of its own with ``binds``, then
-    the confinement. On failure it writes the cause to ``report`` (a pipe) and raises (the spawn fails)."""
-    uid, gid = os.getuid(), os.getgid()
-    # CAP_SYS_ADMIN (root) makes a mount namespace alone; anyone else needs a user namespace for it.
-    user_namespace = not privileges.has_capability(privileges.CAP_SYS_ADMIN)
+#: subprocess options that switch user in the child after the fork (before the step below runs).
+_SWITCHES_USER = ("user", "group", "extra_groups")
+
+
+def _user_switch(options: dict[str, Any]) -> tuple[int | None, int | None, list[int] | None]:
+    """Take ``user=``, ``group=``, ``extra_groups=`` out of ``options`` as numbers (names looked up here, in
+    the parent, as subprocess does): the child step switches itself, after emptying its bounding set."""
+    import grp
+    import pwd
+
+    user, group, extra = (
+        options.pop("user", None),
+        options.pop("group", None),
+        options.pop("extra_groups", None),
+    )
+    uid = pwd.getpwnam(user).pw_uid if isinstance(user, str) else user
+    gid = grp.getgrnam(group).gr_gid if isinstance(group, str) else group
+    groups = None if extra is None else [grp.getgrnam(g).gr_gid if isinstance(g, str) else g for g in extra]
+    return uid, gid, groups
+
+
+def _child_step(
+    confinement: Confinement | None,
+    binds: Sequence[tuple[str, bool]],
+    report: int,
+    switch: tuple[int | None, int | None, list[int] | None] = (None, None, None),
+    then: Any = None,
+) -> Any:
+    """The code the forked child runs before its exec: the user switch (bounding set emptied first, while
+    CAP_SETPCAP is still there), a mount namespace of its own with ``binds`` (if any), the confinement,
+    then the caller's own ``preexec_fn``. On failure it writes the cause to ``report`` (a pipe) and raises
+    (the spawn fails)."""
+    uid, gid, groups = switch
 
     def step() -> None:
         stage = "namespace"
         try:
-            privileges.private_mounts(uid, gid, new_user_namespace=user_namespace)
-            for path, read_only in binds:
-                privileges.bind(path, read_only=read_only)
-            with contextlib.suppress(OSError):  # the working directory again, now through the binds
-                os.chdir(os.getcwd())
+            if (uid, gid, groups) != (None, None, None):
+                stage = "confine"
+                privileges.drop_bounding_set()
+                if groups is not None:
+                    os.setgroups(groups)
+                if gid is not None:
+                    os.setregid(gid, gid)
+                if uid is not None:
+                    os.setreuid(uid, uid)
+                stage = "namespace"
+            if binds:
+                # CAP_SYS_ADMIN (root) makes a mount namespace alone; anyone else needs a user namespace.
+                user_namespace = not privileges.has_capability(privileges.CAP_SYS_ADMIN)
+                privileges.private_mounts(os.getuid(), os.getgid(), new_user_namespace=user_namespace)
+                for path, read_only in binds:
+                    privileges.bind(path, read_only=read_only)
+                with contextlib.suppress(OSError):  # the working directory again, now through the binds
+                    os.chdir(os.getcwd())
             stage = "confine"
             if confinement is not None:
                 confinement.apply_to_current_thread()
         except BaseException as exc:
             os.write(report, f"{stage}:{exc}".encode(errors="replace")[:2000])
             raise
+        if then is not None:
+            then()
 
     return step
 
 
-def _spawn_in_namespace(
+def _spawn_from_child(
     confinement: Confinement | None,
     argv: Any,
     options: dict[str, Any],
@@ -167,7 +212,9 @@ def _spawn_in_namespace(
 ) -> subprocess.Popen[Any]:
     read_end, write_end = os.pipe()  # close-on-exec: the child's copy closes at its exec
     try:
-        step = _namespace_step(confinement, binds or (confinement.binds if confinement else ()), write_end)
+        planned = binds or (confinement.binds if confinement else ())
+        switch = _user_switch(options)
+        step = _child_step(confinement, planned, write_end, switch, options.pop("preexec_fn", None))
         try:
             return subprocess.Popen(argv, preexec_fn=step, **options)
         except subprocess.SubprocessError as exc:
@@ -198,7 +245,7 @@ def mount_namespace() -> str | None:
     program = shutil.which("true") or sys.executable
     with tempfile.TemporaryDirectory(prefix="mcp-roots-probe-") as folder:
         try:
-            process = _spawn_in_namespace(
+            process = _spawn_from_child(
                 None, [program], {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL}, [(folder, True)]
             )
         except SandboxUnavailable as exc:
