@@ -175,8 +175,9 @@ def restrict_thread(
 
     A directory's rights apply to everything beneath it; a file's are masked to ``FILE_RIGHTS``. Paths that
     do not exist, or that this user may not reach, are skipped and returned (nothing to grant). Sets
-    no_new_privs on the thread first, as Landlock requires of an unprivileged caller. Raises ``OSError`` if a rule or the restriction fails, in
-    which case the thread may already have no_new_privs set, but is otherwise unconfined.
+    no_new_privs on the thread first, as Landlock requires of an unprivileged caller. Raises ``OSError`` if
+    a rule or the restriction fails, in which case the thread may already have no_new_privs set, but is
+    otherwise unconfined.
     """
     attr = _RulesetAttr(handled_fs, handled_net, scoped)
     ruleset = _syscall(
