@@ -203,6 +203,7 @@ except SandboxUnavailable as exc:
     print("refused:", exc)
 opted = roots.run(["sh", "-c", "echo x >> .mcp.json"], write=True, protect=False, cwd={str(repo)!r})
 print("opted out:", opted.returncode)
+print("allow_unconfined:", roots.run(["true"], write=True, allow_unconfined=True).returncode)
 print("read-only:", roots.run(["true"]).returncode)
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
@@ -211,7 +212,8 @@ print("read-only:", roots.run(["true"]).returncode)
     assert lines[0].startswith("refused: the protected set")
     assert "mount namespace" in lines[0]
     assert "protect=False (mcp-roots run --no-protect)" in lines[0]
-    assert lines[1:] == ["opted out: 0", "read-only: 0"]
+    assert lines[1:] == ["opted out: 0", "allow_unconfined: 0", "read-only: 0"]
+    assert "WITHOUT THE PROTECTED SET" in out.stderr  # the one warning of allow_unconfined
     assert (repo / ".mcp.json").read_text().endswith("x\n")
 
 
