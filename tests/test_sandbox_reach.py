@@ -8,6 +8,8 @@ from __future__ import annotations
 import ctypes
 import os
 import random
+import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,6 +28,7 @@ pytestmark = pytest.mark.skipif(
     reason=f"needs Landlock and the seccomp filter: {KERNEL.reason or KERNEL.filter_reason}",
 )
 
+UNUSED_UID = "2147480000"
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 
@@ -95,20 +98,28 @@ def test_prlimit_and_setpriority_change_a_bystander_unconfined_and_not_confined(
 
 def test_prio_pgrp_and_prio_user_reach_only_the_childs_own_group(places: tuple[RootSet, Path]) -> None:
     roots, _ = places
-    # The control shares our process group: setpriority(PRIO_PGRP, 0) names ours.
-    probe = "import os; print(os.getpgrp(), os.getsid(0))"
-    ours = f"{os.getpgrp()} {os.getsid(0)}"
-    assert (
-        subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip() == ours
-    )
-    assert unconfined("setpriority", "1", "0")["ok"]
-    assert unconfined("setpriority", "1", str(os.getpgrp()))["ok"]
-    theirs = roots.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.split()
-    assert theirs[0] == theirs[1] != str(os.getpgrp())  # a session and group of its own
-    assert confined(roots, "setpriority", "1", "0")["ok"]  # its own group
-    assert refused(confined(roots, "setpriority", "1", str(os.getpgrp())))  # ours
-    assert unconfined("setpriority", "2", "0")["ok"]  # every process of the user
-    assert refused(confined(roots, "setpriority", "2", "0"))
+    # The control: a child that shares a process group with a stand-in server (a sleep) lowers the
+    # priority of the whole group with setpriority(PRIO_PGRP, 0), the stand-in's too.
+    script = f"sleep 30 & echo $!; {shlex.join(COMMAND)} setpriority 1 0 5"
+    control = subprocess.run(["sh", "-c", script], start_new_session=True, capture_output=True, text=True)
+    stand_in = int(control.stdout.split()[0])
+    try:
+        assert os.getpriority(os.PRIO_PROCESS, stand_in) == 5
+    finally:
+        os.kill(stand_in, signal.SIGKILL)
+    # Confined: a session and group of its own, so the same call reaches only its own group.
+    probe = [sys.executable, "-c", "import os; print(os.getpgrp(), os.getsid(0))"]
+    theirs = roots.run(probe, capture_output=True, text=True).stdout.split()
+    assert theirs[0] == theirs[1] != str(os.getpgrp())
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    assert confined(roots, "setpriority", "1", "0", "5")["ok"]  # its own group
+    assert os.getpriority(os.PRIO_PROCESS, 0) == ours
+    assert refused(confined(roots, "setpriority", "1", str(os.getpgrp())))  # ours, named
+    # PRIO_USER: every process of a uid. A uid without processes: unconfined the kernel looks and answers
+    # ESRCH (naming our own uid would renice every process of the user); confined the filter answers EPERM.
+    assert unconfined("setpriority", "2", UNUSED_UID, "0")["error"] == "ESRCH"
+    assert refused(confined(roots, "setpriority", "2", UNUSED_UID, "0"))
+    assert refused(confined(roots, "setpriority", "2", "0", "0"))
 
 
 def test_a_confined_child_cannot_be_put_in_our_process_group(places: tuple[RootSet, Path]) -> None:

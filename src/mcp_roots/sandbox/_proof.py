@@ -32,6 +32,8 @@ class Proof:
     detail: str
 
 
+_UNUSED_UID = "2147480000"
+
 # (promise, mechanism, test, write, network, attempt): {me}, {outside}, {root} are filled in.
 _ATTEMPTS: tuple[tuple[str, str, str, bool, bool, tuple[str, ...]], ...] = (
     (
@@ -85,12 +87,14 @@ _ATTEMPTS: tuple[tuple[str, str, str, bool, bool, tuple[str, ...]], ...] = (
         ("setpriority", "0", "{me}"),
     ),
     (
-        "setpriority on every process of the user",
+        "setpriority on every process of a user (PRIO_USER)",
         "seccomp: PRIO_USER refused",
         "test_sandbox_reach.py",
         False,
         True,
-        ("setpriority", "2", "0"),
+        # A uid without processes: unconfined the kernel answers ESRCH and changes nothing (the same call
+        # naming one's own uid would renice every process of the user, other sessions' too).
+        ("setpriority", "2", _UNUSED_UID, "0"),
     ),
     (
         "sched_setaffinity on this process",
@@ -222,7 +226,9 @@ def prove(timeout: float = 30.0) -> list[Proof]:
                 detail = f"all five sets empty (unconfined: {control.get('value')})"
             else:
                 detail = f"refused ({confined.get('error')})"
-                if not _got_through(attempt[0], control):
+                if control.get("error") == "ESRCH":
+                    detail += "; unconfined the kernel looked for the process (ESRCH: none, nothing changed)"
+                elif not _got_through(attempt[0], control):
                     detail += f"; refused unconfined too here ({control.get('error')})"
             proofs.append(Proof(promise, mechanism, test, not through, detail))
     return proofs
