@@ -35,6 +35,7 @@ __all__ = [
     "FileGrant",
     "Grants",
     "Revoked",
+    "Screen",
     "TokenBucket",
     "Unconsented",
     "under",
@@ -81,6 +82,9 @@ class FileConsentRequest:
 
 
 FileGrant: TypeAlias = "bool | Collection[ConsentItem]"
+Screen: TypeAlias = Callable[["Path | None", os.stat_result], bool]
+"""``hidden(where, st)``: an entry of a listing or a watched tree (its path now, when known, and its lstat)
+lies in a revoked location, by name or by identity, and is left out of the answer."""
 FileConsentCallback: TypeAlias = Callable[[FileConsentRequest], "FileGrant | Awaitable[FileGrant]"]
 
 
@@ -292,6 +296,40 @@ class Grants:
             hit = _ancestor_hit(directory, by_identity)
         if hit is not None and not self._lifted(by_identity[hit], Path(now)):
             raise Revoked(now)
+
+    def fence_read(self, fd: int) -> None:
+        """The check after opening something to describe or read it (read, list, stat, every watch
+        snapshot, a conflict's etag), made on that very descriptor: where it is now must be consented for
+        reading (when a callback decides consent; else the roots are the consent) and must not lie in a
+        revoked location, by name or by identity (:meth:`fence`). A rename, swap or symlink put there
+        after the consent check cannot carry an answer into a folder the user did not approve or revoked:
+        :class:`Unconsented` or :class:`Revoked` instead."""
+        if self.callback is not None:
+            now = linux.fd_path(fd)
+            if now is None:  # deleted, or no procfs: fail closed
+                raise Unconsented("")
+            if not self.covered(Path(now), "read"):
+                raise Unconsented(now)
+        self.fence(fd)
+
+    def screen(self) -> Screen | None:
+        """For one listing or one watch snapshot: the test that leaves out entries lying in a revoked
+        location (the location itself, a hard link to a revoked file, and everything beneath), by identity
+        (the revoked locations in force now) and by name (where they were revoked and are now). None
+        when nothing is revoked. Take it once per answer: it reads where each revocation is now."""
+        if not self._revocations:
+            return None
+        in_force = self.in_force()
+        places = {place for revocation in self._revocations for place in revocation.places()}
+
+        def hidden(where: Path | None, st: os.stat_result) -> bool:
+            if _identity(st) in in_force:
+                return True
+            if where is None or not any(under(where, place) for place in places):
+                return False
+            return self.revoked(where)
+
+        return hidden
 
     def fence_at(self, dirfd: int, name: str, access: Access) -> None:
         """The check before a change to ``name`` in the opened directory ``dirfd``, made on that very
