@@ -48,7 +48,11 @@ Access: TypeAlias = Literal["read", "write"]
 
 @dataclass(frozen=True)
 class ConsentItem:
-    """One thing a server asks to reach: ``path`` (relative, '' for the whole root) beneath ``root``."""
+    """One thing a server asks to reach: ``path`` (relative, '' for the whole root) beneath ``root``.
+
+    ``path`` is server-controlled text (the server named it; it passed the wire's path rules, which refuse
+    C0 controls, DEL and backslashes but allow any other Unicode, bidi overrides and C1 controls
+    included): a host escapes it before showing it. ``root`` is one of the client's own roots."""
 
     root: Root
     path: str
@@ -64,8 +68,14 @@ class FileConsentRequest:
     """What a FileBroker consent callback is asked: may ``server`` have ``access`` to ``items``?
 
     ``message`` is the server's own words for an explicit ``files/consent``; for an operation that arrives
-    without consent (``explicit`` False) the broker writes it. Answer True (all), False (none), or the
-    subset of ``items`` the user approved.
+    without consent (``explicit`` False) the broker writes it, quoting the path the server named. Answer
+    True (all), False (none), or the subset of ``items`` the user approved.
+
+    Server-controlled text, which a host must escape before showing it (newlines, bidi overrides such as
+    U+202E, C1 controls, look-alike characters; and bound its length): ``message`` (any string the server
+    sent), each ``items[i].path``, and ``server`` (``name``, ``version`` and every other field of the
+    server's self-declared ``Implementation``: a server may call itself anything), so :attr:`server_name`
+    too. Host-controlled: ``access``, ``explicit``, and each item's ``root`` (the client's own root).
     """
 
     server: mcp_types.Implementation | None
@@ -76,6 +86,7 @@ class FileConsentRequest:
 
     @property
     def server_name(self) -> str:
+        """The server's self-declared name and version (server-controlled text: escape it to show it)."""
         if self.server is None:
             return "an unidentified server"
         return f"{self.server.name} {self.server.version}".strip()

@@ -62,11 +62,19 @@ class FileBroker:
     most ``prompts`` = (prompts, seconds) are shown (beyond: refused without asking). Without a callback,
     the roots are the consent. :meth:`revoke` withdraws consent at any time, by identity: a revoked folder
     stays revoked if an ancestor is renamed, a server may not delete or rename an ancestor of it, and only
-    the user re-approving it (the callback, or :meth:`restore`) lifts it; watches and uploads under it end.
+    the user re-approving it (the callback, or :meth:`restore`) lifts it; watches and uploads under it end,
+    and a watch whose tree meets it later (a folder moved in, a symlink renamed over the watched path) ends
+    or leaves it out. Every answer that describes a file (read, list, stat, each watch snapshot, a
+    conflict's etag) is judged on the descriptor it comes from, like a read.
+
+    The consent callback is shown the server's own text: ``FileConsentRequest.message``, each
+    ``ConsentItem.path`` and the server's self-declared ``server`` name and version may hold newlines,
+    bidi overrides or C1 controls; a host escapes them before showing them to the user.
 
     Limits: ``max_chunk`` bytes per read answer / write chunk, ``max_file`` bytes per file read or
-    written (None: no limit), ``rate`` = (operations, seconds), ``timeout`` seconds per request,
-    ``max_watches`` open at once, ``max_watch_entries`` per watch. Each refusal is ``QUOTA_EXCEEDED`` with
+    written (``DEFAULT_MAX_FILE``, 1 GiB, by default: raise it, or pass None for no limit), ``rate`` =
+    (operations, seconds), ``timeout`` seconds per request, ``max_watches`` open at once,
+    ``max_watch_entries`` per watch, 16 chunked uploads open at once. Each refusal is ``QUOTA_EXCEEDED`` with
     ``data.kind``. ``read_only`` refuses every write with ``PERMISSION_DENIED``.
 
     One broker serves one client connection. Every operation is logged to ``mcp_roots.audit`` with the
@@ -80,7 +88,7 @@ class FileBroker:
         consent: FileConsentCallback | None = None,
         read_only: bool = False,
         max_chunk: int = p.MAX_CHUNK_SIZE,
-        max_file: int | None = None,
+        max_file: int | None = p.DEFAULT_MAX_FILE,
         rate: tuple[int, float] | None = (100, 1.0),
         prompts: tuple[int, float] | None = (5, 60.0),
         timeout: float = p.DEFAULT_TIMEOUT,
@@ -119,7 +127,7 @@ class FileBroker:
 
     @property
     def max_file(self) -> int | None:
-        """Bytes per file read or written (None: no limit)."""
+        """Bytes per file read or written (``DEFAULT_MAX_FILE`` unless the host chose; None: no limit)."""
         return self._methods.max_file
 
     @property
