@@ -11,7 +11,7 @@ from typing import Any, TypeAlias
 
 import anyio.abc
 
-from .._errors import BrokerError
+from .._errors import BrokerError, FileTooLarge
 from . import _hostops as ops
 from . import _protocol as p
 from . import _uploads as up
@@ -69,9 +69,12 @@ class Methods:
         req = w.parse(w.ReadParams, params)
         at = await self.locator.locate(req, "read", where)
         length = min(req.length, self.max_chunk)  # a host may answer fewer bytes than asked
-        data, st = await run(
-            ops.pread, at.rootset, at.full, req.offset, length, self.max_file, self.grants.fence_read
-        )
+        try:
+            data, st = await run(
+                ops.pread, at.rootset, at.full, req.offset, length, self.max_file, self.grants.fence_read
+            )
+        except FileTooLarge:
+            raise self._too_large(at.rel) from None
         try:
             content = p.encode_content(data, req.encoding)
         except UnicodeDecodeError:
@@ -170,12 +173,15 @@ class Methods:
 
     def _check_file_size(self, size: int, rel: str) -> None:
         if self.max_file is not None and size > self.max_file:
-            raise p.broker_error(
-                "QUOTA_EXCEEDED",
-                f"{rel!r}: larger than the {self.max_file}-byte file limit",
-                kind="file",
-                limit=self.max_file,
-            )
+            raise self._too_large(rel)
+
+    def _too_large(self, rel: str) -> BrokerError:
+        return p.broker_error(
+            "QUOTA_EXCEEDED",
+            f"{rel!r}: larger than the {self.max_file}-byte file limit",
+            kind="file",
+            limit=self.max_file,
+        )
 
     async def list(self, params: Mapping[str, Any], where: dict[str, object]) -> dict[str, Any]:
         req = w.parse(w.ListParams, params)
