@@ -11,7 +11,7 @@ from typing import Any, TypeAlias
 
 import anyio.abc
 
-from .._errors import BrokerError, FileTooLarge
+from ..errors import BrokerError, FileTooLarge
 from . import _hostops as ops
 from . import _protocol as p
 from . import _uploads as up

@@ -28,10 +28,10 @@ from typing import Any, Literal
 
 import anyio
 
-from .._beneath import strategy
-from .._rootset import Root, RootSet
 from .._sys import linux
-from .._tree import LIST_FLAGS, TreeEntry, walk
+from ..paths._beneath import strategy
+from ..paths._rootset import Root, RootSet
+from ..paths._tree import LIST_FLAGS, TreeEntry, walk
 from . import _protocol as p
 from . import _wire as w
 from ._grants import Grants, Revoked, Screen, Unconsented
