@@ -176,7 +176,8 @@ class FileBroker:
     def revoke(self, paths: Collection[str | os.PathLike[str]] | None = None) -> None:
         """Withdraw consent for everything (``paths`` None) or for the given local paths and everything
         beneath them, by identity (see the class docstring). Open watches and uploads at, under or above
-        them end at once. Safe to call from the event loop at any time."""
+        them end at once; a watch elsewhere whose path or tree later meets a revoked location ends or
+        leaves it out at its next snapshot. Safe to call from the event loop at any time."""
         targets = None if paths is None else [Path(os.path.realpath(os.fspath(x))) for x in paths]
         self._grants.revoke(targets, [r.path for r in self._locator.known_roots()])
 
