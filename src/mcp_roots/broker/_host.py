@@ -3,7 +3,7 @@ beneath the client's roots, under the user's consent, limits and an audit log.
 
 This module holds the broker's life cycle, the user's actions (revoke, restore) and the request path
 (dispatch, rate limit, timeout, audit). The methods are in ``_methods``, locating a request's root, path
-and consent in ``_locator``, consent in ``_grants``, uploads in ``_uploads``, watches in ``_watch``, the
+and consent in ``_locator``, consent in ``_grants`` (what a prompt is asked in ``_consent``), uploads in ``_uploads``, watches in ``_watch``, the
 blocking file operations in ``_hostops``, and the exception to reason table in ``_reasons``.
 """
 
@@ -29,7 +29,8 @@ from ..roots._owned import OwnedTaskGroup
 from ..roots._provider import RootsProvider
 from . import _protocol as p
 from . import _uploads as up
-from ._grants import ConsentItem, FileConsentCallback, FileConsentRequest, Grants, TokenBucket, under
+from ._consent import ConsentItem, FileConsentCallback, FileConsentRequest, TokenBucket, under
+from ._grants import Grants
 from ._locator import Locator
 from ._methods import Methods
 from ._reasons import error_for

@@ -16,7 +16,8 @@ from . import _hostops as ops
 from . import _protocol as p
 from . import _uploads as up
 from . import _wire as w
-from ._grants import ConsentItem, FileConsentRequest, Grants
+from ._consent import ConsentItem, FileConsentRequest
+from ._grants import Grants
 from ._locator import Locator, run
 from ._sdk import send_files_notification
 from ._watch import Watches, look
