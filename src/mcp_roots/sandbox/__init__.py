@@ -18,7 +18,7 @@ from .._sys.landlock import thread_count
 from ._doctor import doctor_report
 from ._plan import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, Support, clean_env, no_new_privs, support
 from ._proof import Proof, prove
-from ._protect import MAX_FOLDERS, PROTECTED, Protected, find_protected, protected_names
+from ._protect import MAX_FOLDERS, PROTECTED, Protected, find_protected, protected_hit, protected_names
 from ._self import confine_process
 from ._spawn import mount_namespace, popen, run, run_async
 
@@ -37,6 +37,7 @@ __all__ = [
     "mount_namespace",
     "no_new_privs",
     "popen",
+    "protected_hit",
     "protected_names",
     "prove",
     "run",

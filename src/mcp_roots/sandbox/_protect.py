@@ -13,7 +13,15 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["MAX_FOLDERS", "PROTECTED", "Binds", "Protected", "find_protected", "protected_names"]
+__all__ = [
+    "MAX_FOLDERS",
+    "PROTECTED",
+    "Binds",
+    "Protected",
+    "find_protected",
+    "protected_hit",
+    "protected_names",
+]
 
 
 @dataclass(frozen=True)
@@ -149,3 +157,30 @@ def _pin_between(root: str, path: str, mounts: dict[str, bool]) -> None:
     while len(parent) > len(root) and parent.startswith(root.rstrip(os.sep) + os.sep):
         mounts.setdefault(parent, False)
         parent = os.path.dirname(parent)
+
+
+def protected_hit(root: str, path: str, names: Iterable[str], *, holder: bool = False) -> str | None:
+    """The protected name that ``path`` (canonical, beneath the canonical ``root``) is, or lies in, at the
+    top of the root or in a folder directly in it; with ``holder`` (a removal or a rename of ``path``) also
+    one that exists beneath it. None when it is none of them. (``RootSet.protecting()``: text and a few
+    lstat calls, no mount.)"""
+    rel = os.path.relpath(path, root)
+    parts = [] if rel == "." else rel.split(os.sep)
+    for name in names:
+        wanted = name.split(os.sep)
+        entry = _BY_NAME.get(name)
+        for start in (0, 1):
+            here = parts[start : start + len(wanted)]
+            if len(parts) >= start + len(wanted) and here == wanted:
+                if entry is not None and entry.kind == "gitdir file":
+                    target = os.path.join(root, *parts[: start + len(wanted)])
+                    if not (os.path.isfile(target) and not os.path.islink(target)):
+                        continue
+                return name
+            tail = parts[start:]
+            ancestor = len(parts) >= start and len(tail) < len(wanted) and wanted[: len(tail)] == tail
+            if holder and ancestor and os.path.lexists(os.path.join(root, *parts[:start], *wanted)):
+                return name
+        if holder and len(parts) <= 1 and find_protected([path], [name]).mounts:
+            return name
+    return None
