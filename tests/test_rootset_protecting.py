@@ -74,3 +74,50 @@ def test_the_rest_writes_as_before_and_the_opt_outs(repo: Path) -> None:
     roots.protecting([".mcp.json"]).write_text(repo / ".git" / "config", "changed\n")
     roots.protecting(False).write_text(repo / ".mcp.json", "changed\n")
     assert (repo / ".mcp.json").read_text() == "changed\n"
+
+
+# --- serve --protect: the reference server's writing tools ------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("write_file", {"path": ".git/config", "content": "[filter]\n"}),
+        ("edit_file", {"path": ".mcp.json", "edits": [{"oldText": "original", "newText": "evil"}]}),
+        ("create_directory", {"path": ".git/hooks/new"}),
+        ("move_file", {"source": ".git", "destination": "git-moved"}),
+    ],
+)
+async def test_serve_protect_refuses_the_protected_set_in_every_writing_tool(
+    repo: Path, tool: str, args: dict[str, object]
+) -> None:
+    import anyio
+    from mcp.client import Client
+
+    from mcp_roots import RootsGuard
+    from mcp_roots.filesystem import Settings, build_server
+
+    absolute = {k: str(repo / v) if k in ("path", "source", "destination") else v for k, v in args.items()}
+
+    async def call(settings: Settings) -> tuple[bool, str]:
+        server = build_server(RootsGuard([str(repo)], ceiling=[str(repo)]), settings)
+        with anyio.fail_after(30):
+            async with Client(server, mode="legacy") as client:
+                result = await client.call_tool(tool, absolute)
+        return bool(result.is_error), "".join(getattr(b, "text", "") for b in result.content)
+
+    refused, text = await call(Settings(protect=True))
+    assert refused, text
+    assert "is protected" in text
+    assert (repo / ".git" / "config").read_text() == "original\n"
+    assert (repo / ".mcp.json").read_text() == "original\n"
+    failed, text = await call(Settings())  # the control: without --protect the tool writes it
+    assert not failed, text
+
+
+def test_serve_takes_protect() -> None:
+    from mcp_roots.cli import build_parser
+
+    assert build_parser().parse_args(["serve", "--protect", "."]).protect is True
+    assert build_parser().parse_args(["serve", "."]).protect is False
