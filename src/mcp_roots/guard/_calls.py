@@ -36,19 +36,15 @@ from ..errors import (
 from ..paths._rootset import RootSet
 from ..paths._uri import uri_to_path
 from ..roots._facts import NeedRoots, RequestFacts
-from ..roots._policy import NOT_INSTALLED, GuardNotInstalled, GuardPolicy, not_installed_error
+from ..roots._policy import NOT_INSTALLED, GuardPolicy, not_installed_error
 from ._argcheck import GuardedCall, lexically_within, targets_of
 from ._audit import GUARDED_ATTRIBUTE, guarded_function_of, strict_refusal
 
 __all__ = [
-    "NOT_INSTALLED",
     "CallPort",
-    "GuardNotInstalled",
-    "NeedRoots",
     "client_error_text",
     "current_roots",
     "guard_function",
-    "not_installed_error",
     "own_spec",
     "resource_read",
     "swap_in_wrapper",

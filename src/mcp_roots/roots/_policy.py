@@ -99,7 +99,8 @@ def not_installed_error() -> GuardNotInstalled:
 
 
 class GuardPolicy:
-    """A RootsGuard's configuration and the services adapters build on (see the module docstring)."""
+    """A RootsGuard's configuration, its legacy connections, and the decision table over the facts its
+    adapters report (see the module docstring)."""
 
     def __init__(
         self,
