@@ -15,10 +15,11 @@ from mcp_roots.probe._discover import PathArgument, fill_arguments, parse_overri
 from mcp_roots.probe._scratch import CANARY_PREFIX, Scratch
 from mcp_roots.probe._techniques import TECHNIQUES
 
-#: (property name, its schema, expected (takes a path, as URI, as array) or None).
+#: (property name, its schema, expected (takes a URI, as array) or None).
 PROPERTIES: list[tuple[str, dict[str, Any], tuple[bool, bool] | None]] = [
     ("path", {"type": "string"}, (False, False)),
     ("paths", {"type": "array", "items": {"type": "string"}}, (False, True)),
+    ("maybe_path", {"anyOf": [{"type": "string"}, {"type": "null"}]}, (False, False)),
     ("source", {"type": "string"}, (False, False)),
     ("destination", {"type": "string"}, (False, False)),
     ("config_file", {"type": "string"}, (False, False)),
@@ -41,16 +42,17 @@ def test_path_arguments_are_found_by_schema(name: str, schema: dict[str, Any], e
         assert found == []
     else:
         uri, array = expected
-        assert found == [PathArgument("t", name, array=array, uri=uri)]
+        assert found == [PathArgument("t", name + ("[]" if array else ""), uri=uri)]
 
 
 def test_override_names_an_argument_and_errors_name_what_is_wrong() -> None:
     tools = [{"name": "fetch", "inputSchema": {"properties": {"location": {"type": "string"}}}}]
     assert parse_override("fetch:location", tools) == PathArgument("fetch", "location")
     for spec, message in [
-        ("fetch", "not NAME:ARG"),
+        ("fetch", "not NAME:LOCATOR"),
         ("nope:x", "no tool named 'nope'"),
-        ("fetch:x", "no argument"),
+        ("fetch:x", "no string at 'x'"),
+        ("fetch:a..b", "bad locator"),
     ]:
         with pytest.raises(ValueError, match=message):
             parse_override(spec, tools)
@@ -77,8 +79,7 @@ def test_other_arguments_are_filled_so_the_call_reaches_its_path() -> None:
         },
     }
     args = fill_arguments(
-        edit, PathArgument("edit_file", "path"), "/x", benign_file="/r/b", fresh_name="/r/n",
-        write_token="W", path_args=path_arguments(edit),
+        edit, PathArgument("edit_file", "path"), "/x", benign_file="/r/b", fresh_name="/r/n", write_token="W"
     )  # fmt: skip
     assert args == {"path": "/x", "edits": [{"oldText": CANARY_PREFIX, "newText": "W"}]}
     move = {
@@ -86,8 +87,7 @@ def test_other_arguments_are_filled_so_the_call_reaches_its_path() -> None:
         "inputSchema": {"properties": {"source": {"type": "string"}, "dest": {"type": "string"}}},
     }
     args = fill_arguments(
-        move, PathArgument("move", "source"), "/x", benign_file="/r/b", fresh_name="/r/n",
-        write_token="W", path_args=path_arguments(move),
+        move, PathArgument("move", "source"), "/x", benign_file="/r/b", fresh_name="/r/n", write_token="W"
     )  # fmt: skip
     assert args == {"source": "/x", "dest": "/r/n"}  # a destination gets a fresh inside name
 

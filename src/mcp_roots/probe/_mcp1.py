@@ -12,7 +12,7 @@ from typing import Any
 from mcp import types
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from ._session import LEGACY, Connection, Session, as_json
+from ._session import LEGACY, Connection, Session, as_json, resource_lists
 
 __all__ = ["Mcp1Target"]
 
@@ -51,6 +51,18 @@ class Mcp1Session:
             if type(exc).__name__ not in ("McpError", "ValidationError"):
                 raise
             return {"error": str(exc)}
+
+    async def list_resources(self) -> tuple[list[str], list[str]]:
+        if not self.has_resources:
+            return [], []
+        try:
+            return resource_lists(
+                await self._session.list_resources(), await self._session.list_resource_templates()
+            )
+        except Exception as exc:
+            if type(exc).__name__ != "McpError":
+                raise
+            return [], []
 
 
 class Mcp1Target:

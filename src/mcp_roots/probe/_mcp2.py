@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, ListRootsResult, Root
 
 from ._procs import child_groups
-from ._session import LEGACY, MODERN, Connection, Session, as_json
+from ._session import LEGACY, MODERN, Connection, Session, as_json, resource_lists
 
 __all__ = ["InMemoryTarget", "McpSession", "StdioTarget", "UrlTarget", "client_session", "command_line"]
 
@@ -66,6 +66,18 @@ class McpSession:
             return _error(exc)
         except ValueError as exc:  # the SDK refused the URI itself before sending it
             return {"error": f"client refused the URI: {exc}"}
+
+    async def list_resources(self) -> tuple[list[str], list[str]]:
+        if self._client.server_capabilities.resources is None:
+            return [], []
+        try:
+            return resource_lists(
+                await self._client.list_resources(cache_mode="bypass"),
+                await self._client.list_resource_templates(cache_mode="bypass"),
+            )
+        except MCPError as exc:
+            _error(exc)
+            return [], []
 
 
 def _error(exc: MCPError) -> dict[str, Any]:

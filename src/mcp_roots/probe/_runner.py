@@ -20,8 +20,16 @@ from typing import Any
 
 import anyio
 
-from ._discover import PathArgument, fill_arguments, parse_override, path_arguments
-from ._report import CRASHED, ESCAPED, HANG, HELD, NOTED, UNTESTED, Report, Row, worst
+from ._discover import (
+    PathArgument,
+    fill_arguments,
+    looks_like_file_tool,
+    not_reached,
+    parse_override,
+    path_arguments,
+    takes_arguments,
+)
+from ._report import CRASHED, ESCAPED, HANG, HELD, NOT_REACHED, NOTED, UNTESTED, Report, Row, worst
 from ._scratch import Scratch
 from ._session import LEGACY, MODERN, Connection, Session, Target
 from ._techniques import TECHNIQUES, Technique, Variant, file_uri
@@ -43,7 +51,8 @@ class Options:
     race_attempts: int = 16  # calls per variant while the scratch tree swaps a directory for a link out
     max_calls: int = 10_000
     time_limit: float = 600.0
-    tools: list[str] = field(default_factory=list)  # --tool NAME:ARG overrides: only these arguments
+    tools: list[str] = field(default_factory=list)  # --tool NAME:LOCATOR overrides: only these places
+    allow_unreached: list[str] = field(default_factory=list)  # file tools that may go unreached
     techniques: list[str] | None = None  # None: all
     connections: list[Connection] | None = None  # None: every era of the target, without and with roots
     scratch_parent: str | None = None
@@ -67,6 +76,9 @@ class _Run:
     write_token: str = field(default_factory=lambda: "probe-wrote-" + secrets.token_hex(6))
     fresh: int = 0
     cwd_is_scratch: bool = False
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # the tools probed (or to be), by name
+    reached: set[str] = field(default_factory=set)  # "tool.locator" whose controls reached the tool's code
+    unreached: dict[str, str] = field(default_factory=dict)  # "tool.locator" (or "tool") -> why not
 
     def fresh_name(self) -> str:
         self.fresh += 1
@@ -95,10 +107,26 @@ async def run_probe(target: Target, options: Options | None = None) -> Report:
     except _Budget as exc:
         report.notes.append(str(exc))
     finally:
+        _account_unreached(run)
         report.seconds = time.monotonic() - run.started
         scratch.unblock_fifos()
         scratch.remove()
     return report
+
+
+def _account_unreached(run: _Run) -> None:
+    """The places never reached on any connection, and the file tools with none reached at all."""
+    report = run.report
+    report.unreached = {k: v for k, v in run.unreached.items() if k not in run.reached}
+    reached_tools = {k.partition(".")[0] for k in run.reached}
+    report.unreached_file_tools = [
+        name
+        for name, tool in run.tools.items()
+        if name not in reached_tools
+        and takes_arguments(tool)
+        and looks_like_file_tool(tool)
+        and name not in run.options.allow_unreached
+    ]
 
 
 async def _probe_all(target: Target, run: _Run) -> None:
@@ -130,6 +158,8 @@ async def _probe_all(target: Target, run: _Run) -> None:
             leaf = _leaf(exc)
             if isinstance(leaf, (_Budget, UsageError)):
                 raise leaf from None
+            if not connected and isinstance(leaf, (FileNotFoundError, PermissionError)):
+                raise UsageError(f"cannot start the server: {leaf}") from None
             if isinstance(leaf, _Crashed):
                 report.rows.append(leaf.row)
                 report.failures.append(f"{connection.label}: the server went away; the rest was not tried")
@@ -181,13 +211,26 @@ async def _probe_connection(
             arguments += found
     else:
         arguments = [a for tool in tools for a in path_arguments(tool)]
-    by_name = {t["name"]: t for t in tools}
+    by_name = {t["name"]: t for t in tools if isinstance(t.get("name"), str)}
+    named = {spec.partition(":")[0] for spec in options.tools}
+    for name, tool in by_name.items():
+        if not named or name in named:
+            run.tools.setdefault(name, tool)
+            if not any(a.tool == name for a in arguments):
+                why = (
+                    "no path found in its input schema" if takes_arguments(tool) else "it takes no arguments"
+                )
+                run.unreached.setdefault(name, why)
     for a in arguments:
         if f"{a.tool}.{a.name}" not in report.arguments:
             report.arguments.append(f"{a.tool}.{a.name}")
-    if not arguments and not session.has_resources:
-        report.notes.append(f"{connection.label}: no tool takes a path (name one with --tool NAME:ARG)")
-    kinds = {a: await _controls(session, connection, by_name[a.tool], a, run) for a in arguments}
+    resources = await session.list_resources() if session.has_resources else ([], [])
+    offers_resources = bool(resources[0] or resources[1])
+    if not arguments and not offers_resources:
+        report.notes.append(f"{connection.label}: no tool takes a path (name one with --tool NAME:LOCATOR)")
+    controls = {a: await _controls(session, connection, by_name[a.tool], a, run) for a in arguments}
+    kinds = {a: k for a, k in controls.items() if k is not None}
+    arguments = list(kinds)
     reachable = any(k != {"file", "dir", "new", "untested"} for k in kinds.values())
     run_once = not once_done and reachable
     for technique in techniques:
@@ -202,7 +245,7 @@ async def _probe_connection(
                 report.rows.append(
                     await _try(session, connection, tool, a, technique, variants, kinds[a], run)
                 )
-        if session.has_resources:
+        if offers_resources:
             uris = [
                 Variant(file_uri(v.value), v.kind)
                 for v in technique.paths(scratch)
@@ -220,11 +263,13 @@ async def _probe_connection(
 
 async def _controls(
     session: Session, connection: Connection, tool: dict[str, Any], arg: PathArgument, run: _Run
-) -> set[str]:
+) -> set[str] | None:
     """What kinds of inside path the argument takes: an existing file, a directory, a new name (each answered
-    without an error). All three, and 'untested', when no inside control went through. The controls are
-    judged too: a listing of the root that follows a link out is a way out ('inside-control')."""
+    without an error). All three, and 'untested', when the tool ran but refused every inside control; None
+    (and a 'not reached' row) when no control got past input validation or the protocol to the tool's code.
+    The controls are judged too: a listing of the root that follows a link out is a way out."""
     kinds: set[str] = set()
+    reasons: list[str] = []
     root = str(run.scratch.root)
     for kind, value in (("file", f"{root}/benign.txt"), ("dir", root), ("new", run.fresh_name())):
         outcome, evidence, result = await _judged(session, tool, arg, _as_arg(arg, value), run, True)
@@ -233,8 +278,19 @@ async def _controls(
             if outcome == CRASHED:
                 raise _Crashed(row)
             run.report.rows.append(row)
-        if result is not None and not result.get("isError") and "error" not in result:
+        reason = not_reached(result)
+        if reason is not None:
+            reasons.append(reason)
+        elif result is not None and not result.get("isError"):
             kinds.add(kind)
+    key = f"{arg.tool}.{arg.name}"
+    if len(reasons) == 3:
+        run.unreached.setdefault(key, reasons[0])
+        run.report.rows.append(
+            Row(connection.label, arg.tool, arg.name, INSIDE_CONTROL, NOT_REACHED, reasons[:1], root, 3)
+        )
+        return None
+    run.reached.add(key)
     if not kinds:
         kinds = {"file", "dir", "new", "untested"}
     return kinds
@@ -277,7 +333,6 @@ async def _call(
             benign_file=f"{run.scratch.root}/benign.txt",
             fresh_name=run.fresh_name(),
             write_token=run.write_token,
-            path_args=path_arguments(tool),
         )
         call = session.call_tool(tool["name"], arguments)
     with anyio.move_on_after(run.options.deadline):
@@ -302,13 +357,17 @@ async def _try(
         return row
     attempts = run.options.race_attempts if technique.race else 1
     outcomes: list[str] = []
+    unreached: list[str] = []
     with _swapping(scratch) if technique.race else contextlib.nullcontext():
         for variant in variants:
             for _ in range(attempts):
                 row.calls += 1
-                outcome, evidence, _ = await _judged(
+                outcome, evidence, result = await _judged(
                     session, tool, arg, variant.value, run, not technique.race
                 )
+                reason = not_reached(result) if tool is not None else None
+                if reason is not None and outcome == HELD:
+                    unreached.append(reason)
                 if outcome != HELD:
                     if technique.limit and outcome == ESCAPED:
                         outcome = NOTED
@@ -322,6 +381,8 @@ async def _try(
     scratch.restore()  # after a race: the swapping has stopped
     if not outcomes:
         row.value = variants[-1].value
+        if unreached and len(unreached) == row.calls:  # refused before the tool ran, every time: no 'held'
+            row.outcome, row.evidence = NOT_REACHED, unreached[:1]
     return row
 
 
