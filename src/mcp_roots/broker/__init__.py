@@ -1,7 +1,7 @@
 """Client-brokered filesystem access (the ``files/*`` methods of the SEP-1708 draft, as mcp-roots fixes
 them; see docs/brokering.md). Legacy protocol era only: the server's requests ride the back-channel."""
 
-from .._errors import BrokerError, BrokeringUnavailable
+from ..errors import BrokerError, BrokeringUnavailable
 from . import _protocol as protocol
 from ._host import ConsentItem, FileBroker, FileConsentRequest
 from ._protocol import (

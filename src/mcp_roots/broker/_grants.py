@@ -23,8 +23,8 @@ from typing import Literal, TypeAlias
 import anyio
 import mcp_types
 
-from .._rootset import Root
 from .._sys import linux
+from ..paths._rootset import Root
 from . import _protocol as p
 
 __all__ = [

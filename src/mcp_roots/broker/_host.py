@@ -23,10 +23,10 @@ import anyio.abc
 from mcp import Client
 from mcp.client.session import ClientSession
 
-from .._errors import BrokerError
-from .._owned import OwnedTaskGroup
-from .._provider import RootsProvider
-from .._rootset import Root, RootSet
+from ..errors import BrokerError
+from ..paths._rootset import Root, RootSet
+from ..roots._owned import OwnedTaskGroup
+from ..roots._provider import RootsProvider
 from . import _protocol as p
 from . import _uploads as up
 from ._grants import ConsentItem, FileConsentCallback, FileConsentRequest, Grants, TokenBucket, under

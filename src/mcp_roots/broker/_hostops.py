@@ -15,13 +15,13 @@ import stat
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
-from .._beneath import strategy
-from .._errors import FileTooLarge, NotRegularFile
-from .._fileops import TEMP_NAME_BYTES, mkdir_at, remove_at
-from .._ops import rename_noreplace
-from .._pathtext import cut_to_bytes, file_kind
-from .._rootset import Root, RootSet
-from .._tree import LIST_FLAGS, descend, list_entries
+from ..errors import FileTooLarge, NotRegularFile
+from ..paths._beneath import strategy
+from ..paths._fileops import TEMP_NAME_BYTES, mkdir_at, remove_at
+from ..paths._ops import rename_noreplace
+from ..paths._rootset import Root, RootSet
+from ..paths._text import cut_to_bytes, file_kind
+from ..paths._tree import LIST_FLAGS, descend, list_entries
 from . import _protocol as p
 from ._grants import Grants, Revoked
 

@@ -16,8 +16,8 @@ import anyio
 import mcp_types
 from mcp.client.session import ClientSession
 
-from .._provider import RootsProvider
-from .._rootset import Root, RootSet
+from ..paths._rootset import Root, RootSet
+from ..roots._provider import RootsProvider
 from . import _protocol as p
 from . import _wire as w
 from ._grants import Access, ConsentItem, Grants

@@ -11,7 +11,7 @@ from typing import Any, TypeAlias
 
 import anyio.abc
 
-from .._errors import BrokerError
+from ..errors import BrokerError
 from . import _hostops as ops
 from . import _protocol as p
 from . import _uploads as up

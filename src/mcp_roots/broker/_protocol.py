@@ -13,8 +13,8 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, Literal
 
-from .._errors import BrokerError
-from .._pathtext import NAME_MAX, PATH_MAX, control_character
+from ..errors import BrokerError
+from ..paths._text import NAME_MAX, PATH_MAX, control_character
 
 __all__ = [
     "CAPABILITY",

@@ -17,11 +17,11 @@ from typing import TypeAlias
 
 import anyio
 
-from .._beneath import strategy
-from .._fileops import TEMP_NAME_BYTES, keep_metadata
-from .._ops import rename_noreplace
-from .._pathtext import cut_to_bytes
-from .._rootset import Root, RootSet
+from ..paths._beneath import strategy
+from ..paths._fileops import TEMP_NAME_BYTES, keep_metadata
+from ..paths._ops import rename_noreplace
+from ..paths._rootset import Root, RootSet
+from ..paths._text import cut_to_bytes
 from . import _protocol as p
 from ._grants import Grants, Revoked
 from ._hostops import check_target, join

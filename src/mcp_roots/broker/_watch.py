@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 import anyio
 
-from .._rootset import Root, RootSet
-from .._tree import LIST_FLAGS, TreeEntry, walk
+from ..paths._rootset import Root, RootSet
+from ..paths._tree import LIST_FLAGS, TreeEntry, walk
 from . import _protocol as p
 from . import _wire as w
 from ._reasons import TooDeep, WatchTooLarge
