@@ -54,7 +54,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("__init__",),
     ],
     "roots": [("_owned",), ("_answers", "_sources"), ("_cache",), ("_policy", "_provider"), ("__init__",)],
-    "guard": [("_pathlike",), ("_audit",), ("_argcheck",), ("_calls",), ("__init__",)],
+    "guard": [("_pathlike",), ("_audit", "_schema"), ("_argcheck",), ("_calls",), ("__init__",)],
     "adapters": [("mcp2_sdk",), ("mcp2_connections", "mcp1"), ("mcp2",), ("fastmcp4",), ("__init__",)],
     "broker": [
         ("_protocol",),

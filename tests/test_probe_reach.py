@@ -100,7 +100,11 @@ def unreachable_server(root: Path) -> MCPServer:
 
 @ASYNCIO_ONLY
 async def test_a_file_tool_that_cannot_be_reached_fails_the_plugin() -> None:
-    options: dict[str, Any] = {"techniques": ["absolute-outside"], "eras": ["legacy"], "declare_roots": [False]}
+    options: dict[str, Any] = {
+        "techniques": ["absolute-outside"],
+        "eras": ["legacy"],
+        "declare_roots": [False],
+    }
     with pytest.raises(AssertionError) as caught:
         await assert_confined(unreachable_server, **options)
     message = str(caught.value)
@@ -138,7 +142,9 @@ async def test_a_call_refused_by_input_validation_is_not_reached_never_held(
         return {k: v for k, v in real(*args, **kwargs).items() if k != "size"}
 
     monkeypatch.setattr(_runner, "fill_arguments", without_size)
-    with pytest.raises(AssertionError, match=r"file tool 'read_file' was not reached \(read_file.path: refused"):
+    with pytest.raises(
+        AssertionError, match=r"file tool 'read_file' was not reached \(read_file.path: refused"
+    ):
         await assert_confined(
             validation_server, techniques=["dotdot"], eras=["legacy"], declare_roots=[False]
         )
@@ -194,7 +200,7 @@ def test_an_unreached_file_tool_exits_3_unless_allowed(tmp_path: Path) -> None:
     ("args", "expected"),
     [
         (("--tool", "nosuch:path"), "the server has no tool named 'nosuch'"),
-        (("--tool", "write_job:job"), "has no string at 'job'"),
+        (("--tool", "write_job:job"), "no string at 'job'"),
     ],
 )
 def test_a_bad_tool_is_one_line_and_exit_2(args: tuple[str, ...], expected: str) -> None:

@@ -9,8 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._pathlike import parse_locator
-from .._schema import PathSlot, walk_schema
+from ..guard import PathSlot, slot_at, walk_schema
 from ._scratch import CANARY_PREFIX
 
 __all__ = [
@@ -74,16 +73,9 @@ def parse_override(spec: str, tools: list[dict[str, Any]]) -> PathArgument:
     if tool is None:
         raise ValueError(f"--tool {spec!r}: the server has no tool named {name!r}")
     try:
-        wanted = str(parse_locator(locator))
+        found = slot_at(tool.get("inputSchema") or {}, locator)
     except ValueError as exc:
-        raise ValueError(f"--tool {spec!r}: {exc}") from None
-    slots = walk_schema(tool.get("inputSchema") or {}, every=True).slots
-    found = next((s for s in slots if s.locator == re.sub(r"\[[0-9]+\]", "[]", wanted)), None)
-    if found is None:
-        places = ", ".join(s.locator for s in slots) or "none"
-        raise ValueError(
-            f"--tool {spec!r}: tool {name!r} has no string at {locator!r} (its strings: {places})"
-        )
+        raise ValueError(f"--tool {spec!r}: tool {name!r}: {exc}") from None
     return _of(name, found)
 
 

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from ._pathlike import MAX_DEPTH, OPAQUE, is_path_name, parse_locator
 
-__all__ = ["MAX_NODES", "PathSlot", "SchemaPaths", "path_slots", "sample", "walk_schema"]
+__all__ = ["MAX_NODES", "PathSlot", "SchemaPaths", "path_slots", "sample", "slot_at", "walk_schema"]
 
 MAX_NODES = 5_000  # schema nodes one walk visits; past it, the rest is opaque
 _MAX_REFS = 16  # $ref hops resolving one node
@@ -92,7 +92,13 @@ class PathSlot:
             obj[step.name] = inner
             return obj
         if step.kind == "each":
-            return [inner]
+            low = node.get("minItems")
+            extra = max(low - 1, 0) if isinstance(low, int) else 0
+            item = node.get("items") if isinstance(node.get("items"), Mapping) else {}
+            return [inner] + [
+                sample(item, self._top, steps[i - 1].name if i else "", text, other=other)
+                for _ in range(extra)
+            ][:64]
         if step.kind == "index":
             items = node.get("prefixItems") or []
             return [
@@ -125,6 +131,18 @@ def walk_schema(schema: Mapping[str, Any], *, every: bool = False) -> SchemaPath
         walk.opaque.append(OPAQUE)
     slots = list({s.locator: s for s in walk.slots}.values())
     return SchemaPaths(slots, list(dict.fromkeys(walk.opaque)))
+
+
+def slot_at(schema: Mapping[str, Any], locator: str) -> PathSlot:
+    """The string place at ``locator`` (``[N]`` read as ``[]``) of ``schema``, path-like by the rules or not
+    (a place a user names as a path); ValueError naming the locator and the places there are."""
+    wanted = re.sub(r"\[[0-9]+\]", "[]", str(parse_locator(locator)))
+    slots = walk_schema(schema, every=True).slots
+    for slot in slots:
+        if slot.locator == wanted:
+            return slot
+    places = ", ".join(s.locator for s in slots) or "none"
+    raise ValueError(f"no string at {locator!r} (the strings: {places})")
 
 
 class _TooBig(Exception):
