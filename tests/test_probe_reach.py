@@ -56,7 +56,8 @@ async def test_each_shape_leaks_past_top_level_discovery_and_is_found(
     with monkeypatch.context() as patch:
         patch.setattr(_runner, "path_arguments", top_level_only)
         blind = await assert_confined(server, allow_unreached=[tool], **options)
-    assert blind.escapes == [] and blind.arguments == []
+    assert blind.escapes == []
+    assert blind.arguments == []
     # The schema walk reaches the path, builds a whole valid argument around it, and the escape shows.
     with pytest.raises(AssertionError) as caught:
         await assert_confined(server, **options)

@@ -5,8 +5,6 @@ its check. A probe that looks only at top-level strings reports them clean. DO N
     python tests/broken_servers/shapes_server.py SHAPE ROOT      (stdio, mcp 2.x MCPServer)
 """
 
-# ruff: noqa: ASYNC230 - blocking file access in async tools is part of how these servers are written
-
 from __future__ import annotations
 
 import os

@@ -95,10 +95,8 @@ class PathSlot:
             low = node.get("minItems")
             extra = max(low - 1, 0) if isinstance(low, int) else 0
             item = node.get("items") if isinstance(node.get("items"), Mapping) else {}
-            return [inner] + [
-                sample(item, self._top, steps[i - 1].name if i else "", text, other=other)
-                for _ in range(extra)
-            ][:64]
+            name = steps[i - 1].name if i else ""
+            return [inner, *[sample(item, self._top, name, text, other=other) for _ in range(min(extra, 64))]]
         if step.kind == "index":
             items = node.get("prefixItems") or []
             return [
