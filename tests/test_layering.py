@@ -75,7 +75,9 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("__init__",),
     ],
     "probe": [
-        ("_session", "_procs", "_report", "_scratch"),
+        ("_session", "_procs", "_report", "_fdtree"),
+        ("_scratch",),
+        ("_race",),
         ("_discover", "_techniques", "_fastmcp4", "_mcp1", "_mcp2"),
         ("_targets", "_runner"),
         ("command", "__init__"),

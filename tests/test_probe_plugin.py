@@ -17,7 +17,13 @@ from fastmcp import Context as FastContext
 from fastmcp import FastMCP
 from mcp.server import MCPServer, Server
 from mcp.server.context import ServerRequestContext
-from mcp_types import ListResourcesResult, ReadResourceRequestParams, ReadResourceResult, TextResourceContents
+from mcp_types import (
+    ListResourcesResult,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    Resource,
+    TextResourceContents,
+)
 
 from mcp_roots import RootsGuard
 from mcp_roots.testing import assert_confined
@@ -102,7 +108,8 @@ async def test_the_mcp2_mcpserver_guarded_by_mcp_roots_is_confined(anyio_backend
     assert {r.technique for r in report.rows} >= {"swap-race", "fifo", "magic-link", "percent-root"}
     # Every row means something: the tool read the inside file (its control) on every connection.
     assert {r.outcome for r in report.rows if r.tool == "read_text"} == {"held", "noted"}
-    assert any(r.tool == "resources/read" for r in report.rows)
+    # It offers no resources (the capability, but nothing listed): no resources/read row claims it held.
+    assert not any(r.tool == "resources/read" for r in report.rows)
 
 
 async def test_the_mcp2_lowlevel_server_guarded_by_mcp_roots_is_confined() -> None:
@@ -188,7 +195,7 @@ async def test_resources_read_of_file_uris_is_probed() -> None:
             return ReadResourceResult(contents=[TextResourceContents(uri=params.uri, text=f.read())])
 
     async def listing(ctx: ServerRequestContext[Any, Any], params: Any) -> ListResourcesResult:
-        return ListResourcesResult(resources=[])
+        return ListResourcesResult(resources=[Resource(uri="file:///srv/docs/readme.txt", name="readme")])
 
     server: Server[Any] = Server("naive-resources", on_read_resource=read, on_list_resources=listing)
     with pytest.raises(AssertionError, match=r"resources/read uri: absolute-outside ESCAPED"):

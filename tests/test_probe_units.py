@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from mcp_roots.probe._discover import PathArgument, fill_arguments, parse_override, path_arguments
-from mcp_roots.probe._scratch import CANARY_PREFIX, Scratch
+from mcp_roots.probe._scratch import Scratch
 from mcp_roots.probe._techniques import TECHNIQUES
 
 #: (property name, its schema, expected (takes a URI, as array) or None).
@@ -79,9 +79,10 @@ def test_other_arguments_are_filled_so_the_call_reaches_its_path() -> None:
         },
     }
     args = fill_arguments(
-        edit, PathArgument("edit_file", "path"), "/x", benign_file="/r/b", fresh_name="/r/n", write_token="W"
+        edit, PathArgument("edit_file", "path"), "/x", benign_file="/r/b", fresh_name="/r/n",
+        write_token="W", old_text="OLD",
     )  # fmt: skip
-    assert args == {"path": "/x", "edits": [{"oldText": CANARY_PREFIX, "newText": "W"}]}
+    assert args == {"path": "/x", "edits": [{"oldText": "OLD", "newText": "W"}]}
     move = {
         "name": "move",
         "inputSchema": {"properties": {"source": {"type": "string"}, "dest": {"type": "string"}}},

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..guard import PathSlot, slot_at, walk_schema
-from ._scratch import CANARY_PREFIX
 
 __all__ = [
     "PathArgument",
@@ -113,9 +112,11 @@ def fill_arguments(
     benign_file: str,
     fresh_name: str,
     write_token: str,
+    old_text: str = "x",
 ) -> dict[str, Any]:
     """The whole arguments of one call: ``value`` at ``target``; every other path place an existing inside
-    file (or a fresh inside name, for a destination); every other required value a sample of its type."""
+    file (or a fresh inside name, for a destination); every other required value a sample of its type
+    (``old_text`` for one named like the text an edit replaces, ``*`` for a pattern, else ``write_token``)."""
     slot = target.slot or parse_override(f"{tool['name']}:{target.name}", [tool]).slot
     assert slot is not None  # parse_override always gives one
 
@@ -126,7 +127,7 @@ def fill_arguments(
     def text(name: str) -> str:
         if _PATTERN.search(name):
             return "*"
-        return CANARY_PREFIX if _OLD_TEXT.search(name) else write_token
+        return old_text if _OLD_TEXT.search(name) else write_token
 
     arguments = slot.arguments(value, other=other, text=text)
     return arguments if isinstance(arguments, dict) else {}

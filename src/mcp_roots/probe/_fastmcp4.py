@@ -51,12 +51,16 @@ class FastmcpSession:
     async def list_resources(self) -> tuple[list[str], list[str]]:
         if not self.has_resources:
             return [], []
-        try:
-            return resource_lists(
-                await self._client.list_resources_mcp(), await self._client.list_resource_templates_mcp()
-            )
-        except MCPError:
-            return [], []
+        answers: list[Any] = []
+        for call in (
+            lambda: self._client.list_resources_mcp(),
+            lambda: self._client.list_resource_templates_mcp(),
+        ):
+            try:
+                answers.append(await call())
+            except MCPError:  # not offered (method not found), or refused: nothing listed
+                answers.append(None)
+        return resource_lists(*answers)
 
 
 class FastmcpTarget:

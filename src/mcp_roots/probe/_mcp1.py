@@ -55,14 +55,15 @@ class Mcp1Session:
     async def list_resources(self) -> tuple[list[str], list[str]]:
         if not self.has_resources:
             return [], []
-        try:
-            return resource_lists(
-                await self._session.list_resources(), await self._session.list_resource_templates()
-            )
-        except Exception as exc:
-            if type(exc).__name__ != "McpError":
-                raise
-            return [], []
+        answers: list[Any] = []
+        for call in (self._session.list_resources, self._session.list_resource_templates):
+            try:
+                answers.append(await call())
+            except Exception as exc:  # mcp 1.x raises McpError: not offered, or refused
+                if type(exc).__name__ != "McpError":
+                    raise
+                answers.append(None)
+        return resource_lists(*answers)
 
 
 class Mcp1Target:

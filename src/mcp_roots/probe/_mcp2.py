@@ -68,16 +68,18 @@ class McpSession:
             return {"error": f"client refused the URI: {exc}"}
 
     async def list_resources(self) -> tuple[list[str], list[str]]:
-        if self._client.server_capabilities.resources is None:
+        if not self.has_resources:
             return [], []
-        try:
-            return resource_lists(
-                await self._client.list_resources(cache_mode="bypass"),
-                await self._client.list_resource_templates(cache_mode="bypass"),
-            )
-        except MCPError as exc:
-            _error(exc)
-            return [], []
+        answers: list[Any] = []
+        for call in (
+            lambda: self._client.list_resources(cache_mode="bypass"),
+            lambda: self._client.list_resource_templates(cache_mode="bypass"),
+        ):
+            try:
+                answers.append(await call())
+            except MCPError:  # not offered (method not found), or refused: nothing listed
+                answers.append(None)
+        return resource_lists(*answers)
 
 
 def _error(exc: MCPError) -> dict[str, Any]:

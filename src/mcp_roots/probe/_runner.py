@@ -12,7 +12,6 @@ import logging
 import os
 import re
 import secrets
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -29,8 +28,10 @@ from ._discover import (
     path_arguments,
     takes_arguments,
 )
+from ._procs import kill_groups, kill_strays
+from ._race import can_swap, swapping
 from ._report import CRASHED, ESCAPED, HANG, HELD, NOT_REACHED, NOTED, UNTESTED, Report, Row, worst
-from ._scratch import Scratch
+from ._scratch import HostileTree, Scratch
 from ._session import LEGACY, MODERN, Connection, Session, Target
 from ._techniques import TECHNIQUES, Technique, Variant, file_uri
 
@@ -106,10 +107,17 @@ async def run_probe(target: Target, options: Options | None = None) -> Report:
         await _probe_all(target, run)
     except _Budget as exc:
         report.notes.append(str(exc))
+    except HostileTree as exc:
+        report.failures.append(f"the server keeps changing the scratch tree under the probe: {exc}")
     finally:
         _account_unreached(run)
         report.seconds = time.monotonic() - run.started
         scratch.unblock_fifos()
+        # Every process the server started is gone before the tree goes (one that left its group too).
+        kill_groups(set(getattr(target, "groups", set())))
+        for _ in range(3):  # again: a child forked while its parent was being killed
+            if not kill_strays(str(scratch.top)):
+                break
         scratch.remove()
     return report
 
@@ -333,6 +341,7 @@ async def _call(
             benign_file=f"{run.scratch.root}/benign.txt",
             fresh_name=run.fresh_name(),
             write_token=run.write_token,
+            old_text=run.scratch.marker,
         )
         call = session.call_tool(tool["name"], arguments)
     with anyio.move_on_after(run.options.deadline):
@@ -352,13 +361,13 @@ async def _try(
 ) -> Row:
     scratch = run.scratch
     row = Row(connection.label, arg.tool, arg.name, technique.name, UNTESTED if "untested" in kinds else HELD)
-    if technique.race and not _can_swap(scratch):
+    if technique.race and not can_swap(scratch):
         row.outcome, row.evidence = UNTESTED, ["renameat2(RENAME_EXCHANGE) is not available here"]
         return row
     attempts = run.options.race_attempts if technique.race else 1
     outcomes: list[str] = []
     unreached: list[str] = []
-    with _swapping(scratch) if technique.race else contextlib.nullcontext():
+    with swapping(scratch) if technique.race else contextlib.nullcontext():
         for variant in variants:
             for _ in range(attempts):
                 row.calls += 1
@@ -453,51 +462,3 @@ def _strings(value: Any) -> Iterator[str]:
     elif isinstance(value, (list, tuple)):
         for item in value:
             yield from _strings(item)
-
-
-def _can_swap(scratch: Scratch) -> bool:
-    """Whether this kernel swaps two names atomically (swapped twice: the tree is as it was)."""
-    from .._sys import linux
-
-    race = scratch.root / "race"
-    try:
-        fd = os.open(race, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return False
-    try:
-        for _ in range(2):
-            linux.renameat2(fd, "d", fd, "x", linux.RENAME_EXCHANGE)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return True
-
-
-@contextlib.contextmanager
-def _swapping(scratch: Scratch) -> Iterator[None]:
-    """Swap root/race/d (a directory) with root/race/x (a link out) as fast as the kernel allows."""
-    from .._sys import linux
-
-    race = scratch.root / "race"
-    stop = threading.Event()
-    fd = os.open(race, os.O_RDONLY | os.O_DIRECTORY)
-
-    def swap() -> None:
-        while not stop.is_set():
-            try:
-                linux.renameat2(fd, "d", fd, "x", linux.RENAME_EXCHANGE)
-            except OSError:
-                return
-
-    thread = threading.Thread(target=swap, name="mcp-roots-probe-swap", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(5)
-        with contextlib.suppress(OSError):
-            if os.path.islink(race / "d"):
-                linux.renameat2(fd, "d", fd, "x", linux.RENAME_EXCHANGE)
-        os.close(fd)

@@ -69,8 +69,8 @@ class Target(Protocol):
 
 def resource_lists(resources: Any, templates: Any) -> tuple[list[str], list[str]]:
     """(resource URIs, URI templates) from a resources/list and a resources/templates/list result."""
-    listed = as_json(resources).get("resources") or []
-    shapes = as_json(templates).get("resourceTemplates") or []
+    listed = as_json(resources).get("resources") or [] if resources is not None else []
+    shapes = as_json(templates).get("resourceTemplates") or [] if templates is not None else []
     return (
         [str(r.get("uri")) for r in listed if isinstance(r, dict)][:1000],
         [str(t.get("uriTemplate")) for t in shapes if isinstance(t, dict)][:1000],
