@@ -32,7 +32,7 @@ _PATH_FLAG = getattr(os, "O_PATH", 0)
 MAX_READ = 4097  # bytes of a file hashed for its fingerprint
 MAX_ENTRIES = 100_000  # entries one fingerprint or removal visits; a server that makes more is hostile
 MAX_DEPTH = 64
-_TRIES = 8  # a name taken again between its removal and its creation: tries before giving up
+_TRIES = 64  # a name taken again between its removal and its creation: tries before giving up
 
 Fingerprint = dict[str, tuple[object, ...]]
 
@@ -52,9 +52,17 @@ def clear(dir_fd: int, name: str) -> None:
     except OSError as exc:
         if exc.errno not in (errno.EISDIR, errno.EPERM):
             raise
-    release_tree(dir_fd, name)
-    with contextlib.suppress(FileNotFoundError):
-        shutil.rmtree(name, dir_fd=dir_fd)  # descriptor-based: never follows a link (avoids_symlink_attacks)
+    for _ in range(_TRIES):  # a server that keeps adding entries meanwhile: again, a few times
+        release_tree(dir_fd, name)
+        try:
+            shutil.rmtree(name, dir_fd=dir_fd)  # descriptor-based: never follows a link
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if exc.errno != errno.ENOTEMPTY:
+                raise
+    raise HostileTree(errno.ENOTEMPTY, f"{name!r} keeps filling up while the probe removes it")
 
 
 def _again(dir_fd: int, name: str, make: Callable[[], object]) -> None:
