@@ -173,6 +173,10 @@ def test_the_cli_finds_a_nested_path_and_names_its_class(tmp_path: Path) -> None
     report = json.loads(done.stdout)
     assert report["arguments"] == ["save_all.items[].file_path"]
     assert [r["outcome"] for r in report["rows"] if r["technique"] == "sibling-prefix"] == ["ESCAPED"]
+    assert report["classes"] == ["CVE-2025-53110 sibling prefix (CWE-22)"]  # what a CI gates on
+    assert {r["weakness"] for r in report["rows"] if r["technique"] == "sibling-prefix"} == {
+        "CVE-2025-53110 sibling prefix (CWE-22)"
+    }
     assert list(tmp_path.iterdir()) == []
 
 

@@ -31,6 +31,7 @@ class Row:
     evidence: list[str] = field(default_factory=list)
     value: str = ""  # the argument value that showed the outcome (or the last one tried)
     calls: int = 0
+    weakness: str = ""  # the technique's class (a CVE it reproduces, or a CWE)
 
 
 @dataclass
@@ -58,6 +59,10 @@ class Report:
         """The techniques with at least one finding."""
         return {row.technique for row in self.findings}
 
+    def classes_found(self) -> list[str]:
+        """The weakness classes with at least one finding, sorted."""
+        return sorted({row.weakness for row in self.findings if row.weakness})
+
     def table(self) -> list[Row]:
         """One row per (tool, argument, technique): the worst outcome over the connections tried."""
         merged: dict[tuple[str, str, str], Row] = {}
@@ -72,6 +77,7 @@ class Report:
             "target": self.target,
             "escapes": len(self.escapes),
             "findings": len(self.findings),
+            "classes": self.classes_found(),
             "connections": self.connections,
             "arguments": self.arguments,
             "calls": self.calls,
@@ -91,15 +97,21 @@ class Report:
 
     def to_text(self, *, all_rows: bool = True) -> str:
         rows = self.table() if all_rows else [r for r in self.table() if r.outcome in FINDINGS]
-        head = ("TOOL", "ARGUMENT", "TECHNIQUE", "OUTCOME")
-        cells = [tuple(escape(c) for c in (r.tool, r.argument, r.technique, _outcome_text(r))) for r in rows]
-        widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head[:3])]
+        head = ("TOOL", "ARGUMENT", "TECHNIQUE", "CLASS", "OUTCOME")
+        cells = [
+            tuple(
+                escape(c)
+                for c in (r.tool, r.argument, r.technique, r.weakness.split(" (")[0], _outcome_text(r))
+            )
+            for r in rows
+        ]
+        widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head[:4])]
         lines = [f"probe of {self.target}"]
         lines += [f"  connection {label}: protocol {version}" for label, version in self.connections.items()]
         lines.append("")
-        lines.append("  ".join(h.ljust(w) for h, w in zip(head[:3], widths, strict=True)) + "  " + head[3])
+        lines.append("  ".join(h.ljust(w) for h, w in zip(head[:4], widths, strict=True)) + "  " + head[4])
         for c in cells:
-            lines.append("  ".join(v.ljust(w) for v, w in zip(c[:3], widths, strict=True)) + "  " + c[3])
+            lines.append("  ".join(v.ljust(w) for v, w in zip(c[:4], widths, strict=True)) + "  " + c[4])
         lines.append("")
         lines += [f"not reached: {place}: {why}" for place, why in self.unreached.items()]
         lines += [
@@ -116,6 +128,7 @@ class Report:
             f"{len(self.unreached)} place(s) not reached "
             f"in {self.calls} calls, {self.seconds:.1f} s"
             + (f"; techniques that got through: {', '.join(caught)}" if caught else "")
+            + (f"; classes: {'; '.join(self.classes_found())}" if caught else "")
         )
         return "\n".join(escape(line) for line in lines)
 

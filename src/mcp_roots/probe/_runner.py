@@ -33,7 +33,7 @@ from ._race import can_swap, swapping
 from ._report import CRASHED, ESCAPED, HANG, HELD, NOT_REACHED, NOTED, UNTESTED, Report, Row, worst
 from ._scratch import HostileTree, Scratch
 from ._session import LEGACY, MODERN, Connection, Session, Target
-from ._techniques import TECHNIQUES, Technique, Variant, file_uri
+from ._techniques import LINK, TECHNIQUES, Technique, Variant, file_uri
 
 __all__ = ["Options", "UsageError", "run_probe"]
 
@@ -282,7 +282,7 @@ async def _controls(
     for kind, value in (("file", f"{root}/benign.txt"), ("dir", root), ("new", run.fresh_name())):
         outcome, evidence, result = await _judged(session, tool, arg, _as_arg(arg, value), run, True)
         if outcome != HELD:
-            row = Row(connection.label, arg.tool, arg.name, INSIDE_CONTROL, outcome, evidence, value, 1)
+            row = Row(connection.label, arg.tool, arg.name, INSIDE_CONTROL, outcome, evidence, value, 1, LINK)
             if outcome == CRASHED:
                 raise _Crashed(row)
             run.report.rows.append(row)
@@ -295,7 +295,7 @@ async def _controls(
     if len(reasons) == 3:
         run.unreached.setdefault(key, reasons[0])
         run.report.rows.append(
-            Row(connection.label, arg.tool, arg.name, INSIDE_CONTROL, NOT_REACHED, reasons[:1], root, 3)
+            Row(connection.label, arg.tool, arg.name, INSIDE_CONTROL, NOT_REACHED, reasons[:1], root, 3, LINK)
         )
         return None
     run.reached.add(key)
@@ -360,7 +360,8 @@ async def _try(
     run: _Run,
 ) -> Row:
     scratch = run.scratch
-    row = Row(connection.label, arg.tool, arg.name, technique.name, UNTESTED if "untested" in kinds else HELD)
+    outcome = UNTESTED if "untested" in kinds else HELD
+    row = Row(connection.label, arg.tool, arg.name, technique.name, outcome, weakness=technique.weakness)
     if technique.race and not can_swap(scratch):
         row.outcome, row.evidence = UNTESTED, ["renameat2(RENAME_EXCHANGE) is not available here"]
         return row

@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from ._scratch import LONG_NAME, Scratch
 
-__all__ = ["TECHNIQUES", "Technique", "Variant", "technique_named"]
+__all__ = ["TECHNIQUES", "Technique", "Variant", "technique_named", "weakness_of"]
 
 
 @dataclass(frozen=True)
@@ -21,11 +21,25 @@ class Variant:
     kind: str  # "file": names a file; "dir": a directory; "new": a name to create
 
 
+#: The weakness classes a technique belongs to (what a CI can gate on: ``--json`` rows carry it).
+TRAVERSAL = "CWE-22 path traversal"
+SIBLING = "CVE-2025-53110 sibling prefix (CWE-22)"
+SYMLINK = "CVE-2025-53109 symlink following (CWE-59)"
+LINK = "CWE-59 link following"
+RACE = "CWE-367 check-then-use race"
+ENCODING = "CWE-177 encoding decoded after the check"
+EQUIVALENCE = "CWE-41 equivalent names (case, Unicode)"
+CONTROL = "CWE-158 control characters"
+SPECIAL = "CWE-400 special file (hang)"
+HARDLINK = "CWE-62 hard link"
+
+
 @dataclass(frozen=True)
 class Technique:
     name: str
     catches: str  # the server bug it is made to catch
     paths: Callable[[Scratch], list[Variant]]
+    weakness: str = TRAVERSAL  # its class: a CVE it reproduces, or a CWE
     uris: Callable[[Scratch], list[Variant]] | None = None  # extra raw URIs, for URI arguments
     once: bool = False  # costly or blocking: run in the first connection only
     race: bool = False  # run while the scratch tree swaps a directory with a link out
@@ -78,6 +92,7 @@ TECHNIQUES: list[Technique] = [
             _d(f"{s.base}/root_evil"),
             _n(f"{s.base}/root_evil/new.txt"),
         ],
+        weakness=SIBLING,
     ),
     Technique(
         "parent",
@@ -98,6 +113,7 @@ TECHNIQUES: list[Technique] = [
         "symlink-final",
         "the realpath of the parent only: a last component that is a symlink out",
         lambda s: [_f(f"{s.root}/link-out"), _d(f"{s.root}/dir-out"), _f("link-out")],
+        weakness=SYMLINK,
     ),
     Technique(
         "symlink-dir",
@@ -107,16 +123,19 @@ TECHNIQUES: list[Technique] = [
             _d(f"{s.root}/dir-out/deep"),
             _n(f"{s.root}/dir-out/new.txt"),
         ],
+        weakness=SYMLINK,
     ),
     Technique(
         "symlink-chain",
         "only the first link of a chain followed before the check",
         lambda s: [_f(f"{s.root}/chain1")],
+        weakness=SYMLINK,
     ),
     Technique(
         "dangling-symlink",
         "a write that follows a final symlink to a file that does not exist yet (created outside)",
         lambda s: [_n(f"{s.root}/dangling"), _f(f"{s.root}/dangling")],
+        weakness=SYMLINK,
     ),
     Technique(
         "dotdot-after-symlink",
@@ -126,6 +145,7 @@ TECHNIQUES: list[Technique] = [
             _d(f"{s.root}/hop/.."),
             _n(f"{s.root}/hop/../new.txt"),
         ],
+        weakness=SYMLINK,
     ),
     Technique(
         "magic-link",
@@ -137,6 +157,7 @@ TECHNIQUES: list[Technique] = [
             _d(f"/proc/self/root{s.base}/outside"),
             _n(f"/proc/self/root{s.base}/outside/new.txt"),
         ],
+        weakness=LINK,
     ),
     Technique(
         "percent-encoded",
@@ -153,12 +174,14 @@ TECHNIQUES: list[Technique] = [
             _f(f"file://{s.root}/%252e%252e/outside/secret.txt"),
             _f(f"file://{s.root}/../outside/secret.txt"),
         ],
+        weakness=ENCODING,
     ),
     Technique(
         "percent-root",
         "root URIs percent-decoded twice: the root 'sub%2F..' becomes 'sub/..', its parent",
         lambda s: [_f(f"{s.percent_root.parent}/pct-secret.txt"), _d(str(s.percent_root.parent))],
         needs_roots=True,
+        weakness=ENCODING,
     ),
     Technique(
         "unicode-folded",
@@ -169,6 +192,7 @@ TECHNIQUES: list[Technique] = [
             _f(f"{s.root}/\uff0e\uff0e/outside/secret.txt"),
             _d(f"{s.base}/ROOT"),
         ],
+        weakness=EQUIVALENCE,
     ),
     Technique(
         "control-chars",
@@ -181,6 +205,7 @@ TECHNIQUES: list[Technique] = [
             _f(f"{s.root}/benign.txt\x00/../../outside/secret.txt"),
         ],
         once=True,
+        weakness=CONTROL,
     ),
     Technique(
         "long-name",
@@ -191,12 +216,14 @@ TECHNIQUES: list[Technique] = [
             _f(f"{s.root}/{'./' * 2100}../outside/secret.txt"),
         ],
         once=True,
+        weakness=TRAVERSAL,
     ),
     Technique(
         "fifo",
         "a FIFO opened for reading or writing: the call blocks forever",
         lambda s: [_f(f"{s.root}/fifo")],
         once=True,
+        weakness=SPECIAL,
     ),
     Technique(
         "swap-race",
@@ -204,14 +231,24 @@ TECHNIQUES: list[Technique] = [
         lambda s: [_f(f"{s.root}/race/d/secret.txt"), _n(f"{s.root}/race/d/new.txt")],
         once=True,
         race=True,
+        weakness=RACE,
     ),
     Technique(
         "hard-link",
         "a hard link inside the root to a file outside (no path check can tell; noted, not counted)",
         lambda s: [_f(f"{s.root}/hardlink")],
         limit=True,
+        weakness=HARDLINK,
     ),
 ]
+
+
+def weakness_of(name: str) -> str:
+    """The class of the technique ``name`` (the inside controls: link following)."""
+    for technique in TECHNIQUES:
+        if technique.name == name:
+            return technique.weakness
+    return LINK
 
 
 def technique_named(name: str) -> Technique:
