@@ -43,6 +43,8 @@ MADE_FOR = {
     "swap": "swap-race",
     "double-decode": "percent-root",
     "write-follows": "dangling-symlink",
+    "nfc": "unicode-twin",
+    "template": "template-dotdot",
 }
 #: Enough to cover every technique's kind quickly: the control, one per bug family.
 QUICK = [

@@ -33,7 +33,7 @@ from ._race import can_swap, swapping
 from ._report import CRASHED, ESCAPED, HANG, HELD, NOT_REACHED, NOTED, UNTESTED, Report, Row, worst
 from ._scratch import HostileTree, Scratch
 from ._session import LEGACY, MODERN, Connection, Session, Target
-from ._techniques import LINK, TECHNIQUES, Technique, Variant, file_uri
+from ._techniques import LINK, TECHNIQUES, Technique, Variant, expand_template, file_uri
 
 __all__ = ["Options", "UsageError", "run_probe"]
 
@@ -145,7 +145,7 @@ async def _probe_all(target: Target, run: _Run) -> None:
         if connection.era not in target.eras:
             report.notes.append(f"{connection.label}: this client cannot ask for that era; not tried")
             continue
-        roots = [file_uri(str(scratch.root)), file_uri(str(scratch.percent_root))]
+        roots = [file_uri(str(r)) for r in (scratch.root, scratch.percent_root, scratch.twin_root)]
         errlog = str(scratch.work / "server.stderr")
         if options.progress:
             options.progress(f"connecting ({connection.label})")
@@ -265,6 +265,16 @@ async def _probe_connection(
             if uris:
                 report.rows.append(
                     await _try(session, connection, None, uri_arg, technique, uris, {"file"}, run)
+                )
+            if technique.parameters and resources[1]:
+                filled = [
+                    Variant(expand_template(template, v.value), v.kind)
+                    for template in resources[1][:8]
+                    for v in technique.parameters(scratch)
+                ]
+                arg = PathArgument("resources/read", "{template}")
+                report.rows.append(
+                    await _try(session, connection, None, arg, technique, filled, {"file"}, run)
                 )
     return once_done or run_once
 

@@ -28,11 +28,14 @@ from ._fdtree import (
     release_tree,
 )
 
-__all__ = ["HostileTree", "Scratch"]
+__all__ = ["TWIN_NFD", "HostileTree", "Scratch"]
 
 LONG_NAME = "L" * 250 + ".txt"  # NAME_MAX is 255: the longest name a canary can have here
 #: The declared root whose name, decoded twice, climbs one level ('sub%2F..' -> 'sub/..').
 PERCENT_ROOT_NAME = "sub%2F.."
+#: A declared root named with a composed letter (NFC), and its outside twin in decomposed form (NFD).
+TWIN_NFC = "tw\u00efn"
+TWIN_NFD = "twi\u0308n"
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 #: The canaries: files outside the root whose content is a token drawn per run.
@@ -48,6 +51,7 @@ CANARIES = (
     "ROOT/secret.txt",
     "\uff52\uff4f\uff4f\uff54/secret.txt",  # fullwidth 'root': NFKC folds it to 'root'
     "pctroot/pct-secret.txt",
+    f"twins/{TWIN_NFD}/secret.txt",
 )
 
 #: Where a canary is planted by its name alone (the fullwidth 'root' folds to 'root' under NFKC).
@@ -78,6 +82,7 @@ class Scratch:
     root: Path
     work: Path
     percent_root: Path
+    twin_root: Path
     marker: str = field(default_factory=_token)
     tokens: dict[str, str] = field(default_factory=dict)  # canary path (relative to base) -> its content
     name_tokens: list[str] = field(default_factory=list)
@@ -89,7 +94,8 @@ class Scratch:
     def create(cls, parent: str | None = None) -> Scratch:
         top = Path(tempfile.mkdtemp(prefix="", dir=parent)).resolve()  # a fresh directory, a random name
         base = top / "tree"
-        scratch = cls(top, base, base / "root", top / "work", base / "pctroot" / PERCENT_ROOT_NAME)
+        pct, twin = base / "pctroot" / PERCENT_ROOT_NAME, base / "twins" / TWIN_NFC
+        scratch = cls(top, base, base / "root", top / "work", pct, twin)
         try:
             os.mkdir(scratch.work, 0o700)
             os.mkdir(base, 0o755)
@@ -146,6 +152,7 @@ class Scratch:
             self.name_tokens.append(name)
         os.close(self._dir("pctroot/sub"))
         self._put(f"pctroot/{PERCENT_ROOT_NAME}/inner.txt", "inside the percent-named root\n")
+        self._put(f"twins/{TWIN_NFC}/inner.txt", "inside the twin-named root\n")
         self.plant_inside()
         self.baseline = fingerprint(self._base_fd, skip="root")
 

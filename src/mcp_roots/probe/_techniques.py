@@ -4,11 +4,12 @@ against the scratch tree, and the server bug it is made to catch. A new techniqu
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from ._scratch import LONG_NAME, Scratch
+from ._scratch import LONG_NAME, TWIN_NFD, Scratch
 
 __all__ = ["TECHNIQUES", "Technique", "Variant", "technique_named", "weakness_of"]
 
@@ -45,6 +46,8 @@ class Technique:
     race: bool = False  # run while the scratch tree swaps a directory with a link out
     limit: bool = False  # an effect here is no escape a path check could stop: 'noted', not a finding
     needs_roots: bool = False  # meaningful only where the probe declares client roots
+    #: values for the parameters of the resource templates a server lists (each template, each value)
+    parameters: Callable[[Scratch], list[Variant]] | None = None
 
 
 def _f(value: str) -> Variant:
@@ -57,6 +60,15 @@ def _d(value: str) -> Variant:
 
 def _n(value: str) -> Variant:
     return Variant(value, "new")
+
+
+_EXPRESSION = re.compile(r"\{[^{}]{0,200}\}")
+
+
+def expand_template(template: str, value: str) -> str:
+    """``template`` (an RFC 6570 URI template from resources/templates/list) with every expression replaced
+    by ``value`` as it is: the probe sends what a template's own expansion would have encoded."""
+    return _EXPRESSION.sub(lambda _: value, template[:2000])
 
 
 def file_uri(path: str) -> str:
@@ -232,6 +244,27 @@ TECHNIQUES: list[Technique] = [
         once=True,
         race=True,
         weakness=RACE,
+    ),
+    Technique(
+        "unicode-twin",
+        "names compared after Unicode normalization (NFC/NFD) but opened as sent: the root 'tw\u00efn' (NFC) "
+        "taken for its outside twin 'twi\u0308n' (NFD)",
+        lambda s: [_f(f"{s.twin_root.parent}/{TWIN_NFD}/secret.txt"), _d(f"{s.twin_root.parent}/{TWIN_NFD}")],
+        weakness=EQUIVALENCE,
+        needs_roots=True,
+    ),
+    Technique(
+        "template-dotdot",
+        "'..' (plain or percent-encoded) in a resource template's URI parameter, joined to a directory "
+        "unchecked",
+        lambda s: [],
+        parameters=lambda s: [
+            _f("../outside/secret.txt"),
+            _f("..%2Foutside%2Fsecret.txt"),
+            _f("%2e%2e%2Foutside%2Fsecret.txt"),
+            _f("..%252Foutside%252Fsecret.txt"),
+            _f(f"{s.base}/outside/secret.txt"),
+        ],
     ),
     Technique(
         "hard-link",
