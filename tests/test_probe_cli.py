@@ -117,6 +117,8 @@ def test_a_server_that_dies_is_a_crash() -> None:
         (("--technique", "nope", "--", "true"), "unknown technique(s) nope"),
         (("--deadline", "0", "--", "true"), "--deadline must be a positive number"),
         (("--race-attempts", "0", "--", "true"), "must be at least 1"),
+        (("--no-such-option", "--", "true"), "unrecognized arguments: --no-such-option"),
+        (("--era", "old", "--", "true"), "argument --era: invalid choice: 'old'"),
     ],
 )
 def test_usage_errors_are_one_line(
@@ -125,6 +127,7 @@ def test_usage_errors_are_one_line(
     assert main(["probe", *args]) == 2
     err = capsys.readouterr().err
     assert expected in err
+    assert len(err.strip().splitlines()) == 1, err
     assert "Traceback" not in err
 
 

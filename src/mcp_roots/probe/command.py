@@ -10,6 +10,7 @@ import signal
 import socket
 import sys
 import time
+import typing
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -55,8 +56,16 @@ not be started or reached (on any of the connections tried); 3 nothing found, bu
 files (by its name or description) was not reached (--allow-unreached TOOL accepts that); 130 interrupted."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (and exit 2), not the usage block."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        _say(sys.stderr, f"mcp-roots: error: {message} (see '{PROG} --help')")
+        raise SystemExit(EXIT_ERROR)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description=_DESCRIPTION,
         epilog=_EPILOG,
