@@ -53,10 +53,11 @@ def test_a_symlink_swapped_in_during_restore_never_redirects_a_write(tmp_path: P
     # The attack, on the naive rebuild (remove the name, write it by name): the victim is overwritten.
     naive = tmp_path / "naive"
     naive.mkdir()
+    (naive / "a-file.txt").write_text("benign inside file\n")
     with swapper("link", naive, victim):
         deadline = time.monotonic() + 20
         while victim.read_text() == "the user's file\n" and time.monotonic() < deadline:
-            target = naive / "benign.txt"
+            target = naive / "a-file.txt"
             if target.exists() and not target.is_symlink():
                 target.unlink()
             target.write_text("benign inside file\n")
@@ -101,7 +102,8 @@ def test_a_fifo_swapped_in_during_fingerprinting_does_not_hang(tmp_path: Path) -
             try:
                 kinds = set()
                 for _ in range(500):
-                    kinds.add(stat.S_IFMT(fingerprint(fd).get("sub/inner.txt", (0,))[0]))  # type: ignore[arg-type]
+                    inner = f"{scratch.n('inner-dir')}/{scratch.n('inner.txt')}"
+                    kinds.add(stat.S_IFMT(fingerprint(fd).get(inner, (0,))[0]))  # type: ignore[arg-type]
                     scratch.plant_inside()
             finally:
                 os.close(fd)

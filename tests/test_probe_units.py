@@ -96,18 +96,17 @@ def test_other_arguments_are_filled_so_the_call_reaches_its_path() -> None:
 def test_the_scratch_tree_sees_a_change_outside_and_restores_the_planted_state(tmp_path: Path) -> None:
     scratch = Scratch.create(str(tmp_path))
     try:
-        root = scratch.root
-        assert stat.S_ISFIFO(os.lstat(root / "fifo").st_mode)
-        assert os.readlink(root / "proc-link") == "/proc/self/root"
-        assert (
-            os.stat(root / "hardlink").st_ino == os.stat(scratch.base / "outside/hardlink-secret.txt").st_ino
-        )
+        root, n = scratch.root, scratch.n
+        assert stat.S_ISFIFO(os.lstat(root / n("fifo")).st_mode)
+        assert os.readlink(root / n("proc-link")) == "/proc/self/root"
+        outside = scratch.base / n("outside")
+        assert os.stat(root / n("hardlink")).st_ino == os.stat(outside / n("hardlink-secret.txt")).st_ino
         assert scratch.outside_changes() == []
-        secret = scratch.base / "outside" / "secret.txt"
+        secret = outside / n("secret.txt")
         token = secret.read_text()
         assert scratch.evidence_in([f"... {token.strip()} ..."]) == ["outside/secret.txt"]
-        (root / "link-out").write_text("written through the link")  # what a broken write tool does
-        (scratch.base / "outside" / "new.txt").write_text("x")
+        (root / n("link-out")).write_text("written through the link")  # what a broken write tool does
+        (outside / "new.txt").write_text("x")
         assert scratch.outside_changes() == [
             "changed 'outside'",
             "changed 'outside/secret.txt'",
@@ -116,12 +115,31 @@ def test_the_scratch_tree_sees_a_change_outside_and_restores_the_planted_state(t
         root_inode = os.stat(root).st_ino
         scratch.restore()
         assert scratch.outside_changes() == []
-        assert not (scratch.base / "outside" / "new.txt").exists()
+        assert not (outside / "new.txt").exists()
         assert os.stat(root).st_ino == root_inode  # the root itself is never replaced
         assert secret.read_text() == token  # the canary is back, with its token
     finally:
         scratch.remove()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_names_are_random_per_run(tmp_path: Path) -> None:
+    """Nothing in the tree a server sees says 'probe' or 'canary': every name and content is drawn per run."""
+    one, two = Scratch.create(str(tmp_path)), Scratch.create(str(tmp_path))
+    try:
+        assert one.top.name != two.top.name
+        assert "probe" not in str(one.top)
+        assert set(os.listdir(one.root)).isdisjoint(os.listdir(two.root))
+        assert one.n("ROOT") == one.root.name.upper()
+        assert one.n("root_evil").startswith(one.root.name)
+        assert one.tokens["outside/secret.txt"] != two.tokens["outside/secret.txt"]
+        for name in os.listdir(one.root):
+            assert not {"benign", "secret", "canary", "probe", "link", "fifo"} & set(
+                name.lower().split(".")
+            ), name
+    finally:
+        one.remove()
+        two.remove()
 
 
 def test_every_technique_stays_in_the_scratch_tree(tmp_path: Path) -> None:

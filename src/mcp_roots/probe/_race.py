@@ -19,14 +19,15 @@ def can_swap(scratch: Scratch) -> bool:
     """Whether this kernel swaps two names atomically (swapped twice: the tree is as it was)."""
     from .._sys import linux
 
-    race = scratch.root / "race"
+    race = scratch.root / scratch.n("race")
+    d, x = scratch.n("d"), scratch.n("x")
     try:
         fd = os.open(race, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return False
     try:
         for _ in range(2):
-            linux.renameat2(fd, "d", fd, "x", linux.RENAME_EXCHANGE)
+            linux.renameat2(fd, d, fd, x, linux.RENAME_EXCHANGE)
     except OSError:
         return False
     finally:
@@ -39,14 +40,15 @@ def swapping(scratch: Scratch) -> Iterator[None]:
     """Swap root/race/d (a directory) with root/race/x (a link out) as fast as the kernel allows."""
     from .._sys import linux
 
-    race = scratch.root / "race"
+    race = scratch.root / scratch.n("race")
+    d, x = scratch.n("d"), scratch.n("x")
     stop = threading.Event()
     fd = os.open(race, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
 
     def swap() -> None:
         while not stop.is_set():
             try:
-                linux.renameat2(fd, "d", fd, "x", linux.RENAME_EXCHANGE)
+                linux.renameat2(fd, d, fd, x, linux.RENAME_EXCHANGE)
             except OSError:
                 return
 
@@ -58,6 +60,6 @@ def swapping(scratch: Scratch) -> Iterator[None]:
         stop.set()
         thread.join(5)
         with contextlib.suppress(OSError):
-            if os.path.islink(race / "d"):
-                linux.renameat2(fd, "d", fd, "x", linux.RENAME_EXCHANGE)
+            if os.path.islink(race / d):
+                linux.renameat2(fd, d, fd, x, linux.RENAME_EXCHANGE)
         os.close(fd)

@@ -289,7 +289,11 @@ async def _controls(
     kinds: set[str] = set()
     reasons: list[str] = []
     root = str(run.scratch.root)
-    for kind, value in (("file", f"{root}/benign.txt"), ("dir", root), ("new", run.fresh_name())):
+    for kind, value in (
+        ("file", f"{root}/{run.scratch.n('benign.txt')}"),
+        ("dir", root),
+        ("new", run.fresh_name()),
+    ):
         outcome, evidence, result = await _judged(session, tool, arg, _as_arg(arg, value), run, True)
         if outcome != HELD:
             row = Row(connection.label, arg.tool, arg.name, INSIDE_CONTROL, outcome, evidence, value, 1, LINK)
@@ -348,7 +352,7 @@ async def _call(
             tool,
             arg,
             value,
-            benign_file=f"{run.scratch.root}/benign.txt",
+            benign_file=f"{run.scratch.root}/{run.scratch.n('benign.txt')}",
             fresh_name=run.fresh_name(),
             write_token=run.write_token,
             old_text=run.scratch.marker,

@@ -28,7 +28,7 @@ from ._fdtree import (
     release_tree,
 )
 
-__all__ = ["TWIN_NFD", "HostileTree", "Scratch"]
+__all__ = ["FULLWIDTH_ROOT", "TWIN_NFD", "HostileTree", "Scratch", "draw_names"]
 
 LONG_NAME = "L" * 250 + ".txt"  # NAME_MAX is 255: the longest name a canary can have here
 #: The declared root whose name, decoded twice, climbs one level ('sub%2F..' -> 'sub/..').
@@ -53,6 +53,40 @@ CANARIES = (
     "pctroot/pct-secret.txt",
     f"twins/{TWIN_NFD}/secret.txt",
 )
+
+#: The names of the tree as reports say them; each run plants them under random names of its own, so that
+#: a server cannot recognise the probe's tree by its names ("pctroot/sub" and the twins keep theirs: their
+#: spelling is the technique).
+_LOGICAL = (
+    "root", "outside", "secret.txt", "parent-secret.txt", "chain-secret.txt", "hardlink-secret.txt", "deep",
+    "deep-secret.txt", "pctroot", "pct-secret.txt", "benign.txt", "inner-dir", "inner.txt", "link-out",
+    "dir-out", "chain1", "chain2", "chain3", "dangling", "created-by-write.txt", "hop", "proc-link",
+    "hardlink", "fifo", "race", "d", "x",
+)  # fmt: skip
+FULLWIDTH_ROOT = "\uff52\uff4f\uff4f\uff54"
+
+
+def _word(length: int) -> str:
+    return "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(length))
+
+
+def draw_names() -> dict[str, str]:
+    """A random name for each logical name (and the root's relatives: its sibling with a suffix, its upper
+    case, its fullwidth form; the canary with a newline in its name)."""
+    names: dict[str, str] = {}
+    for logical in _LOGICAL:
+        ext = ".txt" if logical.endswith(".txt") else ""
+        word = _word(8) + ext
+        while word in names.values():
+            word = _word(8) + ext
+        names[logical] = word
+    root = names["root"]
+    names["root_evil"] = f"{root}_{_word(4)}"
+    names["ROOT"] = root.upper()
+    names[FULLWIDTH_ROOT] = names["fullwidth"] = "".join(chr(ord(c) + 0xFEE0) for c in root)
+    names["ctl\nsecret.txt"] = "ctl\n" + names["secret.txt"]
+    return names
+
 
 #: Where a canary is planted by its name alone (the fullwidth 'root' folds to 'root' under NFKC).
 NAME_CANARY_DIRS = (
@@ -83,8 +117,9 @@ class Scratch:
     work: Path
     percent_root: Path
     twin_root: Path
+    names: dict[str, str]
     marker: str = field(default_factory=_token)
-    tokens: dict[str, str] = field(default_factory=dict)  # canary path (relative to base) -> its content
+    tokens: dict[str, str] = field(default_factory=dict)  # canary (logical path under base) -> its content
     name_tokens: list[str] = field(default_factory=list)
     baseline: Fingerprint = field(default_factory=dict)
     inside_baseline: Fingerprint = field(default_factory=dict)
@@ -94,8 +129,9 @@ class Scratch:
     def create(cls, parent: str | None = None) -> Scratch:
         top = Path(tempfile.mkdtemp(prefix="", dir=parent)).resolve()  # a fresh directory, a random name
         base = top / "tree"
-        pct, twin = base / "pctroot" / PERCENT_ROOT_NAME, base / "twins" / TWIN_NFC
-        scratch = cls(top, base, base / "root", top / "work", pct, twin)
+        names = draw_names()
+        pct, twin = base / names["pctroot"] / PERCENT_ROOT_NAME, base / "twins" / TWIN_NFC
+        scratch = cls(top, base, base / names["root"], top / "work", pct, twin, names)
         try:
             os.mkdir(scratch.work, 0o700)
             os.mkdir(base, 0o755)
@@ -105,6 +141,21 @@ class Scratch:
             scratch.remove()
             raise
         return scratch
+
+    # --- names ----------------------------------------------------------------------------------------
+
+    def n(self, logical: str) -> str:
+        """The name planted for ``logical`` this run (a name with none: itself)."""
+        return self.names.get(logical, logical)
+
+    def actual(self, rel: str) -> str:
+        """A logical path (``outside/secret.txt``) as planted this run."""
+        return "/".join(self.n(part) for part in rel.split("/"))
+
+    def logical(self, rel: str) -> str:
+        """A planted path as reports say it (names the probe did not plant stay as they are)."""
+        back = {v: k for k, v in self.names.items() if k != "fullwidth"}
+        return "/".join(back.get(part, part) for part in rel.split("/"))
 
     # --- planting -----------------------------------------------------------------------------------
 
@@ -128,7 +179,7 @@ class Scratch:
         return fd
 
     def _put(self, rel: str, data: str) -> None:
-        parent, _, name = rel.rpartition("/")
+        parent, _, name = self.actual(rel).rpartition("/")
         fd = self._dir(parent)
         try:
             put_file(fd, name, data.encode())
@@ -136,7 +187,7 @@ class Scratch:
             os.close(fd)
 
     def _plant(self) -> None:
-        os.close(self._dir("root"))
+        os.close(self._dir(self.n("root")))
         self.tokens = {rel: _token() for rel in CANARIES}
         self._plant_outside()
 
@@ -150,24 +201,25 @@ class Scratch:
             name = _token()
             self._put(f"{rel_dir}/{name}", "")
             self.name_tokens.append(name)
-        os.close(self._dir("pctroot/sub"))
+        os.close(self._dir(f"{self.n('pctroot')}/sub"))
         self._put(f"pctroot/{PERCENT_ROOT_NAME}/inner.txt", "inside the percent-named root\n")
         self._put(f"twins/{TWIN_NFC}/inner.txt", "inside the twin-named root\n")
         self.plant_inside()
-        self.baseline = fingerprint(self._base_fd, skip="root")
+        self.baseline = fingerprint(self._base_fd, skip=self.n("root"))
 
     def plant_inside(self) -> None:
         """(Re)build the root's contents; the root directory itself stays (a server may hold it open)."""
-        fd = self._dir("root")
+        n = self.n
+        fd = self._dir(n("root"))
         try:
             with os.scandir(fd) as entries:
                 names = [e.name for e in entries]
             for name in names:
                 clear(fd, name)
-            put_file(fd, "benign.txt", f"benign inside file {self.marker}\n".encode())
-            sub = make_dir(fd, "sub")
+            put_file(fd, n("benign.txt"), f"benign inside file {self.marker}\n".encode())
+            sub = make_dir(fd, n("inner-dir"))
             try:
-                put_file(sub, "inner.txt", b"inner inside file\n")
+                put_file(sub, n("inner.txt"), b"inner inside file\n")
             finally:
                 os.close(sub)
             for name, target in (
@@ -178,23 +230,21 @@ class Scratch:
                 ("chain3", "../outside/chain-secret.txt"),
                 ("dangling", "../outside/created-by-write.txt"),
                 ("hop", "../outside/deep"),
-                ("proc-link", "/proc/self/root"),
             ):
-                make_link(fd, name, target)
+                make_link(fd, n(name), self.actual(target))
+            make_link(fd, n("proc-link"), "/proc/self/root")
             with contextlib.suppress(OSError):  # another filesystem, or hard links refused: the row says so
-                os.link(
-                    "outside/hardlink-secret.txt", "hardlink", src_dir_fd=self._base_fd, dst_dir_fd=fd,
-                    follow_symlinks=False,
-                )  # fmt: skip
-            make_fifo(fd, "fifo")
-            race = make_dir(fd, "race")
+                source = self.actual("outside/hardlink-secret.txt")
+                os.link(source, n("hardlink"), src_dir_fd=self._base_fd, dst_dir_fd=fd, follow_symlinks=False)
+            make_fifo(fd, n("fifo"))
+            race = make_dir(fd, n("race"))
             try:
-                d = make_dir(race, "d")
+                d = make_dir(race, n("d"))
                 try:
-                    put_file(d, "secret.txt", b"inside decoy\n")
+                    put_file(d, n("secret.txt"), b"inside decoy\n")
                 finally:
                     os.close(d)
-                make_link(race, "x", "../../outside")
+                make_link(race, n("x"), self.actual("../../outside"))
             finally:
                 os.close(race)
             self.inside_baseline = fingerprint(fd)
@@ -205,14 +255,17 @@ class Scratch:
 
     def outside_changes(self) -> list[str]:
         """What differs outside the root from the planted state: created, changed or removed entries."""
-        now = fingerprint(self._base_fd, skip="root")
-        changed = [f"created {p!r}" for p in now.keys() - self.baseline.keys()]
-        changed += [f"removed {p!r}" for p in self.baseline.keys() - now.keys()]
-        changed += [f"changed {p!r}" for p in now.keys() & self.baseline.keys() if now[p] != self.baseline[p]]
+        now = fingerprint(self._base_fd, skip=self.n("root"))
+        said = self.logical
+        changed = [f"created {said(p)!r}" for p in now.keys() - self.baseline.keys()]
+        changed += [f"removed {said(p)!r}" for p in self.baseline.keys() - now.keys()]
+        changed += [
+            f"changed {said(p)!r}" for p in now.keys() & self.baseline.keys() if now[p] != self.baseline[p]
+        ]
         return sorted(changed)
 
     def inside_changed(self) -> bool:
-        fd = self._dir("root")
+        fd = self._dir(self.n("root"))
         try:
             return fingerprint(fd) != self.inside_baseline
         finally:
@@ -223,7 +276,7 @@ class Scratch:
         descriptors only: a link the server swaps in meanwhile is removed, never written through."""
         if self.outside_changes():
             with os.scandir(self._base_fd) as entries:
-                names = [e.name for e in entries if e.name != "root"]
+                names = [e.name for e in entries if e.name != self.n("root")]
             for name in names:
                 clear(self._base_fd, name)
             self._plant_outside()
@@ -239,16 +292,17 @@ class Scratch:
     def unblock_fifos(self) -> None:
         """Release a server blocked opening the FIFO (for reading or writing) by opening its other end (never
         through a link, never blocking)."""
+        fifo = self.n("fifo")
         try:
-            fd = self._dir("root")
+            fd = self._dir(self.n("root"))
         except OSError:
             return
         try:
             for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):
                 try:
-                    if not stat.S_ISFIFO(os.stat("fifo", dir_fd=fd, follow_symlinks=False).st_mode):
+                    if not stat.S_ISFIFO(os.stat(fifo, dir_fd=fd, follow_symlinks=False).st_mode):
                         return
-                    end = os.open("fifo", flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                    end = os.open(fifo, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
                 except OSError as exc:
                     if exc.errno not in (errno.ENXIO, errno.ENOENT, errno.ELOOP):
                         raise
