@@ -225,3 +225,60 @@ def test_a_missing_command_is_one_line_and_exit_2() -> None:
     lines = [line for line in done.stderr.splitlines() if "error" in line]
     assert len(lines) == 1, done.stderr
     assert "/nonexistent/mcp-server-nope" in lines[0]
+
+
+def guarded_models(adapter: str, root: Path) -> Any:
+    """The same three shapes, guarded by mcp-roots (``@guard.paths`` with locators), on one adapter."""
+    from fastmcp import Context as FastContext
+    from fastmcp import FastMCP
+    from mcp.server.mcpserver import Context
+
+    from mcp_roots import RootsGuard
+
+    from .broken_servers.shapes_server import Export, Item, Job
+
+    guard = RootsGuard([str(root)], ceiling=[str(root)], environ={}, user_config_dir=root / "no-config")
+    server: Any = FastMCP("files") if adapter == "fastmcp4" else MCPServer("files")
+    guard.install(server)
+    tool = server.tool if adapter == "fastmcp4" else server.tool()
+    ctx_type: Any = FastContext if adapter == "fastmcp4" else Context
+
+    @guard.paths("job.path")
+    async def write_job(job: Job, ctx: ctx_type) -> str:  # type: ignore[valid-type]
+        """Run a job: return what its file holds."""
+        return (await guard.roots(ctx)).read_text(job.path)
+
+    @guard.paths("items[].file_path")
+    async def save_all(items: list[Item], ctx: ctx_type) -> str:  # type: ignore[valid-type]
+        """Return each item's file."""
+        roots = await guard.roots(ctx)
+        return "\n".join(roots.read_text(item.file_path) for item in items)
+
+    @guard.paths("request.output.path")
+    async def export(request: Export, ctx: ctx_type) -> str:  # type: ignore[valid-type]
+        """Return what the report's file holds."""
+        return (await guard.roots(ctx)).read_text(request.output.path)
+
+    for fn in (write_job, save_all, export):
+        tool(fn)
+    return server
+
+
+@pytest.mark.parametrize(
+    ("adapter", "anyio_backend"), [("mcp2", "asyncio"), ("mcp2", "trio"), ("fastmcp4", "asyncio")]
+)
+async def test_guarded_model_arguments_are_reached_and_hold(adapter: str) -> None:
+    report = await assert_confined(
+        lambda root: guarded_models(adapter, root),
+        techniques=["absolute-outside", "dotdot", "sibling-prefix", "symlink-final", "percent-encoded"],
+        eras=["legacy"],
+    )
+    assert sorted(report.arguments) == [
+        "export.request.output.path",
+        "save_all.items[].file_path",
+        "write_job.job.path",
+    ]
+    assert report.unreached == {}
+    assert not report.findings
+    # Every row means something: each tool read the inside file, so 'held' is the tool's own refusal.
+    assert {r.outcome for r in report.rows} == {"held"}
