@@ -230,3 +230,29 @@ def test_the_plugin_is_registered_and_only_adds_a_fixture(tmp_path: Path) -> Non
         [*argv, "-p", "no:mcp_roots"], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
     assert "fixture 'mcp_roots_probe' not found" in without.stdout
+
+
+def test_a_failing_probe_shows_the_findings_grouped_not_the_plugins_source(tmp_path: Path) -> None:
+    """The failure a user reads: one block per technique, one line per tool and place with every connection
+    that showed it; the plugin's own frames hidden (no line of testing.py in the traceback)."""
+    (tmp_path / "test_it.py").write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(BROKEN.parent)!r})\n"
+        "import pytest\n"
+        "from broken_server import build\n"
+        "from mcp_roots.testing import assert_confined\n\n"
+        "@pytest.mark.anyio\n"
+        "@pytest.mark.parametrize('anyio_backend', ['asyncio'])\n"
+        "async def test_it(anyio_backend):\n"
+        "    await assert_confined(lambda root: build('prefix', str(root)), tool='read_file', arg='path',\n"
+        "                          techniques=['sibling-prefix'], eras=['legacy', 'modern'])\n"
+    )
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_it.py"]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = done.stdout
+    assert "  sibling-prefix:\n" in out, out
+    lines = [line for line in out.splitlines() if "read_file path: sibling-prefix ESCAPED" in line]
+    assert len(lines) == 1, out  # once, with its connections, not once per connection
+    assert "[legacy, legacy+roots, modern, modern+roots]" in lines[0], lines[0]
+    assert "testing.py" not in out, out  # __tracebackhide__: the plugin's source is not shown
