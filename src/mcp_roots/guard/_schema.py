@@ -15,11 +15,17 @@ walks a Python annotation, with the same name rule (``is_path_name``) and the sa
 - a slot's ``kind`` is ``"uri"`` when it takes ``file:`` URIs (``format: uri``, a name ending in ``uri``,
   a description that speaks of URIs and not of paths), ``"path"`` otherwise.
 
+``walk_schema(schema)`` gives the slots and the opaque places; ``walk_schema(schema, every=True)`` every
+string place (path-like or not, ``by="user"`` where only a user says so); ``slot_at(schema, locator)`` the
+place a user names (``--tool NAME:LOCATOR``). A slot found only by its description (``by="description"``,
+e.g. a ``folder_id`` titled "Folder Id") is a weaker claim than one found by its name or format.
+
 The walk is bounded (``MAX_NODES`` schema nodes, ``MAX_DEPTH`` steps, ``$ref`` cycles cut): what it could
 not follow is listed in ``SchemaPaths.opaque`` as a locator ending in ``...``, where a path may lie.
 
-A ``PathSlot`` builds a whole argument object around a value (``slot.arguments(value)``): the objects and
-arrays on the way are made, every required sibling filled (from ``const``, ``default``, ``enum``,
+A ``PathSlot`` reads the values at its place in a call's arguments (``slot.values(arguments)``: what a
+wrapper checks), and builds a whole argument object around a value (``slot.arguments(value)``): the objects
+and arrays on the way are made, every required sibling filled (from ``const``, ``default``, ``enum``,
 ``examples``, else a minimal value of its type within its bounds), and other path slots filled by a caller's
 function, so that a call passes input validation and the value reaches the tool's code. Pure and SDK-free.
 """
@@ -31,7 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._pathlike import MAX_DEPTH, OPAQUE, is_path_name, parse_locator
+from ._pathlike import MAX_DEPTH, OPAQUE, is_path_name, parse_locator, values_at
 
 __all__ = ["MAX_NODES", "PathSlot", "SchemaPaths", "path_slots", "sample", "slot_at", "walk_schema"]
 
@@ -71,6 +77,12 @@ class PathSlot:
     required: bool
     _trail: tuple[Mapping[str, Any], ...] = field(default=(), repr=False, compare=False)
     _top: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def values(self, arguments: Mapping[str, Any]) -> list[object]:
+        """The values at this slot in a call's ``arguments`` (JSON: every element of a ``[]``, every value of
+        a ``{}``), in order; missing parts and ``null`` are skipped, parts of another shape too (another
+        member of a union), so a caller that must see every path checks what the schema lets through."""
+        return values_at(arguments, self.locator)
 
     def arguments(self, value: Any, *, other: OtherPaths | None = None, text: Text | None = None) -> Any:
         """A whole argument object with ``value`` at this slot (one element for ``[]``, one entry ``"a"``
