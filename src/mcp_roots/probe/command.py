@@ -28,20 +28,22 @@ PROG = "mcp-roots probe"
 EXIT_OK, EXIT_FOUND, EXIT_ERROR, EXIT_UNREACHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 _DESCRIPTION = """\
-Try every known way out of a root through every path argument of an MCP server's tools (and resources/read
-of file: URIs): '..', a sibling with a shared prefix, symlinks out (final, in the middle, chained,
-dangling), '..' after a symlink, /proc magic links, percent-encoded and unicode-folded names, control
-characters, over-long names, a FIFO, a directory swapped for a link out during the call, and root URIs
-decoded twice. The server gets a scratch tree: '{root}' in COMMAND's arguments is replaced by its root, and
-the probe declares it as the client's root where it declares roots. Outcomes are judged by effects only: a
-planted canary's content or name in a result, a file created or changed outside the root, no answer
-before the deadline."""
+Try every known way out of a root through every path in an MCP server's tools' input schemas (arguments,
+fields of objects, elements of arrays, up to 8 steps deep), and resources/read of file: URIs and resource
+templates: '..', a sibling with a shared prefix, symlinks out (final, in the middle, chained, dangling),
+'..' after a symlink, /proc magic links, percent-encoded, unicode-folded and NFC/NFD twin names, control
+characters, over-long names, a FIFO, a directory swapped for a link out during the call, root URIs decoded
+twice, '..' in resource template parameters. The server gets a scratch tree: '{root}' in COMMAND's
+arguments is replaced by its root, and the probe declares it as the client's root where it declares roots.
+Outcomes are judged by effects only: a planted canary's content or name in a result, a file created or
+changed outside the root, no answer before the deadline."""
 
 _EPILOG = f"""\
 examples:
   mcp-roots probe -- mcp-roots serve {{root}}
   mcp-roots probe -- npx -y @modelcontextprotocol/server-filesystem {{root}}
   mcp-roots probe --tool fetch_doc:location -- python my_server.py --dir {{root}}
+  mcp-roots probe --tool write_job:job.path -- python my_server.py {{root}}
   mcp-roots probe --http http://127.0.0.1:{{port}}/mcp -- mcp-roots serve --http {{port}} {{root}}
 
 The probe touches only its scratch tree (a new temporary directory, removed on exit) and starts the server
