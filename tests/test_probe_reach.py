@@ -83,6 +83,25 @@ class Ticket(BaseModel):
     ident: int
 
 
+class Tree(BaseModel):
+    label: str
+    children: list[Tree] = []
+
+
+async def test_a_recursive_argument_is_listed_as_not_followed() -> None:
+    server = MCPServer("trees")
+
+    @server.tool()
+    def count(tree: Tree) -> int:
+        return 1 + sum(count(c) for c in tree.children)
+
+    report = await assert_confined(server, techniques=["dotdot"], eras=["legacy"])
+    assert report.unreached == {
+        "count": "no path found in its input schema",
+        "count.tree.children[]...": "nested too deep or recursive: not followed",
+    }
+
+
 def unreachable_server(root: Path) -> MCPServer:
     """A file tool whose schema holds no path the probe can find: it cannot be probed."""
     server = MCPServer("opaque-files")

@@ -225,6 +225,7 @@ class _Walk:
         trail: tuple[Mapping[str, Any], ...],
         *,
         required: bool,
+        refs: tuple[str, ...] = (),
     ) -> None:
         props = node.get("properties")
         needed = _required(node)
@@ -238,7 +239,7 @@ class _Walk:
                         (*trail, node),
                         named=is_path_name(name),
                         required=required and name in needed,
-                        refs=(),
+                        refs=refs,
                     )
 
     def value(
@@ -276,7 +277,7 @@ class _Walk:
             self.value(branch, name, steps, trail, named=named, required=required, refs=refs)
         types = _types(node)
         if "object" in types or isinstance(node.get("properties"), Mapping):
-            self.object_fields(node, steps, trail, required=required)
+            self.object_fields(node, steps, trail, required=required, refs=refs)
             for key in ("additionalProperties",):
                 if isinstance(node.get(key), Mapping):
                     self.value(

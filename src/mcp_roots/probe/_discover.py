@@ -16,6 +16,7 @@ __all__ = [
     "fill_arguments",
     "looks_like_file_tool",
     "not_reached",
+    "opaque_places",
     "parse_override",
     "path_arguments",
     "takes_arguments",
@@ -58,6 +59,11 @@ def _of(tool: str, slot: PathSlot) -> PathArgument:
 def path_arguments(tool: dict[str, Any]) -> list[PathArgument]:
     """Every place in the arguments of ``tool`` (a tools/list entry, as JSON) that takes a path."""
     return [_of(tool["name"], s) for s in walk_schema(tool.get("inputSchema") or {}).slots]
+
+
+def opaque_places(tool: dict[str, Any]) -> list[str]:
+    """The places of ``tool``'s input schema the walk could not follow (too deep, recursive, unresolved)."""
+    return walk_schema(tool.get("inputSchema") or {}).opaque
 
 
 def parse_override(spec: str, tools: list[dict[str, Any]]) -> PathArgument:

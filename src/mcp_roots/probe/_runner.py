@@ -24,6 +24,7 @@ from ._discover import (
     fill_arguments,
     looks_like_file_tool,
     not_reached,
+    opaque_places,
     parse_override,
     path_arguments,
     takes_arguments,
@@ -229,6 +230,8 @@ async def _probe_connection(
                     "no path found in its input schema" if takes_arguments(tool) else "it takes no arguments"
                 )
                 run.unreached.setdefault(name, why)
+            for place in opaque_places(tool):
+                run.unreached.setdefault(f"{name}.{place}", "nested too deep or recursive: not followed")
     for a in arguments:
         if f"{a.tool}.{a.name}" not in report.arguments:
             report.arguments.append(f"{a.tool}.{a.name}")
