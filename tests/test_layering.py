@@ -62,7 +62,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_policy", "_provider"),
         ("__init__",),
     ],
-    "guard": [("_pathlike",), ("_audit",), ("_argcheck",), ("_calls",), ("_port",), ("__init__",)],
+    "guard": [("_pathlike",), ("_audit", "_schema"), ("_argcheck",), ("_calls",), ("_port",), ("__init__",)],
     "adapters": [("mcp2_sdk", "fastmcp4_sdk", "mcp1_sdk"), ("mcp2", "mcp1"), ("fastmcp4",), ("__init__",)],
     "broker": [
         ("_protocol", "_consent"),
@@ -83,7 +83,9 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("__init__",),
     ],
     "probe": [
-        ("_session", "_procs", "_report", "_scratch"),
+        ("_session", "_procs", "_report", "_fdtree"),
+        ("_scratch",),
+        ("_race",),
         ("_discover", "_techniques", "_fastmcp4", "_mcp1", "_mcp2"),
         ("_targets", "_runner"),
         ("command", "__init__"),
