@@ -184,6 +184,17 @@ SHUTDOWN = 10.0
 """Seconds a transport may take to close (a bound, not a timing check)."""
 
 
+def _pipe_files() -> list[IO[str]]:
+    """The server's stdin and stdout, the client's stdin and stdout: two OS pipes, crossed."""
+    to_server, to_client = os.pipe(), os.pipe()
+    return [
+        open(to_server[0], encoding="utf-8"),
+        open(to_client[1], "w", encoding="utf-8"),
+        open(to_client[0], encoding="utf-8"),
+        open(to_server[1], "w", encoding="utf-8"),
+    ]
+
+
 @asynccontextmanager
 async def over_pipes(
     serve: Callable[[anyio.AsyncFile[str], anyio.AsyncFile[str]], Awaitable[None]],
@@ -191,13 +202,7 @@ async def over_pipes(
     """Two OS pipes, as a stdio server and its client see them: runs ``serve(stdin, stdout)`` (the SDK's
     stdio transport over them) and yields the client's (stdin, stdout). On exit the client's stdout closes,
     so the server reads EOF and ends as a stdio server does; its stdout then closes, the client's EOF."""
-    to_server, to_client = os.pipe(), os.pipe()
-    files: list[IO[str]] = [
-        open(to_server[0], encoding="utf-8"),  # noqa: SIM115 (closed below, after the threads that read them)
-        open(to_client[1], "w", encoding="utf-8"),  # noqa: SIM115
-        open(to_client[0], encoding="utf-8"),  # noqa: SIM115
-        open(to_server[1], "w", encoding="utf-8"),  # noqa: SIM115
-    ]
+    files = _pipe_files()
     server_in, server_out, client_in, client_out = (anyio.wrap_file(f) for f in files)
     try:
         with anyio.CancelScope() as bound:
@@ -287,7 +292,7 @@ async def _uvicorn(app: Any) -> AsyncIterator[str]:
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, [listener])
             with anyio.fail_after(SHUTDOWN):
-                while not server.started:
+                while not server.started:  # noqa: ASYNC110 (uvicorn sets a flag, no event)
                     await anyio.sleep(0.005)
             try:
                 yield f"http://127.0.0.1:{port}"
@@ -337,11 +342,50 @@ async def inside_read_outside_refused(h: Harness, tree: Tree, caplog: pytest.Log
                 "outside/secret.txt",
                 "project/../outside/secret.txt",
                 "project/escape/secret.txt",
+                "project/../../../../../../../etc/passwd",
+                "fallback/fb.txt",  # the fallback does not apply: the client sent roots
+                "other/other.txt",
             ):
                 refused, text = await s.call("read_text", path=str(tree.base / way_out))
                 assert refused, (era, way_out, text)
                 assert "outside the allowed roots" in text
+                assert str(tree.project) in text  # the refusal names the roots
                 assert "TOP SECRET" not in text
+                assert "hello from" not in text
+
+
+async def write_text(path: str, content: str) -> str:
+    Path(path).write_text(content)  # noqa: ASYNC240
+    return "wrote " + Path(path).name
+
+
+@row(transports=EVERY_TRANSPORT)
+async def writes_land_inside_and_are_refused_outside(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The control first: the unguarded twin writes outside. Guarded, a write inside lands and one outside
+    (directly or through the symlink out) leaves no file."""
+    naive = h.server(None)
+    h.tool(naive, None, write_text)
+    async with h.session(naive, h.eras[0], [tree.project]) as s:
+        assert await s.call("write_text", path=str(tree.outside / "control.txt"), content="x") == (
+            False,
+            "wrote control.txt",
+        )
+    assert (tree.outside / "control.txt").read_text() == "x"
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+    h.tool(server, guard, write_text, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            name = f"new-{era}.txt"
+            assert await s.call("write_text", path=name, content=era) == (False, f"wrote {name}")
+            assert (tree.project / name).read_text() == era
+            for way_out in (tree.outside / "pwned.txt", tree.project / "escape" / "pwned.txt"):
+                refused, text = await s.call("write_text", path=str(way_out), content="x")
+                assert refused, (era, way_out, text)
+                assert "outside the allowed roots" in text
+                assert not (tree.outside / "pwned.txt").exists()
 
 
 @row
@@ -504,6 +548,9 @@ async def a_client_without_roots_gets_the_fallback_or_a_refusal(
                 else:
                     assert result[0], result
                     assert "roots" in result[1], result
+                refused, text = await s.call("read_text", path=str(tree.project / "hello.txt"))
+                assert refused, (configured, era, text)
+                assert "hello from project" not in text
 
 
 @row(transports=EVERY_TRANSPORT)
@@ -721,7 +768,7 @@ async def a_client_whose_roots_fail_is_refused_not_given_the_fallback(
             refused, text = await s.call("read_text", path=str(tree.fallback / "fb.txt"))
         assert refused, text
         assert "hello from fallback" not in text, text
-        assert "roots" in text, text
+        assert "has not sent its roots yet" in text, text
 
 
 @row(transports=EVERY_TRANSPORT)

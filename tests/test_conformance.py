@@ -36,7 +36,7 @@ from pydantic import ValidationError
 
 from mcp_roots import RootsGuard, path_to_uri
 
-from .conformance import HTTP, MEMORY, ROWS, STDIO, TRANSPORTS, Harness, Row, Session, http_url, over_pipes
+from .conformance import HTTP, MEMORY, ROWS, STDIO, TRANSPORTS, Harness, Session, http_url, over_pipes
 from .tree import Tree
 
 MODES = {"legacy": "legacy", "modern": "auto"}  # "auto" negotiates 2026-07-28 in memory
@@ -46,7 +46,9 @@ def _text(blocks: Any) -> str:
     return "".join(getattr(b, "text", "") for b in blocks)
 
 
-async def _serve_stdio(lowlevel: Server[Any], stdin: anyio.AsyncFile[str], stdout: anyio.AsyncFile[str]) -> None:
+async def _serve_stdio(
+    lowlevel: Server[Any], stdin: anyio.AsyncFile[str], stdout: anyio.AsyncFile[str]
+) -> None:
     """What ``MCPServer.run_stdio_async`` does, over the given pipes instead of fds 0 and 1."""
     with anyio.CancelScope() as done:
         async with stdio_server(stdin=stdin, stdout=stdout) as (read, write):
@@ -344,7 +346,9 @@ class _PipeTransport(ClientTransport):
         self.streams = streams
 
     @asynccontextmanager
-    async def connect_session(self, *, transport_options: Any = None, **session_kwargs: Any) -> AsyncIterator[Any]:
+    async def connect_session(
+        self, *, transport_options: Any = None, **session_kwargs: Any
+    ) -> AsyncIterator[Any]:
         session_class = getattr(transport_options, "session_class", ClientSession)
         async with (
             self.streams as (read, write),
@@ -353,7 +357,9 @@ class _PipeTransport(ClientTransport):
             yield session
 
 
-async def _serve_fastmcp_stdio(server: Any, stdin: anyio.AsyncFile[str], stdout: anyio.AsyncFile[str]) -> None:
+async def _serve_fastmcp_stdio(
+    server: Any, stdin: anyio.AsyncFile[str], stdout: anyio.AsyncFile[str]
+) -> None:
     """What ``FastMCP.run_stdio_async`` does, over the given pipes instead of fds 0 and 1."""
     async with server._lifespan_manager():
         await _serve_stdio(server._mcp_server, stdin, stdout)

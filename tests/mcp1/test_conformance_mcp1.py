@@ -167,7 +167,9 @@ class Mcp1FastMCPHarness(Harness):
         callback = list_roots if roots is not None else None
         transport = transport or self.transport
         if transport == MEMORY:
-            async with create_connected_server_and_client_session(server, list_roots_callback=callback) as client:
+            async with create_connected_server_and_client_session(
+                server, list_roots_callback=callback
+            ) as client:
                 session.session = client
                 yield session
             return
