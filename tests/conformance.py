@@ -25,7 +25,7 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import IO, Annotated, Any, Optional
+from typing import IO, Annotated, Any, Optional, overload
 
 import anyio
 import anyio.lowlevel
@@ -167,6 +167,10 @@ TRANSPORTS: dict[str, tuple[str, ...]] = {}
 """The transports each row runs over (in memory unless it names more)."""
 
 
+@overload
+def row(fn: Row) -> Row: ...
+@overload
+def row(*, transports: tuple[str, ...]) -> Callable[[Row], Row]: ...
 def row(fn: Row | None = None, *, transports: tuple[str, ...] = (MEMORY,)) -> Any:
     """Add ``fn`` to the table (``@row``, or ``@row(transports=EVERY_TRANSPORT)``)."""
 

@@ -93,7 +93,7 @@ async def _client_end(
 
 
 def _lowlevel(server: Any) -> Server[Any]:
-    return server._lowlevel_server if isinstance(server, MCPServer) else server  # type: ignore[no-any-return]
+    return server._lowlevel_server if isinstance(server, MCPServer) else server
 
 
 class _Mcp2Session(Session):
