@@ -15,7 +15,7 @@ from ..errors import RootsUnavailable
 from ..paths._rootset import RootSet
 from ._answers import LastAnswers, MalformedRoots, answer_key, build_checked_roots, check_roots_answer
 from ._cache import RootsCache
-from ._sources import SOURCE_UNCONFIGURED, clip_to_ceiling
+from ._sources import NO_FOLDERS, SOURCE_UNCONFIGURED, clip_to_ceiling
 
 __all__ = ["ConnectionRoots", "GuardPolicy", "note_deprecation"]
 
@@ -169,7 +169,7 @@ class GuardPolicy:
 
     def _fallback_or_refuse(self) -> RootSet:
         if self.fallback.source == SOURCE_UNCONFIGURED:
-            raise RootsUnavailable(f"this client sends no roots, and {self.how_to_configure}")
+            raise RootsUnavailable(NO_FOLDERS)
         return self.fallback
 
     def served_roots(self, roots: RootSet) -> RootSet:
