@@ -26,7 +26,7 @@ from ._canonical import canonicalize
 from ._descriptors import RootDescriptors
 from ._fold import folding_for
 from ._router import RootIndex, Router
-from ._text import checked_text, control_character, describe
+from ._text import checked_text, control_character, describe, shorten
 from ._tree import Entry, Leave, OnError, Visit
 from ._uri import path_to_uri, uri_and_name, uri_to_path
 
@@ -40,6 +40,9 @@ _T = TypeVar("_T")
 logger = logging.getLogger("mcp_roots")
 
 _WINDOWS = os.name == "nt"
+
+REFUSAL_ROOTS = 3
+"""How many roots a refusal names before it says how many more."""
 
 
 # --- Root ----------------------------------------------------------------------------------------------
@@ -147,7 +150,7 @@ class RootSet:
         # Root descriptors open lazily, one per root in use; they close with close(), or when this set is
         # collected (a finalizer, not __del__: it runs once, and never while an operation holds one).
         self._descriptors = RootDescriptors()
-        self._router = Router(index, self._descriptors, self.describe)
+        self._router = Router(index, self._descriptors, self._refusal_roots)
         weakref.finalize(self, self._descriptors.close)
 
     # -- construction --
@@ -260,11 +263,20 @@ class RootSet:
     def __repr__(self) -> str:
         return f"RootSet({[str(p) for p in self.paths]!r}, source={self._source!r})"
 
-    def describe(self) -> str:
-        """The roots as a short human list, for messages: ``/a, /b`` or ``no roots``."""
+    def describe(self, most: int | None = None) -> str:
+        """The roots as a human list, for messages: ``/a, /b`` or ``no roots``. With ``most``, the first
+        ``most`` roots (each long one shortened in the middle) and how many more: a refusal's list, which
+        goes to the model, stays short however many roots there are."""
         if not self._roots:
             return "no roots"
-        return ", ".join(str(p) for p in self.paths)
+        if most is None:
+            return ", ".join(str(p) for p in self.paths)
+        shown = [shorten(str(p)) for p in self.paths[:most]]
+        more = len(self._roots) - len(shown)
+        return ", ".join(shown) + (f" and {more} more" if more else "")
+
+    def _refusal_roots(self) -> str:
+        return self.describe(REFUSAL_ROOTS)
 
     def _root(self, root_path: str | None) -> Root | None:
         return None if root_path is None else self._by_path[root_path]
