@@ -233,8 +233,8 @@ def _refuse_home(root: Root, homes: Sequence[Path] | None, what: str, where: str
     if why is not None:
         raise ConfigError(
             f"{what} from {where} is refused as a fallback root: {why}, which would expose the "
-            "user's files; name the folders the server needs, or pass allow_home=True / --allow-home if "
-            "you really mean it"
+            "user's files; name the folders the server needs, or pass --allow-home (allow_home=True in "
+            "Python) if you really mean it"
         )
 
 
@@ -479,7 +479,7 @@ def _from_config_file(path: Path, homes: Sequence[Path] | None) -> RootSet | Non
         if why is not None:
             # A config file may come with a cloned repository: it never grants the whole disk or home.
             logger.warning(
-                "%s:%d: skipping the root %s: %s (pass allow_home=True / --allow-home to allow it)",
+                "%s:%d: skipping the root %s: %s (pass --allow-home, allow_home=True in Python, to allow it)",
                 path,
                 line,
                 root.path,
