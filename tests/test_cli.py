@@ -502,3 +502,20 @@ def test_env_json_matches_the_library(cli: Cli) -> None:
     result = cli.run("--project", ".", "env", "--json")
     assert result.code == 0, result.err
     assert json.loads(result.out) == RootSet.from_paths([cli.project]).as_env()
+
+
+def test_audit_warns_once_and_names_a_forgotten_install(cli: Cli) -> None:
+    (cli.project / "forgot.py").write_text(
+        "from mcp.server import MCPServer\n"
+        "from mcp_roots import RootsGuard\n"
+        "server = MCPServer('s')\n"
+        "guard = RootsGuard()\n"  # nothing configured: the start-up warning
+        "@server.tool()\n"
+        "@guard.paths('path')\n"
+        "def read(path: str) -> str:\n"
+        "    return path\n"
+    )
+    result = cli.run("audit", "forgot:server")
+    assert result.code == 1
+    assert "UNGUARDED: path (its guard was never installed: call guard.install(server))" in result.out
+    assert result.err.count("no fallback roots are configured") == 1, result.err

@@ -467,6 +467,9 @@ def _setup_logging() -> logging.Handler:
     handler.setLevel(logging.WARNING)
     logger = logging.getLogger("mcp_roots")
     logger.addHandler(handler)
+    # Said once, by this handler: not again by a handler the user's server module (audit) or an SDK it
+    # imports installed on the root logger.
+    logger.propagate = False
     if logger.level == logging.NOTSET or logger.level > logging.WARNING:
         logger.setLevel(logging.WARNING)
     return handler
@@ -525,6 +528,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     finally:
         logging.getLogger("mcp_roots").removeHandler(handler)
+        logging.getLogger("mcp_roots").propagate = True
 
 
 # --- mcp-roots audit MODULE:SERVER ---------------------------------------------------------------------
