@@ -7,6 +7,7 @@ public face: construction, the set itself, ``as_env``, and one delegating line p
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -43,8 +44,7 @@ _WINDOWS = os.name == "nt"
 #: open flags that write (a protecting() RootSet checks them)
 _WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
-REFUSAL_ROOTS = 3
-"""How many roots a refusal names before it says how many more."""
+REFUSAL_ROOTS = 3  # how many roots a refusal names before it says how many more
 
 
 # --- Root ----------------------------------------------------------------------------------------------
@@ -154,7 +154,7 @@ class RootSet:
         # Root descriptors open lazily, one per root in use; they close with close(), or when this set is
         # collected (a finalizer, not __del__: it runs once, and never while an operation holds one).
         self._descriptors = RootDescriptors()
-        self._router = Router(index, self._descriptors, self._refusal_roots)
+        self._router = Router(index, self._descriptors, functools.partial(self.describe, REFUSAL_ROOTS))
         weakref.finalize(self, self._descriptors.close)
 
     # -- construction --
@@ -292,19 +292,13 @@ class RootSet:
         return f"RootSet({[str(p) for p in self.paths]!r}, source={self._source!r})"
 
     def describe(self, most: int | None = None) -> str:
-        """The roots as a human list, for messages: ``/a, /b`` or ``no roots``. With ``most``, the first
-        ``most`` roots (each long one shortened in the middle) and how many more: a refusal's list, which
-        goes to the model, stays short however many roots there are."""
+        """The roots as a human list, for messages: ``/a, /b`` or ``no roots``; with ``most``, the first
+        ``most`` (long ones shortened) and how many more, as a refusal names them to the model."""
         if not self._roots:
             return "no roots"
-        if most is None:
-            return ", ".join(str(p) for p in self.paths)
-        shown = [shorten(str(p)) for p in self.paths[:most]]
+        shown = [str(p) if most is None else shorten(str(p)) for p in self.paths[:most]]
         more = len(self._roots) - len(shown)
         return ", ".join(shown) + (f" and {more} more" if more else "")
-
-    def _refusal_roots(self) -> str:
-        return self.describe(REFUSAL_ROOTS)
 
     def _root(self, root_path: str | None) -> Root | None:
         return None if root_path is None else self._by_path[root_path]
