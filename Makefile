@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The TypeScript SDK client of tests/test_interop_ts.py, installed once from the lock file (offline afterwards).
 NODE_STAMP := tests/interop/node_modules/.installed
 
-.PHONY: demo test lint typecheck typecheck-main typecheck-mcp1 pytest pytest-parallel pytest-table pytest-serial pytest-warm pytest-mcp1 docs bench interop scale-test lock lock-mcp1 clean
+.PHONY: demo test compat lock-compat cli-docs lint typecheck typecheck-main typecheck-mcp1 pytest pytest-parallel pytest-table pytest-serial pytest-warm pytest-mcp1 docs bench interop scale-test lock lock-mcp1 clean
 
 # A second venv for the official `mcp` 1.x SDK (which cannot share a venv with mcp 2.x): the mcp1 adapter's
 # tests (tests/mcp1/) run there, against the project installed without its dependencies.
@@ -39,10 +39,46 @@ demo: $(DEMO_STAMP)
 # main venv's parallel run and its path table beside the mcp 1.x venv's, and last the serial tests alone.
 # --output-sync keeps each part's output in one piece.
 test:
-	$(MAKE) -j4 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP)
+	$(MAKE) -j4 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP) $(COMPAT_STAMPS)
 	$(MAKE) -j3 --output-sync=target lint typecheck docs pytest-warm
-	$(MAKE) -j3 --output-sync=target pytest-parallel pytest-table pytest-mcp1
+	$(MAKE) -j3 --output-sync=target pytest-parallel pytest-table pytest-mcp1 compat
 	$(MAKE) pytest-serial
+
+# The conformance table at the other end of each extra's range (the main venv holds mcp 2.3.0 and fastmcp
+# 4.1.2, .venv-mcp1 mcp 1.30.0): fastmcp 4.2.3, mcp 2.1.0 (the oldest 2.x the adapters pass on; fastmcp 4
+# needs mcp >= 2.3, so that venv has no fastmcp) and mcp 1.26.0, each in a venv of its own pinned in
+# requirements/compat-*.txt, the project installed there without its dependencies. ~20 s each.
+COMPAT_ENDS := fastmcp4.2 mcp2.1 mcp1.26
+COMPAT_STAMPS := $(foreach e,$(COMPAT_ENDS),.venv-$(e)/.installed)
+.venv-%/.installed: requirements/compat-%.txt pyproject.toml
+	$(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements/compat-$*.txt
+	.venv-$*/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $@
+compat: $(foreach e,$(COMPAT_ENDS),compat-$(e))
+compat-fastmcp4.2: .venv-fastmcp4.2/.installed
+	$(MKTMP); .venv-fastmcp4.2/bin/pytest -p no:xdist -q -k fastmcp4 --basetemp="$$tmp/c" tests/test_conformance.py; \
+	  status=$$?; rm -rf "$$tmp"; exit $$status
+compat-mcp2.1: .venv-mcp2.1/.installed
+	$(MKTMP); MCP_ROOTS_COMPAT_NO_FASTMCP=1 .venv-mcp2.1/bin/pytest -p no:xdist -q --basetemp="$$tmp/c" \
+	  tests/test_conformance.py; status=$$?; rm -rf "$$tmp"; exit $$status
+compat-mcp1.26: .venv-mcp1.26/.installed
+	$(MKTMP); .venv-mcp1.26/bin/pytest -p no:xdist -q --basetemp="$$tmp/c" tests/mcp1/test_conformance_mcp1.py; \
+	  status=$$?; rm -rf "$$tmp"; exit $$status
+
+# Re-pin requirements/compat-*.txt (run by a developer): a pip freeze of a fresh venv for each end.
+COMPAT_TOOLS := platformdirs pytest pytest-xdist trio
+COMPAT_PIN_fastmcp4.2 := fastmcp==4.2.3
+COMPAT_PIN_mcp2.1 := mcp==2.1.0
+COMPAT_PIN_mcp1.26 := mcp==1.26.0
+lock-compat:
+	for e in $(COMPAT_ENDS); do \
+	  case $$e in fastmcp4.2) pin='$(COMPAT_PIN_fastmcp4.2)';; mcp2.1) pin='$(COMPAT_PIN_mcp2.1)';; *) pin='$(COMPAT_PIN_mcp1.26)';; esac; \
+	  rm -rf .lockvenv-c && $(PYTHON) -m venv .lockvenv-c && .lockvenv-c/bin/pip install --quiet $$pin $(COMPAT_TOOLS) || exit 1; \
+	  { echo "# Exact versions of .venv-$$e, one end of an extra's range for make compat (pip freeze of a fresh venv"; \
+	    echo "# with pip install $$pin \$$(COMPAT_TOOLS)). Regenerate with: make lock-compat"; \
+	    .lockvenv-c/bin/pip freeze; } > requirements/compat-$$e.txt; \
+	done; rm -rf .lockvenv-c
 
 # The API reference from the docstrings (mkdocs + mkdocstrings), warnings as errors, into site/; its
 # toolchain lives in .venv-docs, pinned in requirements/docs.txt, apart from the test lock.
@@ -56,9 +92,13 @@ $(DOCS_STAMP): requirements/docs.txt
 docs: $(DOCS_STAMP)
 	$(DOCS_VENV)/bin/mkdocs build --strict --quiet
 
+# docs/cli.md from the command's own parsers (tests/test_docs.py fails when it is stale).
+cli-docs: $(STAMP)
+	$(PY) tools/cli_reference.py
+
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests examples benchmarks
-	$(VENV)/bin/ruff format --check src tests examples benchmarks
+	$(VENV)/bin/ruff check src tests examples benchmarks tools
+	$(VENV)/bin/ruff format --check src tests examples benchmarks tools
 
 typecheck: typecheck-main typecheck-mcp1
 typecheck-main: $(STAMP)
@@ -154,13 +194,13 @@ scale-test: $(STAMP)
 
 # Re-pin requirements/dev.txt from a scratch venv (run by a developer, never by CI). The current pins are
 # the constraints, so a re-lock adds what is new and moves nothing (delete a line to let it move).
-# fastmcp 4.1.2: 4.1.3+ need a certifi release the package registry here lacks.
+# fastmcp 4.1.2: the lower end of the fastmcp extra's range (make compat runs the upper end, 4.2.3).
 LOCK_FASTMCP := fastmcp==4.1.2
 lock:
 	rm -rf .lockvenv && $(PYTHON) -m venv .lockvenv
-	.lockvenv/bin/pip install --quiet -c requirements/dev.txt -e '.[test,mcp,fastmcp]' '$(LOCK_FASTMCP)'
-	{ echo "# Exact versions of everything make test installs (pip freeze of a fresh venv with"; \
-	  echo "# pip install -e '.[test,mcp,fastmcp]' $(LOCK_FASTMCP), constrained by the previous pins). Regenerate with: make lock"; \
+	.lockvenv/bin/pip install --quiet -c requirements/dev.txt -r requirements/dev.in -e '.[mcp,fastmcp,watch]' '$(LOCK_FASTMCP)'
+	{ echo "# Exact versions of everything make test installs (pip freeze of a fresh venv with pip install"; \
+	  echo "# -r requirements/dev.in -e '.[mcp,fastmcp,watch]' $(LOCK_FASTMCP), constrained by the previous pins). Regenerate with: make lock"; \
 	  .lockvenv/bin/pip freeze --exclude-editable | grep -v '^mcp-roots'; } > requirements/dev.txt
 	rm -rf .lockvenv && $(PYTHON) -m venv .lockvenv
 	.lockvenv/bin/pip install --quiet -c requirements/dev.txt .
@@ -181,4 +221,4 @@ lock-mcp1:
 	rm -rf .lockvenv-mcp1
 
 clean:
-	rm -rf $(VENV) $(MCP1_VENV) $(DEMO_VENV) $(DOCS_VENV) site .mypy_cache .ruff_cache .pytest_cache .hypothesis tests/interop/node_modules tests/interop/inspector/node_modules
+	rm -rf $(VENV) $(MCP1_VENV) $(foreach e,$(COMPAT_ENDS),.venv-$(e)) $(DEMO_VENV) $(DOCS_VENV) site .mypy_cache .ruff_cache .pytest_cache .hypothesis tests/interop/node_modules tests/interop/inspector/node_modules

@@ -3,6 +3,11 @@ tests/interop), both over stdio, driven by the same official Python client, on o
 
 Usage: python benchmarks/bench_filesystem.py [--files 100000] [--wide 10000] [--small-reads 1000]
        [--rounds 3] [--tree-dir DIR]
+       python benchmarks/bench_filesystem.py --startup [--rounds 7]
+--startup measures what a host waits for when it starts a server: from spawning the process to the answer of
+tools/list (initialize, initialized, tools/list), for each server on a small tree, the servers interleaved,
+median and best of --rounds; then an import profile of what `mcp-roots serve` imports over stdio (the
+modules that cost most, cumulative, from `python -X importtime`).
 The tree: --files files in all (--wide of them in one flat directory, the rest 10 per directory under 10
 levels of fan-out), one in ten a .py file, and a 1 MiB text file. Each operation runs --rounds times per
 server, the servers interleaved; the best round counts (the least disturbed by other jobs on the machine).
@@ -129,6 +134,46 @@ def small_paths(root: Path, count: int) -> list[str]:
     return [str(root / "wide" / f"w{i % 10000:05d}.{'py' if i % 10 == 0 else 'txt'}") for i in range(count)]
 
 
+async def startup(args: argparse.Namespace, root: Path) -> None:
+    params = servers(root)
+    times: dict[str, list[float]] = {name: [] for name in params}
+    for _ in range(args.rounds):
+        for name, server in params.items():
+            started = time.perf_counter()
+            async with Client(server, mode="legacy") as client:
+                await client.list_tools()
+                times[name].append(time.perf_counter() - started)
+    print("spawn to the answer of tools/list (s), median / best of", args.rounds)
+    for name, seconds in times.items():
+        ordered = sorted(seconds)
+        print(f"  {name:16} {ordered[len(ordered) // 2]:.3f} / {ordered[0]:.3f}")
+    ours, official = sorted(times["mcp-roots"]), sorted(times["official"])
+    print(f"mcp-roots / official (median): {ours[len(ours) // 2] / official[len(official) // 2]:.2f}x")
+    import_profile()
+
+
+SERVE_IMPORTS = "import mcp_roots.cli, mcp_roots.filesystem._server, mcp_roots.filesystem._stdio"
+
+
+def import_profile(top: int = 15) -> None:
+    """The modules `mcp-roots serve` imports over stdio that cost most, cumulative (``-X importtime``)."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", SERVE_IMPORTS],
+        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""},
+    )  # fmt: skip
+    rows = []
+    for line in done.stderr.splitlines():
+        parts = line.removeprefix("import time:").split("|")
+        if len(parts) == 3 and parts[1].strip().isdigit():
+            rows.append((int(parts[1]), parts[2].rstrip()))
+    total = max(us for us, _ in rows)
+    print(f"import profile of serve's stdio path: {total / 1e6:.3f} s in all; the costliest, cumulative:")
+    for us, name in sorted(rows, reverse=True)[:top]:
+        print(f"  {us / 1e6:7.3f} s  {name}")
+
+
 async def run(args: argparse.Namespace, root: Path) -> None:
     params = servers(root)
     operations: dict[str, tuple[str, dict[str, Any]]] = {
@@ -238,7 +283,14 @@ def main() -> None:
     parser.add_argument("--small-reads", type=int, default=1_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tree-dir", type=Path, help="build the tree here and keep it (reused next time)")
+    parser.add_argument("--startup", action="store_true", help="spawn to tools/list, and an import profile")
     args = parser.parse_args()
+    if args.startup:
+        with tempfile.TemporaryDirectory(prefix="bench-fs-") as tmp:
+            root = Path(tmp).resolve() / "tree"
+            build_tree(root, 100, 10)
+            anyio.run(startup, args, root)
+        return
     if args.tree_dir is not None:
         root = args.tree_dir.resolve()
         build_tree(root, args.files, args.wide)

@@ -53,13 +53,17 @@ def build_tree(base: Path) -> tuple[Path, Path, Path]:
 
 async def main(base: Path) -> None:
     project, notes, _ = build_tree(base)
+    print(
+        "mcp-roots demo: a real MCP client offers one folder (its root) to the reference server, asks it\n"
+        "for files inside and outside, then switches the root. Every line below is what the client sees.\n"
+    )
     provider = RootsProvider([project, base / "no-such-folder"], consent=consent, poll_interval=0.2)
     for path, reason in provider.refused.items():
-        print(f"The client will not offer {path}: {reason}\n")
+        print(f"(expected) The client offers only folders that exist; it leaves out {path}: {reason}\n")
     # The server logs to stderr; keep the demo's output to what the client sees.
     server = StdioServerParameters(
         command=sys.executable,
-        args=[str(HERE / "file_server.py"), "--log-level", "WARNING"],
+        args=[str(HERE / "file_server.py"), "--log-level", "ERROR"],
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
     print(f"Starting examples/file_server.py over stdio; the client's root is {project}\n")

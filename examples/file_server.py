@@ -49,25 +49,19 @@ def build_server(
     @guard.paths("path")
     async def read_text(path: str, ctx: Context) -> str:
         """Read a UTF-8 text file inside the allowed roots."""
+        # A missing file, a directory or a file past the cap: the guard answers one line naming the path.
         roots = await guard.roots(ctx)
         try:
             return roots.read_text(path, max_bytes=16 * 1024 * 1024)
-        except RootsError:
-            raise
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ToolError(f"cannot read {path!r}: {_reason(exc)}") from None
+        except UnicodeDecodeError:
+            raise ToolError(f"{path!r} is not UTF-8 text") from None
 
     @server.tool()
     @guard.paths("path")
     async def write_text(path: str, content: str, ctx: Context) -> str:
         """Write (atomically replace) a UTF-8 text file inside the allowed roots."""
         roots = await guard.roots(ctx)
-        try:
-            roots.write_text(path, content)
-        except RootsError:
-            raise
-        except OSError as exc:
-            raise ToolError(f"cannot write {path!r}: {_reason(exc)}") from None
+        roots.write_text(path, content)
         return f"wrote {len(content.encode())} bytes to {path}"
 
     @server.tool()
@@ -75,18 +69,9 @@ def build_server(
     async def list_dir(path: str, ctx: Context) -> list[str]:
         """List a directory inside the allowed roots (directories end with '/')."""
         roots = await guard.roots(ctx)
-        try:
-            return sorted(e.name + "/" if e.is_dir else e.name for e in roots.scandir(path))
-        except RootsError:
-            raise
-        except OSError as exc:
-            raise ToolError(f"cannot list {path!r}: {_reason(exc)}") from None
+        return sorted(e.name + "/" if e.is_dir else e.name for e in roots.scandir(path))
 
     return server
-
-
-def _reason(exc: BaseException) -> str:
-    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
 
 
 def _path_list(value: str) -> list[str]:

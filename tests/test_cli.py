@@ -99,26 +99,95 @@ def test_console_script_is_installed(cli: Cli) -> None:
     assert (proc.returncode, proc.stdout) == (0, f"mcp-roots {mcp_roots.__version__}\n")
 
 
-@pytest.mark.parametrize("command", ["show", "check", "env"])
-def test_each_command_has_help(cli: Cli, command: str) -> None:
+@pytest.mark.parametrize(
+    ("command", "codes"),
+    [
+        ("show", "exit codes: 0 success, 2 usage"),
+        ("check", "exit codes: 0 every PATH is inside the roots, 1 a PATH is outside"),
+        ("env", "exit codes: 0 success, 2 usage"),
+        ("serve", "exit codes: 0 the client went away, 2 it cannot start"),
+        ("run", "exit codes: the command's own"),
+        ("doctor", "exit codes: 0 every layer is there, 1 one is missing"),
+        ("audit", "exit codes: 0 everything guarded or exempt, 1 something is unguarded"),
+    ],
+)
+def test_each_command_has_help_with_its_own_exit_codes(cli: Cli, command: str, codes: str) -> None:
     result = cli.run(command, "--help")
     assert result.code == 0
     assert f"usage: mcp-roots {command}" in result.out
-    assert "exit codes" in result.out
+    assert codes in " ".join(result.out.split())
+    if command != "check":
+        assert "a path is outside" not in result.out  # another command's codes
+
+
+@pytest.mark.parametrize("command", ["serve", "run"])
+def test_json_is_offered_only_where_there_is_a_result_to_print(cli: Cli, command: str) -> None:
+    assert "--json" not in cli.run(command, "--help").out
+    assert "--json" in cli.run("audit", "--help").out
 
 
 @pytest.mark.parametrize(
     ("args", "words"),
-    [((), "the following arguments are required"), (("bogus",), "invalid choice"), (("check",), "PATH")],
-    ids=["no-command", "unknown-command", "check-without-paths"],
+    [
+        ((), "a COMMAND is required"),
+        (("bogus",), "invalid choice"),
+        (("--bogus",), "unrecognized arguments: --bogus"),
+        (("show", "--bogus"), "unrecognized arguments: --bogus"),
+        (("check",), "PATH"),
+        (("serve", "--json", "."), "unrecognized arguments: --json"),
+    ],
+    ids=[
+        "no-command",
+        "unknown-command",
+        "unknown-option",
+        "unknown-option-after",
+        "check-without-paths",
+        "serve-json",
+    ],
 )
-def test_usage_errors_exit_2(cli: Cli, args: tuple[str, ...], words: str) -> None:
+def test_usage_errors_are_one_line_and_exit_2(cli: Cli, args: tuple[str, ...], words: str) -> None:
     result = cli.run(*args)
     assert result.code == 2
     assert result.out == ""
-    assert result.err.startswith("usage: mcp-roots")
+    assert len(result.err.strip().splitlines()) == 1, result.err
+    assert result.err.startswith("mcp-roots")
     assert "error: " in result.err
     assert words in result.err
+    assert "--help" in result.err
+
+
+def test_python_dash_m_mcp_roots_is_the_command(cli: Cli) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcp_roots", "--version"],
+        capture_output=True,
+        text=True,
+        env=cli.env,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout) == (0, f"mcp-roots {mcp_roots.__version__}\n")
+
+
+def test_audit_json_lists_the_rows_for_a_ci(cli: Cli) -> None:
+    (cli.project / "my_server.py").write_text(
+        "from mcp.server import MCPServer\n"
+        "from mcp_roots import RootsGuard\n"
+        "server = MCPServer('s')\n"
+        "guard = RootsGuard(['/tmp'])\n"
+        "guard.install(server)\n"
+        "@server.tool()\n"
+        "@guard.paths('path')\n"
+        "def read(path: str) -> str:\n"
+        "    return path\n"
+        "@server.tool()\n"
+        "def leak(dest_path: str) -> str:\n"
+        "    return dest_path\n"
+    )
+    result = cli.run("audit", "--json", "my_server:server")
+    assert result.code == 1
+    rows = {row["name"]: row for row in json.loads(result.out)}
+    assert rows["read"]["unguarded"] == []
+    assert rows["leak"]["unguarded"] == ["dest_path"]
+    assert rows["leak"]["status"] == "UNGUARDED: dest_path"
 
 
 # --- show -------------------------------------------------------------------------------------------------
@@ -433,3 +502,20 @@ def test_env_json_matches_the_library(cli: Cli) -> None:
     result = cli.run("--project", ".", "env", "--json")
     assert result.code == 0, result.err
     assert json.loads(result.out) == RootSet.from_paths([cli.project]).as_env()
+
+
+def test_audit_warns_once_and_names_a_forgotten_install(cli: Cli) -> None:
+    (cli.project / "forgot.py").write_text(
+        "from mcp.server import MCPServer\n"
+        "from mcp_roots import RootsGuard\n"
+        "server = MCPServer('s')\n"
+        "guard = RootsGuard()\n"  # nothing configured: the start-up warning
+        "@server.tool()\n"
+        "@guard.paths('path')\n"
+        "def read(path: str) -> str:\n"
+        "    return path\n"
+    )
+    result = cli.run("audit", "forgot:server")
+    assert result.code == 1
+    assert "UNGUARDED: path (its guard was never installed: call guard.install(server))" in result.out
+    assert result.err.count("no fallback roots are configured") == 1, result.err

@@ -102,7 +102,7 @@ async def test_modern_rows(dirs: dict[str, Path]) -> None:
     guard = policy(dirs["fallback"])
     # no capability: the fallback; unconfigured: refused, saying how to configure it
     assert paths(await guard.roots_for(modern(False))) == [dirs["fallback"]]
-    with pytest.raises(RootsUnavailable, match="configure fallback roots"):
+    with pytest.raises(RootsUnavailable, match="This server has no folders for this client"):
         await policy(None).roots_for(modern(False))
     # the request carried roots: the client's answer
     answer = {"roots": [{"uri": path_to_uri(dirs["client"])}]}

@@ -24,4 +24,6 @@ def test_demo_shows_the_boundary_and_its_change() -> None:
     assert "no-such-folder" in out  # the provider says which folder it will not offer, and why
     assert "TOP SECRET" not in out
     assert "root:" not in proc.stderr  # the server's info logs stay out of the demo
+    assert out.startswith("mcp-roots demo: ")  # it says what it shows before anything else
+    assert "WARNING" not in proc.stderr  # no line that looks like an error
     assert "Traceback" not in proc.stderr

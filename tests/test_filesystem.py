@@ -447,6 +447,8 @@ def test_search_and_tree_are_capped_typescript_client(tmp_path: Path) -> None:
         (["{root}", "--max-results", "0"], "--max-results must be at least 1"),
         (["{root}", "--max-message-bytes", "0"], "--max-message-bytes must be at least 1"),
         (["{root}/does-not-exist"], "does not exist"),
+        (["{root}/abc.txt"], "'{root}/abc.txt' is not a directory: mcp-roots serve serves directories"),
+        ([str(Path.home())], "pass --allow-home (allow_home=True in Python) if you really mean it"),
         (["{root}", "--timeout", "0"], "--timeout must be a positive number of seconds, not 0"),
         (["{root}", "--timeout", "-1"], "--timeout must be a positive number of seconds, not -1"),
         (["{root}", "--timeout", "inf"], "--timeout must be a positive number of seconds, not inf"),
@@ -487,3 +489,25 @@ def test_serve_confine_serves_inside_and_refuses_outside(tmp_path: Path) -> None
     summary = ts_session(stdio_serve_command("--confine", str(t.root)), calls(cases))
     for (_, _, check), result in zip(cases, summary["results"], strict=True):
         check(result)
+
+
+@pytest.mark.anyio
+async def test_serve_reads_a_tilde_path_beneath_the_home_directory_and_refuses_one_outside_stdio(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Models write '~/...': serve expands it to the home directory before the check, as the official server
+    does (it was refused as a relative name), and the expanded path is still refused outside the roots."""
+    home = tmp_path / "home"
+    (home / "project").mkdir(parents=True)
+    (home / "project" / "notes.txt").write_text("from home")
+    (home / "secret.txt").write_text("SECRET")
+    monkeypatch.setenv("HOME", str(home))
+    cases = [
+        ("read_text_file", {"path": "~/project/notes.txt"}, ok("from home")),
+        ("read_text_file", {"path": "~/secret.txt"}, refused("outside the allowed roots")),
+        ("read_text_file", {"path": "~/project/../secret.txt"}, refused("outside the allowed roots")),
+    ]
+    summary = await py_session(serve_command(str(home / "project")), calls(cases))
+    for (_, _, check), result in zip(cases, summary["results"], strict=True):
+        check(result)
+        assert "SECRET" not in str(result)

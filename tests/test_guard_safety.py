@@ -295,6 +295,7 @@ def test_audit_counts_nothing_guarded_when_install_was_forgotten(tree: Tree) -> 
     server = order_server(guard, "above", install=False)
     (row,) = guard.audit(server)
     assert row.unguarded == ("path",)
+    assert row.not_installed
 
 
 @dataclass

@@ -219,15 +219,22 @@ async def test_no_configuration_started_from_a_fake_home_refuses_and_says_how_to
         refused, text = await read(client, home / ".ssh" / "id_ed25519")
         assert refused is True
         assert "PRIVATE KEY" not in text
-        assert "no fallback roots are configured" in text
-        assert "--roots" in text
-        assert "MCP_ROOTS" in text
+        # The refusal goes to the model: short, and nothing of the server's configuration or home.
+        assert text.endswith(
+            "This server has no folders for this client: it sends no roots, and none are set up for it."
+        )
+        assert len(text) <= 200
+        for operator_detail in ("--roots", "MCP_ROOTS", "RootsGuard", str(home), str(config)):
+            assert operator_detail not in text
         assert (await read(client, "id_ed25519"))[0] is True
     if transport == "memory":
         said = [
             r.getMessage() for r in caplog.records if "no fallback roots are configured" in r.getMessage()
         ]
-        assert len(said) == 1  # once, at startup
+        assert len(said) == 1  # once, at startup, in the server's log, naming what a library server uses
+        assert "RootsGuard(roots=[...])" in said[0]
+        assert "MCP_ROOTS" in said[0]
+        assert "--roots" not in said[0]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

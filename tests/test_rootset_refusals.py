@@ -175,3 +175,24 @@ def test_rename_without_replace_refuses_an_existing_destination(tmp_path: Path) 
     assert (tmp_path / "c").read_text() == "A"
     assert (tmp_path / "b").read_text() == "B"
     roots.close()
+
+
+def test_a_refusal_names_the_first_three_roots_then_how_many_more_and_shortens_a_long_path(
+    tmp_path: Path,
+) -> None:
+    """A refusal goes to the model: with 50 roots it names three and the count, and a 3,000-character
+    path arrives as its start and its end (the name), not as 3,000 characters."""
+    folders = [tmp_path / f"r{i:02}" for i in range(50)]
+    for folder in folders:
+        folder.mkdir()
+    roots = RootSet.from_paths([str(f) for f in folders])
+    long = "/" + "x" * 3000 + "/secret.txt"
+    with pytest.raises(PathOutsideRoots) as info:
+        roots.resolve(long)
+    text = str(info.value)
+    assert text.startswith("Access denied: '/xxx")
+    assert "...' is outside" not in text  # the end of the path stays: its name
+    assert "secret.txt' is outside the allowed roots" in text
+    assert text.endswith(f"({folders[0]}, {folders[1]}, {folders[2]} and 47 more)")
+    assert len(text) < 160 + 3 * len(str(folders[0])) + 100
+    assert str(folders[3]) not in text

@@ -105,7 +105,7 @@ class RootsGuard:
             user_config_dir=user_config_dir,
             allow_home=allow_home,
         )
-        advice = how_to_configure(environ, user_config_dir)
+        advice = how_to_configure(environ, user_config_dir, flags=False)
         if fallback.source == SOURCE_UNCONFIGURED:
             # The official filesystem server refuses to start here; a guard still serves clients that send
             # roots, and refuses the others per call. Said once, at startup.

@@ -12,7 +12,7 @@ import os
 import shlex
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from . import RootSet, __version__
 from .errors import ConfigError, InvalidPath, PathOutsideRoots, RootsError
@@ -73,7 +73,32 @@ examples:
   eval "$(mcp-roots env)"                 export MCP_ROOTS_JSON, MCP_ROOTS_PATHS, MCP_ROOTS_COUNT"""
 
 
-def _add_source_options(parser: argparse.ArgumentParser, *, in_subcommand: bool) -> None:
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr, exit 2: the error and where the help
+    is (argparse prints the whole usage first). The subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+#: Each subcommand's exit codes, in its own --help.
+_EXIT_CODES = {
+    "show": "0 success, 2 usage or configuration error",
+    "check": "0 every PATH is inside the roots, 1 a PATH is outside (or not usable), 2 usage or "
+    "configuration error",
+    "env": "0 success, 2 usage or configuration error",
+    "serve": "0 the client went away, 2 it cannot start (usage or configuration error), 130 interrupted",
+    "run": "the command's own (128+N when signal N ended it), 126 it cannot be executed, 127 it does not "
+    "exist, 2 usage or configuration error or no kernel confinement",
+    "doctor": "0 every layer is there, 1 one is missing, 2 usage error",
+}
+#: Subcommands whose output is not a result to parse: no --json.
+_NO_JSON = frozenset({"serve", "run"})
+
+
+def _add_source_options(
+    parser: argparse.ArgumentParser, *, in_subcommand: bool, with_json: bool = True
+) -> None:
     # The options are accepted before and after the subcommand; in the subcommand they default to
     # SUPPRESS so that an option given before it is not overwritten.
     default: Any = argparse.SUPPRESS if in_subcommand else None
@@ -98,17 +123,18 @@ def _add_source_options(parser: argparse.ArgumentParser, *, in_subcommand: bool)
         default=argparse.SUPPRESS if in_subcommand else False,
         help="allow '/', your home directory or one of its ancestors as a root (refused by default)",
     )
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        default=argparse.SUPPRESS if in_subcommand else False,
-        help="print JSON instead of text",
-    )
+    if with_json:
+        parser.add_argument(
+            "--json",
+            action="store_true",
+            default=argparse.SUPPRESS if in_subcommand else False,
+            help="print JSON instead of text",
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the mcp-roots command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description=_DESCRIPTION,
         epilog=_epilog(),
@@ -116,17 +142,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     _add_source_options(parser, in_subcommand=False)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # Not required here: main() says so itself, after argparse has named an unknown option (--bogus).
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(
             name,
             help=summary,
             description=description,
-            epilog=f"exit codes: 0 success, 1 a path is outside (check only), 2 usage or configuration "
-            f"error. Run '{PROG} --help' for where the roots come from.",
+            epilog=f"exit codes: {_EXIT_CODES.get(name, '0 success, 2 usage or configuration error')}. "
+            f"Run '{PROG} --help' for where the roots come from.",
         )
-        _add_source_options(sub, in_subcommand=True)
+        _add_source_options(sub, in_subcommand=True, with_json=name not in _NO_JSON)
         return sub
 
     command(
@@ -437,6 +464,9 @@ def _setup_logging() -> logging.Handler:
     handler.setLevel(logging.WARNING)
     logger = logging.getLogger("mcp_roots")
     logger.addHandler(handler)
+    # Said once, by this handler: not again by a handler the user's server module (audit) or an SDK it
+    # imports installed on the root logger.
+    logger.propagate = False
     if logger.level == logging.NOTSET or logger.level > logging.WARNING:
         logger.setLevel(logging.WARNING)
     return handler
@@ -453,8 +483,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .probe import command
 
         return command.main(arguments[1:])
+    parser = build_parser()
     try:
-        args = build_parser().parse_args(argv)
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.error("a COMMAND is required (show, check, serve, env, audit, run, doctor or probe)")
     except SystemExit as exc:  # --help, --version, or a usage error argparse already reported
         return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_ERROR)
     if args.command == "serve":
@@ -462,7 +495,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = _setup_logging()
     try:
         if args.command in ("audit", "doctor"):
-            text, code = _audit(args.target) if args.command == "audit" else _doctor(args.json)
+            text, code = _audit(args.target, args.json) if args.command == "audit" else _doctor(args.json)
             _say(sys.stdout, text)
             return code
         roots = _roots_from(args)
@@ -492,6 +525,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     finally:
         logging.getLogger("mcp_roots").removeHandler(handler)
+        logging.getLogger("mcp_roots").propagate = True
 
 
 # --- mcp-roots audit MODULE:SERVER ---------------------------------------------------------------------
@@ -507,9 +541,15 @@ def _add_audit_command(commands: Any) -> None:
         epilog="exit codes: 0 everything guarded or exempt, 1 something is unguarded, 2 usage error.",
     )
     audit.add_argument("target", metavar="MODULE:SERVER", help="e.g. my_server:server (dots for attributes)")
+    audit.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print the rows as JSON (kind, name, path_parameters, unguarded, status) for a CI to read",
+    )
 
 
-def _audit(target: str) -> tuple[str, int]:
+def _audit(target: str, as_json: bool = False) -> tuple[str, int]:
     import importlib
 
     from ._rootsguard import audit_server, format_audit
@@ -532,12 +572,25 @@ def _audit(target: str) -> tuple[str, int]:
     except TypeError as exc:
         raise ConfigError(f"audit: {exc}") from None
     unguarded = [row for row in rows if row.unguarded]
+    code = 1 if unguarded else EXIT_OK
+    if as_json:
+        fields = [
+            {
+                "kind": r.kind,
+                "name": r.name,
+                "path_parameters": list(r.path_parameters),
+                "unguarded": list(r.unguarded),
+                "status": r.status,
+            }
+            for r in rows
+        ]
+        return json.dumps(fields, indent=2), code
     summary = (
         f"{len(unguarded)} of {len(rows)} handlers have unguarded path-like parameters"
         if unguarded
         else f"all {len(rows)} handlers are guarded, exempt or take no paths"
     )
-    return f"{format_audit(rows)}\n\n{summary}", 1 if unguarded else EXIT_OK
+    return f"{format_audit(rows)}\n\n{summary}", code
 
 
 if __name__ == "__main__":

@@ -162,13 +162,21 @@ def _build(args: argparse.Namespace) -> MCPServer:
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
         raise ConfigError(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
     timeout = {} if args.timeout is None else {"timeout": args.timeout}
-    fallback = fallback_roots(roots or None, project_root=project)
+    for directory in roots:
+        if os.path.exists(directory) and not os.path.isdir(directory):
+            raise ConfigError(f"{directory!r} is not a directory: mcp-roots serve serves directories")
+    allow_home = bool(getattr(args, "allow_home", False))
+    fallback = fallback_roots(roots or None, project_root=project, allow_home=allow_home)
     # The directories given are the ceiling unless one is named: client roots narrow them, never widen them.
+    # expand_user: '~/notes.txt' (which models write) means the home directory's, as in the official
+    # server; the expanded path is checked like any other.
     guard = RootsGuard(
         roots or None,
         project_root=project,
         ceiling=ceiling if ceiling is not None else fallback,
         confine=args.confine,
+        allow_home=allow_home,
+        expand_user=True,
         **timeout,
     )
     if args.max_results is not None and args.max_results < 1:

@@ -131,7 +131,7 @@ def read_several(roots: RootSet, settings: Settings, paths: list[str], stop: thr
 def refusal_line(roots: RootSet, given: str) -> str:
     """A path of read_multiple_files outside the roots, worded from what the client sent and the roots only:
     nothing in it (the reason, an absolute form of a relative path) depends on what lies outside."""
-    return f"Access denied: {given!r} is outside the allowed roots ({roots.describe()})"
+    return f"Access denied: {given!r} is outside the allowed roots ({roots.describe(3)})"
 
 
 def register(box: Toolbox) -> None:

@@ -92,6 +92,8 @@ class AuditRow:
     path_parameters: tuple[str, ...]
     guarded: tuple[str, ...]
     exempt: str | None
+    not_installed: bool = False
+    """The handler has ``@guard.paths``, but that guard was never installed on this server."""
 
     @property
     def unguarded(self) -> tuple[str, ...]:
@@ -106,7 +108,12 @@ class AuditRow:
             return "no path parameters"
         if self.exempt is not None:
             return f"exempt: {self.exempt}"
-        return "UNGUARDED: " + ", ".join(self.unguarded) if self.unguarded else "guarded"
+        if not self.unguarded:
+            return "guarded"
+        forgotten = (
+            " (its guard was never installed: call guard.install(server))" if self.not_installed else ""
+        )
+        return "UNGUARDED: " + ", ".join(self.unguarded) + forgotten
 
 
 def path_places(parameters: Mapping[str, Any]) -> tuple[str, ...]:
@@ -165,7 +172,10 @@ def audit_handlers(handlers: Sequence[Handler], installed: Collection[GuardPolic
         guarded = tuple(p for p in path_params if any(covers(n, p) for n in names))
         if handler.checked_by_uri:
             guarded = path_params
-        rows.append(AuditRow(handler.kind, handler.name, path_params, guarded, exemption_of(handler.fn)))
+        forgotten = spec is not None and spec.policy not in installed
+        rows.append(
+            AuditRow(handler.kind, handler.name, path_params, guarded, exemption_of(handler.fn), forgotten)
+        )
     return rows
 
 

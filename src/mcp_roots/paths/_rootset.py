@@ -7,6 +7,7 @@ public face: construction, the set itself, ``as_env``, and one delegating line p
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ from ._canonical import canonicalize
 from ._descriptors import RootDescriptors
 from ._fold import folding_for
 from ._router import RootIndex, Router
-from ._text import checked_text, control_character, describe
+from ._text import checked_text, control_character, describe, shorten
 from ._tree import Entry, Leave, OnError, Visit
 from ._uri import path_to_uri, uri_and_name, uri_to_path
 
@@ -42,6 +43,8 @@ logger = logging.getLogger("mcp_roots")
 _WINDOWS = os.name == "nt"
 #: open flags that write (a protecting() RootSet checks them)
 _WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+REFUSAL_ROOTS = 3  # how many roots a refusal names before it says how many more
 
 
 # --- Root ----------------------------------------------------------------------------------------------
@@ -151,7 +154,7 @@ class RootSet:
         # Root descriptors open lazily, one per root in use; they close with close(), or when this set is
         # collected (a finalizer, not __del__: it runs once, and never while an operation holds one).
         self._descriptors = RootDescriptors()
-        self._router = Router(index, self._descriptors, self.describe)
+        self._router = Router(index, self._descriptors, functools.partial(self.describe, REFUSAL_ROOTS))
         weakref.finalize(self, self._descriptors.close)
 
     # -- construction --
@@ -288,11 +291,14 @@ class RootSet:
     def __repr__(self) -> str:
         return f"RootSet({[str(p) for p in self.paths]!r}, source={self._source!r})"
 
-    def describe(self) -> str:
-        """The roots as a short human list, for messages: ``/a, /b`` or ``no roots``."""
+    def describe(self, most: int | None = None) -> str:
+        """The roots as a human list, for messages: ``/a, /b`` or ``no roots``; with ``most``, the first
+        ``most`` (long ones shortened) and how many more, as a refusal names them to the model."""
         if not self._roots:
             return "no roots"
-        return ", ".join(str(p) for p in self.paths)
+        shown = [str(p) if most is None else shorten(str(p)) for p in self.paths[:most]]
+        more = len(self._roots) - len(shown)
+        return ", ".join(shown) + (f" and {more} more" if more else "")
 
     def _root(self, root_path: str | None) -> Root | None:
         return None if root_path is None else self._by_path[root_path]

@@ -66,10 +66,18 @@ def file_kind(mode: int) -> str:
     return "not a regular file"
 
 
+def shorten(text: str, most: int = 120) -> str:
+    """``text`` as it is when it has at most ``most`` characters, else its start and its end around
+    ``...``: the end of a path (the name) says most, the start where it lies."""
+    if len(text) <= most:
+        return text
+    tail = most // 3
+    return text[: most - tail - 3] + "..." + text[-tail:]
+
+
 def describe(value: object) -> str:
-    """``repr(value)``, cut short for messages."""
-    text = repr(value)
-    return text if len(text) <= 200 else text[:120] + f"...<{len(text)} chars>"
+    """``repr(value)``, shortened in the middle for messages (at most 160 characters)."""
+    return shorten(repr(value), 160)
 
 
 #: The exact pathlib classes: str() of one is its __fspath__() and always an exact str.

@@ -37,7 +37,7 @@ from ._answers import LastAnswers, MalformedRoots, answer_key, build_checked_roo
 from ._cache import RootsCache
 from ._connections import LegacyConnections
 from ._facts import NeedRoots, RequestFacts
-from ._sources import SOURCE_UNCONFIGURED, clip_to_ceiling
+from ._sources import NO_FOLDERS, SOURCE_UNCONFIGURED, clip_to_ceiling
 
 __all__ = ["NOT_INSTALLED", "GuardNotInstalled", "GuardPolicy", "not_installed_error", "note_deprecation"]
 
@@ -253,7 +253,7 @@ class GuardPolicy:
 
     def _fallback_or_refuse(self) -> RootSet:
         if self.fallback.source == SOURCE_UNCONFIGURED:
-            raise RootsUnavailable(f"this client sends no roots, and {self.how_to_configure}")
+            raise RootsUnavailable(NO_FOLDERS)
         return self.fallback
 
     def _served(self, roots: RootSet) -> RootSet:

@@ -71,9 +71,15 @@ def default_user_config_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def how_to_configure(
-    environ: Mapping[str, str] | None = None, user_config_dir: str | os.PathLike[str] | None = None
+    environ: Mapping[str, str] | None = None,
+    user_config_dir: str | os.PathLike[str] | None = None,
+    *,
+    flags: bool = True,
 ) -> str:
-    """The sentence that tells an operator how to give a server fallback roots."""
+    """The sentence that tells an operator how to give a server fallback roots: with the command line's
+    flags (``flags=True``, for the ``mcp-roots`` command), or with ``RootsGuard``'s arguments (a library
+    server, which has no ``--roots`` flag of its own). For the server's log and the command's output, never
+    for a client: a client is told ``NO_FOLDERS``."""
     try:
         config_dir = (
             os.path.abspath(user_config_dir)
@@ -82,11 +88,23 @@ def how_to_configure(
         )
     except Exception:  # pragma: no cover - platformdirs cannot name a directory here
         config_dir = "the user config directory"
+    if not flags:
+        return (
+            "no fallback roots are configured for clients that send none; give them with "
+            f"RootsGuard(roots=[...]) or RootsGuard(project_root=...), the {ENV_VAR} environment variable, "
+            f"or a {CONFIG_FILENAME} file in {config_dir}"
+        )
     return (
-        "no fallback roots are configured for clients that send none; configure them with --roots DIR "
-        f"(or RootsGuard(roots=[...])), the {ENV_VAR} environment variable, or a {CONFIG_FILENAME} file in "
-        f"{config_dir} (or in the project directory given with --project / project_root=)"
+        "no fallback roots are configured for clients that send none; configure them with --roots DIR, "
+        f"the {ENV_VAR} environment variable, or a {CONFIG_FILENAME} file in {config_dir} (or in the "
+        "project directory given with --project)"
     )
+
+
+NO_FOLDERS = "This server has no folders for this client: it sends no roots, and none are set up for it."
+"""What a client that sends no roots is told when no fallback roots are configured. It goes to the model:
+short, and nothing about the server's configuration or its home directory (the operator's advice,
+``how_to_configure``, goes to the server's log once, at start-up)."""
 
 
 def fallback_roots(
@@ -214,8 +232,8 @@ def _refuse_home(root: Root, homes: Sequence[Path] | None, what: str, where: str
     if why is not None:
         raise ConfigError(
             f"{what} from {where} is refused as a fallback root: {why}, which would expose the "
-            "user's files; name the folders the server needs, or pass allow_home=True / --allow-home if "
-            "you really mean it"
+            "user's files; name the folders the server needs, or pass --allow-home (allow_home=True in "
+            "Python) if you really mean it"
         )
 
 
@@ -302,7 +320,7 @@ def _from_config_file(path: Path, homes: Sequence[Path] | None) -> RootSet | Non
         if why is not None:
             # A config file may come with a cloned repository: it never grants the whole disk or home.
             logger.warning(
-                "%s:%d: skipping the root %s: %s (pass allow_home=True / --allow-home to allow it)",
+                "%s:%d: skipping the root %s: %s (pass --allow-home, allow_home=True in Python, to allow it)",
                 path,
                 line,
                 root.path,
