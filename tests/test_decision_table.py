@@ -100,7 +100,7 @@ async def test_no_request_is_refused(dirs: dict[str, Path]) -> None:
 
 async def test_modern_rows(dirs: dict[str, Path]) -> None:
     guard = policy(dirs["fallback"])
-    # no capability: the fallback; unconfigured: refused, saying how to configure it
+    # no capability: the fallback; unconfigured: refused, telling the client only that it has no folders
     assert paths(await guard.roots_for(modern(False))) == [dirs["fallback"]]
     with pytest.raises(RootsUnavailable, match="This server has no folders for this client"):
         await policy(None).roots_for(modern(False))
