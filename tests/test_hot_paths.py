@@ -112,10 +112,10 @@ def test_o_nonblock_stays_only_where_it_changes_nothing(tmp_path: Path) -> None:
 
 
 def test_the_one_frame_read_opens_what_the_general_path_opens_and_nothing_else(tmp_path: Path) -> None:
-    """``Router.read_fast`` (RootSet.open and read_bytes, every root path of one length) answers a regular
-    file, 1 or 9 names deep, with the inode the general path opens (the root's descriptor opened and held
-    through RootDescriptors, as every route does); for anything else it opens nothing that stays open and
-    answers None, so that the general path words the refusal."""
+    """``Router.read_fast`` (RootSet.open and read_bytes, every root path of one length, the root's
+    descriptor open: held through RootDescriptors.hold) answers a regular file, 1 or 9 names deep, with the
+    inode the general path opens and the text of the path; for anything else it opens nothing that stays
+    open and answers None, so that the general path words the refusal."""
     root = tmp_path / "root"
     deep = root.joinpath(*(f"d{i}" for i in range(8)))
     deep.mkdir(parents=True)
@@ -128,15 +128,14 @@ def test_the_one_frame_read_opens_what_the_general_path_opens_and_nothing_else(t
     (tmp_path / "zoot").mkdir()
     roots = RootSet.from_paths([root, tmp_path / "zoot"])  # two roots of one length
     router = roots._router
-    first = router.read_fast(root / "f")  # the root's descriptor is opened by the lane itself
-    assert first is not None
-    assert first[2] == str(root / "f")
-    os.close(first[0])
+    assert router.read_fast(root / "f") is None  # the descriptor is not open yet (hold: no I/O)
+    assert roots.read_text(root / "f") == "one"  # Router.fast opens it (acquire)
     before = open_fds()
     for path, text in ((root / "f", "one"), (deep / "f", "nine")):
         hit = router.read_fast(str(path))
         assert hit is not None, path
-        fd, st, _ = hit
+        fd, st, text_of_path = hit
+        assert text_of_path == str(path)
         try:
             assert (st.st_dev, st.st_ino) == (os.stat(path).st_dev, os.stat(path).st_ino)
             assert os.read(fd, 100) == text.encode()

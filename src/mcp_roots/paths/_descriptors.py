@@ -106,14 +106,14 @@ class RootDescriptors:
     """The lazily opened descriptors of one RootSet's roots, keyed by canonical root path: the one place
     that counts who holds a root descriptor.
 
-    ``acquire(path)`` returns the root's Descriptor with one more holder; ``release(descriptor)`` gives it
-    back. ``close()`` retires them all: each is closed now, or by the last operation still holding it.
+    ``acquire(path)`` returns the root's Descriptor with one more holder (``hold(path)`` only if it is open
+    already); ``release(descriptor)`` gives it back. ``close()`` retires them all: each is closed now, or
+    by the last operation still holding it.
 
     The common path takes no lock: acquire appends a holder, then checks the descriptor was not retired
     meanwhile (if it was, it lets go and takes the locked path); retiring marks first, then closes only
     with no holder. Either the retirer sees the new holder, or the acquirer sees the mark. The router's
-    fast lanes call acquire and release too (two method calls, about 0.05 us together over the same work
-    written inline: see docs/design.md, "The hot path, once")."""
+    fast lanes call hold (or acquire) and release too: this class is the one place that counts."""
 
     __slots__ = ("_lock", "_opened")
 
@@ -121,7 +121,20 @@ class RootDescriptors:
         self._lock = threading.Lock()
         self._opened: dict[str, Descriptor] = {}  # insertion order = the eviction order
 
+    def hold(self, path: str) -> Descriptor | None:
+        """The descriptor of ``path`` with one more holder if it is open now, else None: no lock, no I/O
+        (so any ``path`` may be asked, a root or not). Give it back with :meth:`release`."""
+        found = self._opened.get(path)
+        if found is not None:
+            found.holders.append(None)
+            if not found.retired:
+                return found
+            self.release(found)
+        return None
+
     def acquire(self, path: str) -> Descriptor:
+        """The descriptor of the root ``path`` with one more holder, opened now if it is not open (I/O:
+        ``path`` must be a root). Give it back with :meth:`release`."""
         found = self._opened.get(path)
         if found is not None:
             found.holders.append(None)

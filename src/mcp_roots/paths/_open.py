@@ -148,11 +148,12 @@ def _read_open(router: Router, path: object) -> tuple[int, os.stat_result, str]:
     """A regular file opened read-only beneath its root, with its fstat and the text of ``path``, once
     ``Router.read_fast`` has said None (it opened nothing that stays open): ``Router.fast`` with the read
     op, which takes the indexes read_fast leaves, else the general route, which words every refusal."""
+    hit = router.fast(path, read_beneath, os.O_RDONLY, 0)
+    if hit is not None:  # Router.fast took it: a str or a pathlib path
+        return hit[0], hit[1], path if type(path) is str else str(path)
     text = router.absolute(path)
-    hit = router.fast(text, read_beneath, os.O_RDONLY, 0)
-    if hit is None:
-        hit = router.at(text, _open_for_reading)
-    return hit[0], hit[1], text
+    fd, st = router.at(text, _open_for_reading)
+    return fd, st, text
 
 
 def open_file(

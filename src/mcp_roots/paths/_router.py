@@ -268,8 +268,6 @@ class Router:
             else:
                 return None  # shorter, or 'ROOT/' (a file root's ENOTDIR is the general route's)
             root_path = text[:cut]
-            if root_path not in self._keys:
-                return None
         elif cut < 0:
             return None  # Windows
         else:
@@ -284,10 +282,14 @@ class Router:
                 if not rel:
                     return None  # 'ROOT/'
         descriptors = self._descriptors
-        try:
-            descriptor = descriptors.acquire(root_path)
-        except (OSError, RootsError):
-            return None  # the general route raises it, worded
+        descriptor = descriptors.hold(root_path)
+        if descriptor is None:
+            if root_path not in self._keys:  # (a slice of the text above: not always a root)
+                return None
+            try:
+                descriptor = descriptors.acquire(root_path)
+            except (OSError, RootsError):
+                return None  # the general route raises it, worded
         try:
             return op(descriptor, rel, flags, mode)
         except Escape:
@@ -310,25 +312,23 @@ class Router:
         cut = self._cut
         if text is None or cut <= 1 or len(text) <= cut + 1 or text[cut] != "/":
             return None
-        root_path = text[:cut]
-        if root_path not in self._keys:
-            return None
+        rel = text[cut + 1 :]
+        quick = None
+        if "/" in rel:  # more than one name: openat2's one call (None: not openat2, or the self-check is on)
+            quick = _beneath.quick_read
+            if quick is None:
+                return None
         descriptors = self._descriptors
-        try:
-            descriptor = descriptors.acquire(root_path)
-        except (OSError, RootsError):
+        descriptor = descriptors.hold(text[:cut])  # no I/O: a root not open yet is fast's to open
+        if descriptor is None:
             return None
         try:
-            rel = text[cut + 1 :]
-            if "/" not in rel:
+            if quick is None:  # one name: openat O_NOFOLLOW
                 try:
                     fd = os.open(rel, _READ_ONE_NAME, dir_fd=descriptor.fd)
                 except OSError:
                     return None
             else:
-                quick = _beneath.quick_read  # None: not openat2, or the self-check is on
-                if quick is None:
-                    return None
                 call, number, how, size = quick  # the system call itself: no frame of ours around it
                 fd = call(number, descriptor.fd, rel.encode(), how, size)
                 if fd < 0:
