@@ -55,7 +55,15 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("__init__",),
     ],
     "roots": [("_owned",), ("_answers", "_sources"), ("_cache",), ("_policy", "_provider"), ("__init__",)],
-    "guard": [("_pathlike",), ("_audit",), ("_argcheck",), ("_calls",), ("__init__",)],
+    "guard": [
+        ("_pathnames", "_locators"),
+        ("_annotations",),
+        ("_values",),
+        ("_audit",),
+        ("_argcheck",),
+        ("_calls",),
+        ("__init__",),
+    ],
     "adapters": [("mcp2_sdk",), ("mcp2_connections", "mcp1"), ("mcp2",), ("fastmcp4",), ("__init__",)],
     "broker": [
         ("_protocol",),
