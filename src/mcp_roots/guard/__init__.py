@@ -3,11 +3,14 @@
 ``_pathnames`` (the path-name rule, ``is_path_name``: one rule for the type walk and the schema walk),
 ``_locators`` (places inside a value: ``cfg.path``, ``items[].src``), ``_annotations`` (where the paths are
 in a parameter's type), ``_values`` (the values at a locator, read or replaced in a copy), ``_audit``
-(guarded or exempt: the record ``@guard.paths`` leaves, and the audit of a server), ``_argcheck`` (the
-checks of a guarded function's arguments), ``_calls`` (the guarded call, written once; adapters are its
-ports). This face is the guard's internal API for the applications: the names below, nothing else.
+(guarded or exempt: the record ``@guard.paths`` leaves, and the audit of a server), ``_schema`` (every path
+in a tool's JSON input schema, by the same name rule and locators), ``_argcheck`` (the checks of a guarded
+function's arguments), ``_calls`` (the guarded call, written once; adapters are its ports). This face is
+the guard's internal API for the applications: the names below, nothing else.
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._schema import PathSlot, SchemaPaths, path_slots, slot_at, walk_schema
+
+__all__ = ["PathSlot", "SchemaPaths", "path_slots", "slot_at", "walk_schema"]
