@@ -5,30 +5,42 @@ tests/test_conformance.py runs the table for mcp 2.x ``MCPServer``, mcp 2.x low-
 4.x; tests/mcp1/test_conformance_mcp1.py for mcp 1.x ``FastMCP`` (in .venv-mcp1). No MCP SDK is imported
 here. A harness that lacks a method cannot be built (``Harness`` is abstract), and every row runs on every
 harness: a row missing on one adapter is a failing test.
+
+The transport is the table's other dimension: every row runs in memory; the rows that a transport could
+break (the boundary, the roots lifecycle, isolation between connections) name ``EVERY_TRANSPORT`` and run
+over stdio and streamable HTTP too. Those are real transports carrying the in-process server the row built:
+the SDK's stdio transport over two OS pipes (:func:`over_pipes`), and the server's streamable HTTP app under
+uvicorn on 127.0.0.1 (:func:`http_url`), with the SDK's own client on the other end.
 """
 
 from __future__ import annotations
 
 import abc
+import copy
 import functools
 import inspect
 import logging
 import os
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import IO, Annotated, Any, Optional, overload
 
 import anyio
 import anyio.lowlevel
 import pytest
+import uvicorn
 from pydantic import BaseModel, Field
 
 from mcp_roots import RootsGuard, path_to_uri
 
 from .tree import Tree
 
-__all__ = ["ROWS", "Harness", "Session"]
+__all__ = ["EVERY_TRANSPORT", "ROWS", "TRANSPORTS", "Harness", "Session", "http_url", "over_pipes"]
+
+MEMORY, STDIO, HTTP = "memory", "stdio", "http"
+EVERY_TRANSPORT = (MEMORY, STDIO, HTTP)
 
 OUTSIDE_DEFAULT = "/etc/passwd"
 """An absolute default outside every root of the tests (observation 1 of issue 20)."""
@@ -97,12 +109,28 @@ class Harness(abc.ABC):
         """Serve each of ``paths`` as a ``file:`` resource that reads it (unguarded: the guard checks the
         URI)."""
 
+    transport: str = MEMORY
+    """What :meth:`session` connects over when not told: the test sets it with :meth:`over`."""
+
     @abc.abstractmethod
     def session(
-        self, server: Any, era: str, roots: list[Path] | None, *, failing: bool = False
+        self,
+        server: Any,
+        era: str,
+        roots: list[Path] | None,
+        *,
+        failing: bool = False,
+        transport: str | None = None,
     ) -> AbstractAsyncContextManager[Session]:
-        """A connected client in ``era`` with ``roots`` (None: no roots capability); ``silent``: it
-        declares roots but answers every roots/list with an error (roots switched off in the host)."""
+        """A connected client in ``era`` with ``roots`` (None: no roots capability) over ``transport``
+        (``MEMORY``, ``STDIO`` or ``HTTP``; None: :attr:`transport`); ``failing``: it declares roots but
+        answers every roots/list with an error (roots switched off in the host)."""
+
+    def over(self, transport: str) -> Harness:
+        """This harness, its sessions connecting over ``transport``."""
+        harness = copy.copy(self)
+        harness.transport = transport
+        return harness
 
     def tool(
         self, server: Any, guard: RootsGuard | None, fn: Callable[..., Any], *names: str, order: str = "below"
@@ -135,11 +163,147 @@ def make_guard(tree: Tree, **options: Any) -> RootsGuard:
 
 Row = Callable[[Harness, Tree, pytest.LogCaptureFixture], Awaitable[None]]
 ROWS: dict[str, Row] = {}
+TRANSPORTS: dict[str, tuple[str, ...]] = {}
+"""The transports each row runs over (in memory unless it names more)."""
 
 
-def row(fn: Row) -> Row:
-    ROWS[fn.__name__] = fn
-    return fn
+@overload
+def row(fn: Row) -> Row: ...
+@overload
+def row(*, transports: tuple[str, ...]) -> Callable[[Row], Row]: ...
+def row(fn: Row | None = None, *, transports: tuple[str, ...] = (MEMORY,)) -> Any:
+    """Add ``fn`` to the table (``@row``, or ``@row(transports=EVERY_TRANSPORT)``)."""
+
+    def add(fn: Row) -> Row:
+        ROWS[fn.__name__] = fn
+        TRANSPORTS[fn.__name__] = transports
+        return fn
+
+    return add if fn is None else add(fn)
+
+
+# --- the transports: real pipes and a real socket, the in-process server on the other end -----------------
+
+SHUTDOWN = 10.0
+"""Seconds a transport may take to close (a bound, not a timing check)."""
+
+
+def _pipe_files() -> list[IO[str]]:
+    """The server's stdin and stdout, the client's stdin and stdout: two OS pipes, crossed."""
+    to_server, to_client = os.pipe(), os.pipe()
+    return [
+        open(to_server[0], encoding="utf-8"),
+        open(to_client[1], "w", encoding="utf-8"),
+        open(to_client[0], encoding="utf-8"),
+        open(to_server[1], "w", encoding="utf-8"),
+    ]
+
+
+@asynccontextmanager
+async def over_pipes(
+    serve: Callable[[anyio.AsyncFile[str], anyio.AsyncFile[str]], Awaitable[None]],
+) -> AsyncIterator[tuple[anyio.AsyncFile[str], anyio.AsyncFile[str]]]:
+    """Two OS pipes, as a stdio server and its client see them: runs ``serve(stdin, stdout)`` (the SDK's
+    stdio transport over them) and yields the client's (stdin, stdout). On exit the client's stdout closes,
+    so the server reads EOF and ends as a stdio server does; its stdout then closes, the client's EOF."""
+    files = _pipe_files()
+    server_in, server_out, client_in, client_out = (anyio.wrap_file(f) for f in files)
+    try:
+        with anyio.CancelScope() as bound:
+            async with anyio.create_task_group() as tg:
+
+                async def run_server() -> None:
+                    try:
+                        await serve(server_in, server_out)
+                    finally:
+                        with anyio.CancelScope(shield=True):
+                            await server_out.aclose()
+
+                tg.start_soon(run_server)
+                try:
+                    yield client_in, client_out
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await client_out.aclose()
+                    bound.deadline = anyio.current_time() + SHUTDOWN
+        assert not bound.cancelled_caught, "the stdio server did not end on EOF"
+    finally:
+        for file in files:
+            file.close()
+
+
+class _Hosted:
+    """One server object's HTTP server while sessions use it (two concurrent sessions share it)."""
+
+    def __init__(self) -> None:
+        self.url = ""
+        self.users = 1
+        self.ready = anyio.Event()
+        self.idle = anyio.Event()
+
+
+_HOSTED: dict[int, _Hosted] = {}
+
+
+@asynccontextmanager
+async def http_url(server: object, app: Callable[[], Any], path: str = "/mcp") -> AsyncIterator[str]:
+    """The URL of ``server``'s streamable HTTP endpoint: ``app()`` (its ASGI app) under uvicorn on
+    127.0.0.1, on this event loop (asyncio: uvicorn's only one). Sessions open while it runs share it, as
+    the clients of one HTTP server do; the last one out stops it."""
+    hosted = _HOSTED.get(id(server))
+    if hosted is not None:
+        hosted.users += 1
+        try:
+            with anyio.fail_after(SHUTDOWN):
+                await hosted.ready.wait()
+            yield hosted.url
+        finally:
+            hosted.users -= 1
+            if not hosted.users:
+                hosted.idle.set()
+        return
+    hosted = _HOSTED[id(server)] = _Hosted()
+    try:
+        async with _uvicorn(app()) as base:
+            hosted.url = base + path
+            hosted.ready.set()
+            try:
+                yield hosted.url
+            finally:
+                hosted.users -= 1
+                if hosted.users:
+                    await hosted.idle.wait()
+    finally:
+        del _HOSTED[id(server)]
+
+
+@asynccontextmanager
+async def _uvicorn(app: Any) -> AsyncIterator[str]:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    port = listener.getsockname()[1]
+    config = uvicorn.Config(
+        app,
+        lifespan="on",
+        log_level="warning",
+        limit_concurrency=32,
+        timeout_graceful_shutdown=2,
+        timeout_keep_alive=1,
+    )
+    server = uvicorn.Server(config)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve, [listener])
+            with anyio.fail_after(SHUTDOWN):
+                while not server.started:  # noqa: ASYNC110 (uvicorn sets a flag, no event)
+                    await anyio.sleep(0.005)
+            try:
+                yield f"http://127.0.0.1:{port}"
+            finally:
+                server.should_exit = True
+    finally:
+        listener.close()
 
 
 async def read_text(path: str) -> str:
@@ -160,7 +324,7 @@ def _job(job: Any) -> Job:
 # --- the rows ----------------------------------------------------------------------------------------------
 
 
-@row
+@row(transports=EVERY_TRANSPORT)
 async def inside_read_outside_refused(h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture) -> None:
     """The control first: the unguarded twin leaks. Then each way out is refused, on each era."""
     naive = h.server(None)
@@ -182,11 +346,50 @@ async def inside_read_outside_refused(h: Harness, tree: Tree, caplog: pytest.Log
                 "outside/secret.txt",
                 "project/../outside/secret.txt",
                 "project/escape/secret.txt",
+                "project/../../../../../../../etc/passwd",
+                "fallback/fb.txt",  # the fallback does not apply: the client sent roots
+                "other/other.txt",
             ):
                 refused, text = await s.call("read_text", path=str(tree.base / way_out))
                 assert refused, (era, way_out, text)
                 assert "outside the allowed roots" in text
+                assert str(tree.project) in text  # the refusal names the roots
                 assert "TOP SECRET" not in text
+                assert "hello from" not in text
+
+
+async def write_text(path: str, content: str) -> str:
+    Path(path).write_text(content)  # noqa: ASYNC240
+    return "wrote " + Path(path).name
+
+
+@row(transports=EVERY_TRANSPORT)
+async def writes_land_inside_and_are_refused_outside(
+    h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The control first: the unguarded twin writes outside. Guarded, a write inside lands and one outside
+    (directly or through the symlink out) leaves no file."""
+    naive = h.server(None)
+    h.tool(naive, None, write_text)
+    async with h.session(naive, h.eras[0], [tree.project]) as s:
+        assert await s.call("write_text", path=str(tree.outside / "control.txt"), content="x") == (
+            False,
+            "wrote control.txt",
+        )
+    assert (tree.outside / "control.txt").read_text() == "x"
+    guard = make_guard(tree, roots=[tree.fallback])
+    server = h.server(guard)
+    h.tool(server, guard, write_text, "path")
+    for era in h.eras:
+        async with h.session(server, era, [tree.project]) as s:
+            name = f"new-{era}.txt"
+            assert await s.call("write_text", path=name, content=era) == (False, f"wrote {name}")
+            assert (tree.project / name).read_text() == era
+            for way_out in (tree.outside / "pwned.txt", tree.project / "escape" / "pwned.txt"):
+                refused, text = await s.call("write_text", path=str(way_out), content="x")
+                assert refused, (era, way_out, text)
+                assert "outside the allowed roots" in text
+                assert not (tree.outside / "pwned.txt").exists()
 
 
 @row
@@ -333,7 +536,7 @@ async def outside_the_ceiling_costs_no_round_trip(
                 assert s.roots_requests == 1
 
 
-@row
+@row(transports=EVERY_TRANSPORT)
 async def a_client_without_roots_gets_the_fallback_or_a_refusal(
     h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -349,9 +552,12 @@ async def a_client_without_roots_gets_the_fallback_or_a_refusal(
                 else:
                     assert result[0], result
                     assert "roots" in result[1], result
+                refused, text = await s.call("read_text", path=str(tree.project / "hello.txt"))
+                assert refused, (configured, era, text)
+                assert "hello from project" not in text
 
 
-@row
+@row(transports=EVERY_TRANSPORT)
 async def not_installed_refuses_every_call(h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture) -> None:
     """@guard.paths below the tool decorator on a server where install() never ran: every call is refused
     with the reason. (Above it, the framework holds the bare function: that is what ``mcp-roots audit``
@@ -369,7 +575,7 @@ async def not_installed_refuses_every_call(h: Harness, tree: Tree, caplog: pytes
                 assert "hello" not in text
 
 
-@row
+@row(transports=EVERY_TRANSPORT)
 async def decorator_order_does_not_matter(h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture) -> None:
     for order in ("below", "above"):
         guard = make_guard(tree, roots=[tree.fallback])
@@ -530,7 +736,7 @@ async def refusals_are_logged_once_per_streak(
     assert [r.levelno for r in refusals] == [logging.INFO, logging.DEBUG, logging.DEBUG, logging.INFO]
 
 
-@row
+@row(transports=EVERY_TRANSPORT)
 async def roots_change_is_visible_on_the_next_call(
     h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -552,7 +758,7 @@ async def roots_change_is_visible_on_the_next_call(
             )
 
 
-@row
+@row(transports=EVERY_TRANSPORT)
 async def a_client_whose_roots_fail_is_refused_not_given_the_fallback(
     h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -566,10 +772,10 @@ async def a_client_whose_roots_fail_is_refused_not_given_the_fallback(
             refused, text = await s.call("read_text", path=str(tree.fallback / "fb.txt"))
         assert refused, text
         assert "hello from fallback" not in text, text
-        assert "roots" in text, text
+        assert "has not sent its roots yet" in text, text
 
 
-@row
+@row(transports=EVERY_TRANSPORT)
 async def the_ceiling_narrows_client_roots(h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture) -> None:
     guard = make_guard(tree, ceiling=tree.project / "sub")
     server = h.server(guard)
@@ -580,7 +786,7 @@ async def the_ceiling_narrows_client_roots(h: Harness, tree: Tree, caplog: pytes
             assert (await s.call("read_text", path=str(tree.project / "hello.txt")))[0]
 
 
-@row
+@row(transports=EVERY_TRANSPORT)
 async def two_concurrent_connections_are_isolated(
     h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -33,7 +33,6 @@ SERIAL: dict[str, tuple[str, ...] | None] = {
 #: an HTTP server runs on uvicorn's asyncio loop whatever the client's backend.
 SERVER_IN_ITS_OWN_PROCESS: dict[str, tuple[str, ...]] = {
     "test_guard_transports": ("stdio", "http"),
-    "test_server": ("stdio", "http"),
     "test_filesystem": ("stdio", "http"),
     "test_policy": ("stdio",),  # examples/file_server.py on the SDK's default (asyncio) loop
     "test_adapter_mcp1": ("http",),
@@ -48,7 +47,10 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 #: Tests (by module, then name) that talk only to a server in a process of its own, with no transport in
 #: their ids: their trio row is not collected either, for the same reason.
 SERVER_PROCESS_ONLY: dict[str, tuple[str, ...]] = {
-    "test_server": ("test_stateless_http_uses_the_fallback",),
+    "test_server": (
+        "test_stateless_http_uses_the_fallback",
+        "test_json_response_http_reads_and_sees_a_roots_change",
+    ),
     "test_filesystem": ("test_search_and_tree_are_capped_python_client",),
 }
 

@@ -1,33 +1,42 @@
 """The adapter conformance table (tests/conformance.py) on mcp 2.x ``MCPServer``, mcp 2.x low-level
-``Server`` and fastmcp 4.x, in memory, both protocol eras. (mcp 1.x: tests/mcp1/test_conformance_mcp1.py.)
+``Server`` and fastmcp 4.x, both protocol eras, in memory and (for the rows that name them) over stdio and
+streamable HTTP. (mcp 1.x: tests/mcp1/test_conformance_mcp1.py.)
 
 The ``adapter`` fixture is the framework entry, as ``anyio_backend`` is the event loop: every row runs on
-every entry. fastmcp 4 runs on asyncio only; the mcp 2.x entries run on asyncio and trio.
+every entry. fastmcp 4 runs on asyncio only; the mcp 2.x entries run on asyncio and trio in memory. Over
+stdio and HTTP a row runs on asyncio only: uvicorn serves on asyncio alone, and the guard's code on trio is
+the in-memory trio row's; over stdio trio would add only the SDK's transport on trio, not ours.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types
 import pytest
 from fastmcp import Client as FastMCPClient
 from fastmcp import Context as FastMCPContext
 from fastmcp import FastMCP
-from mcp import Client
+from fastmcp.client.transports import ClientTransport
+from mcp import Client, ClientSession
 from mcp.client.context import ClientRequestContext
 from mcp.server import MCPServer, Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
+from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
 
 from mcp_roots import RootsGuard, path_to_uri
 
-from .conformance import ROWS, Harness, Row, Session
+from .conformance import HTTP, MEMORY, ROWS, STDIO, TRANSPORTS, Harness, Session, http_url, over_pipes
 from .tree import Tree
 
 MODES = {"legacy": "legacy", "modern": "auto"}  # "auto" negotiates 2026-07-28 in memory
@@ -35,6 +44,56 @@ MODES = {"legacy": "legacy", "modern": "auto"}  # "auto" negotiates 2026-07-28 i
 
 def _text(blocks: Any) -> str:
     return "".join(getattr(b, "text", "") for b in blocks)
+
+
+async def _serve_stdio(
+    lowlevel: Server[Any], stdin: anyio.AsyncFile[str], stdout: anyio.AsyncFile[str]
+) -> None:
+    """What ``MCPServer.run_stdio_async`` does, over the given pipes instead of fds 0 and 1."""
+    with anyio.CancelScope() as done:
+        async with stdio_server(stdin=stdin, stdout=stdout) as (read, write):
+            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+            done.cancel()  # the client's EOF ended the connection; the transport's writer waits for no more
+
+
+@asynccontextmanager
+async def _client_end(
+    stdin: anyio.AsyncFile[str], stdout: anyio.AsyncFile[str]
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The client's end of the pipes (an SDK ``Transport``): one JSON-RPC message a line each way, framed
+    as mcp.client.stdio frames a subprocess's. On exit its stdout closes: the server's EOF."""
+    to_session, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def reader() -> None:
+        async with to_session:
+            async for line in stdin:
+                try:
+                    message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                except ValidationError as exc:
+                    await to_session.send(exc)
+                    continue
+                await to_session.send(SessionMessage(message))
+
+    async def writer() -> None:
+        async with from_session:
+            async for message in from_session:
+                await stdout.write(message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
+                await stdout.flush()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        tg.start_soon(writer)
+        try:
+            yield read, write
+        finally:
+            with anyio.CancelScope(shield=True):
+                await stdout.aclose()
+            tg.cancel_scope.cancel()  # the reader's blocking read returns at the server's EOF
+
+
+def _lowlevel(server: Any) -> Server[Any]:
+    return server._lowlevel_server if isinstance(server, MCPServer) else server
 
 
 class _Mcp2Session(Session):
@@ -70,8 +129,28 @@ class _Mcp2Session(Session):
 
 class _Mcp2Base(Harness):
     @asynccontextmanager
+    async def target(self, server: Any, transport: str) -> AsyncIterator[Any]:
+        """What ``mcp.Client`` connects to over ``transport``: the server itself (in memory), the client's
+        end of the pipes the server is served on (stdio), the URL it is served at (HTTP)."""
+        if transport == MEMORY:
+            yield server
+        elif transport == STDIO:
+            async with over_pipes(functools.partial(_serve_stdio, _lowlevel(server))) as (stdin, stdout):
+                yield _client_end(stdin, stdout)
+        else:
+            assert transport == HTTP, transport
+            async with http_url(server, server.streamable_http_app) as url:
+                yield url
+
+    @asynccontextmanager
     async def session(
-        self, server: Any, era: str, roots: list[Path] | None, *, failing: bool = False
+        self,
+        server: Any,
+        era: str,
+        roots: list[Path] | None,
+        *,
+        failing: bool = False,
+        transport: str | None = None,
     ) -> AsyncIterator[Session]:
         session: _Mcp2Session
 
@@ -87,7 +166,11 @@ class _Mcp2Base(Harness):
 
         options: dict[str, Any] = {"list_roots_callback": list_roots} if roots is not None else {}
         session = _Mcp2Session(None, list(roots or []))  # type: ignore[arg-type]
-        async with Client(server, mode=MODES[era], **options) as client:
+        async with (
+            self.target(server, transport or self.transport) as target,
+            Client(target, mode=MODES[era], **options) as client,
+        ):
+            assert (client.session.protocol_version == "2026-07-28") == (era == "modern"), era
             session.client = client
             yield session
 
@@ -256,6 +339,32 @@ class _FastMCPSession(Session):
         return False, _text(contents)
 
 
+class _PipeTransport(ClientTransport):
+    """fastmcp's client over the client's end of the pipes (fastmcp's own transports spawn a process)."""
+
+    def __init__(self, streams: Any) -> None:
+        self.streams = streams
+
+    @asynccontextmanager
+    async def connect_session(
+        self, *, transport_options: Any = None, **session_kwargs: Any
+    ) -> AsyncIterator[Any]:
+        session_class = getattr(transport_options, "session_class", ClientSession)
+        async with (
+            self.streams as (read, write),
+            session_class(read_stream=read, write_stream=write, **session_kwargs) as session,
+        ):
+            yield session
+
+
+async def _serve_fastmcp_stdio(
+    server: Any, stdin: anyio.AsyncFile[str], stdout: anyio.AsyncFile[str]
+) -> None:
+    """What ``FastMCP.run_stdio_async`` does, over the given pipes instead of fds 0 and 1."""
+    async with server._lifespan_manager():
+        await _serve_stdio(server._mcp_server, stdin, stdout)
+
+
 class FastMCP4Harness(Harness):
     name = "fastmcp4"
     context_type = FastMCPContext
@@ -282,8 +391,28 @@ class FastMCP4Harness(Harness):
             server.resource(path_to_uri(path))(_reader(path))
 
     @asynccontextmanager
+    async def target(self, server: Any, transport: str) -> AsyncIterator[Any]:
+        """What fastmcp's Client connects to over ``transport`` (as :meth:`_Mcp2Base.target`)."""
+        if transport == MEMORY:
+            yield server
+        elif transport == STDIO:
+            serve = functools.partial(_serve_fastmcp_stdio, server)
+            async with over_pipes(serve) as (stdin, stdout):
+                yield _PipeTransport(_client_end(stdin, stdout))
+        else:
+            assert transport == HTTP, transport
+            async with http_url(server, server.http_app) as url:
+                yield url
+
+    @asynccontextmanager
     async def session(
-        self, server: Any, era: str, roots: list[Path] | None, *, failing: bool = False
+        self,
+        server: Any,
+        era: str,
+        roots: list[Path] | None,
+        *,
+        failing: bool = False,
+        transport: str | None = None,
     ) -> AsyncIterator[Session]:
         session: _FastMCPSession
 
@@ -293,12 +422,13 @@ class FastMCP4Harness(Harness):
                 raise RuntimeError("roots are switched off")  # fastmcp answers an error
             return [mcp_types.Root(uri=path_to_uri(p), name=p.name) for p in session.paths]
 
-        client: FastMCPClient[Any] = FastMCPClient(
-            server, roots=list_roots if roots is not None else None, mode=MODES[era]
-        )  # type: ignore[call-arg]
-        session = _FastMCPSession(client, list(roots or []))
-        async with client:
-            yield session
+        async with self.target(server, transport or self.transport) as target:
+            client: FastMCPClient[Any] = FastMCPClient(
+                target, roots=list_roots if roots is not None else None, mode=MODES[era]
+            )  # type: ignore[call-arg]
+            session = _FastMCPSession(client, list(roots or []))
+            async with client:
+                yield session
 
 
 HARNESSES: list[tuple[Harness, str]] = [
@@ -310,7 +440,7 @@ HARNESSES: list[tuple[Harness, str]] = [
 ]
 
 
-@pytest.fixture(params=HARNESSES, ids=[f"{h.name}-{backend}" for h, backend in HARNESSES])
+@pytest.fixture
 def adapter(request: pytest.FixtureRequest) -> tuple[Harness, str]:
     return request.param  # type: ignore[no-any-return]
 
@@ -329,11 +459,27 @@ def test_every_entry_of_the_issue_is_in_the_table() -> None:
     assert {h.name for h, _ in HARNESSES} == {"mcp2-MCPServer", "mcp2-lowlevel-Server", "fastmcp4"}
 
 
+#: (entry and backend, row, transport): every row in memory on each backend; the rows that name stdio and
+#: HTTP over those too, on asyncio (the module's docstring says why).
+CELLS = [
+    ((harness, backend), name, transport)
+    for harness, backend in HARNESSES
+    for name, transports in TRANSPORTS.items()
+    for transport in transports
+    if transport == MEMORY or backend == "asyncio"
+]
+
+
 @pytest.mark.anyio
 # The legacy era's list_changed is what the rows test; the SDKs warn that roots are deprecated (SEP-2577).
 @pytest.mark.filterwarnings("ignore:The roots capability is deprecated")
-@pytest.mark.parametrize("row", list(ROWS.values()), ids=list(ROWS))
+@pytest.mark.parametrize(
+    ("adapter", "row", "transport"),
+    CELLS,
+    ids=[f"{h.name}-{backend}-{name}-{t}" for (h, backend), name, t in CELLS],
+    indirect=["adapter"],
+)
 async def test_conformance(
-    adapter: tuple[Harness, str], row: Row, tree: Tree, caplog: pytest.LogCaptureFixture
+    adapter: tuple[Harness, str], row: str, transport: str, tree: Tree, caplog: pytest.LogCaptureFixture
 ) -> None:
-    await row(adapter[0], tree, caplog)
+    await ROWS[row](adapter[0].over(transport), tree, caplog)

@@ -182,7 +182,7 @@ async def test_connection_state_is_released_when_connections_end(tree: Tree) -> 
     policy = guard._policy
     assert policy.__dict__.keys() >= {"fallback"}
     assert not any(isinstance(v, (dict, list, set)) and len(v) > 10 for v in policy.__dict__.values())
-    assert len(policy._connections) == 0
+    assert len(policy.connections.states) == 0
 
 
 # --- noise ------------------------------------------------------------------------------------------

@@ -54,7 +54,15 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_rootset",),
         ("__init__",),
     ],
-    "roots": [("_owned",), ("_answers", "_sources"), ("_cache",), ("_policy", "_provider"), ("__init__",)],
+    "roots": [
+        ("_owned", "_facts", "_config", "_clock"),
+        ("_answers", "_sources"),
+        ("_streak",),
+        ("_cache",),
+        ("_connections",),
+        ("_policy", "_provider"),
+        ("__init__",),
+    ],
     "guard": [
         ("_pathnames", "_locators"),
         ("_annotations",),
@@ -62,9 +70,10 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_audit", "_schema"),
         ("_argcheck",),
         ("_calls",),
+        ("_port",),
         ("__init__",),
     ],
-    "adapters": [("mcp2_sdk",), ("mcp2_connections", "mcp1"), ("mcp2",), ("fastmcp4",), ("__init__",)],
+    "adapters": [("mcp2_sdk", "fastmcp4_sdk", "mcp1_sdk"), ("mcp2", "mcp1"), ("fastmcp4",), ("__init__",)],
     "broker": [
         ("_protocol", "_consent"),
         ("_wire", "_grants"),
@@ -107,6 +116,10 @@ APP_API: dict[str, str] = {
     "_rootsguard": "mcp-roots audit: audit_server and format_audit (the facade's audit of any server)",
     "_sys.linux": "renameat2 for the probe's swap race",
 }
+
+#: What an adapter may import from the roots layer: the facts it reports and the signals it answers
+#: (``roots._facts``). Which roots a request gets is the policy's one decision table, never an adapter's.
+ADAPTER_ROOTS = ("roots._facts",)
 
 #: Third-party modules that are an MCP framework (or its data layer), and where they may be imported.
 SDKS = ("mcp", "mcp_types", "fastmcp", "pydantic")
@@ -285,6 +298,11 @@ def violations() -> list[str]:
                     why = edge_violation(module, mine)
                     if why:
                         found.append(f"{where}:{imp.line}: {why}")
+                if layer == "adapters" and other == "roots" and mine not in ADAPTER_ROOTS:
+                    found.append(
+                        f"{where}:{imp.line}: an adapter imports {mine}: it reports facts "
+                        f"({', '.join(ADAPTER_ROOTS)}) and the roots policy decides"
+                    )
                 private = [n for n in imp.names if n.startswith("_") and not n.startswith("__")]
                 private = [n for n in private if not _is_module(f"{imp.target}.{n}")]
                 if private and mine != module:
@@ -363,6 +381,21 @@ def test_every_module_is_at_most_600_lines() -> None:
     assert not long, f"split these by job (at most {MAX_LINES} lines each): {long}"
 
 
+ADAPTER_MAX_LINES = 250
+"""Every adapter module at most this long: a new framework costs a seam module and a small port."""
+
+
+def test_every_adapter_module_is_small() -> None:
+    long = {
+        p.name: n
+        for p in sorted((SRC / "adapters").glob("*.py"))
+        if (n := len(p.read_text().splitlines())) > ADAPTER_MAX_LINES
+    }
+    assert not long, (
+        f"an adapter reports facts and turns outcomes into results (<= {ADAPTER_MAX_LINES}): {long}"
+    )
+
+
 def test_the_tables_name_every_module() -> None:
     missing = {layer_of(dotted(p)) for p in modules()} - set(RANK)
     assert not missing, f"add these to TIERS: {sorted(missing)}"
@@ -429,6 +462,9 @@ def fake_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, 
         # An application uses the public face and the named internal API, not a package's private modules.
         ("from .paths._rootset import RootSet\n", "cli.py", "not the public face"),
         ("def f():\n    from .roots import _cache\n", "cli.py", "not the public face"),
+        # An adapter reports facts; it never imports the roots policy (or any other part of roots/).
+        ("from ..roots._policy import GuardPolicy\n", "adapters/mcp2.py", "an adapter imports roots._policy"),
+        ("def f():\n    from ..roots import _cache\n", "adapters/mcp1.py", "an adapter imports roots._cache"),
         # A module the INSIDE table does not place is refused until it is placed.
         ("", "paths/_new.py", "not in the INSIDE table"),
     ],
@@ -464,6 +500,8 @@ def test_the_checker_accepts_clean_imports(tmp_path: Path, monkeypatch: pytest.M
             "sandbox/__init__.py": "from ._spawn import run\n",
             "sandbox/_spawn.py": "from ..errors import SandboxUnavailable\n",
             "cli.py": "from . import RootSet\nfrom .errors import ConfigError\nfrom .sandbox import run\n",
+            "roots/_facts.py": "",
+            "adapters/mcp2.py": "from ..roots._facts import RequestFacts\n",
         },
     )
     assert violations() == []

@@ -1,6 +1,7 @@
-"""RootsGuard: the public facade over the policy (``_policy``), the guarded call (``_calls``) and the audit
-(``_audit``); it picks the adapter of a server's framework and installs it. It sits above the adapters and
-the broker, and imports either only when a server of theirs is installed (no SDK is loaded by importing it).
+"""RootsGuard: the public facade over the policy (``roots._policy``), the guarded call (``guard._calls``) and
+the audit (``guard._audit``); it picks the adapter of a server's framework and installs it. It sits above
+the adapters and the broker, and imports either only when a server of theirs is installed (no SDK is loaded
+by importing it).
 """
 
 from __future__ import annotations

@@ -1,52 +1,47 @@
 """The official ``mcp`` 2.x port: ``MCPServer`` and the low-level ``Server``, both protocol eras.
 
-A context-tier middleware, first in the server's chain, feeds each legacy connection's RootsCache
+A context-tier middleware, first in the server's chain, reports each legacy connection's lifecycle
 (initialize, initialized, roots/list_changed) and hands ``tools/call``, ``prompts/get`` and
-``resources/read`` to the one guarded-call algorithm (``mcp_roots.guard._calls``). This module supplies only
-how to get a call's roots (the cache, or the roots sent with a 2026-07-28 request), how to ask the client (an
-``InputRequiredResult`` with a ``roots/list`` input request), how to refuse and how to run the next
-handler. The SDK's private corners are in ``mcp2_sdk``.
+``resources/read`` to the one guarded-call algorithm (``mcp_roots.guard._calls``) with the facts of the
+request (era, capability, connection, the roots it carried). This module says only how an outcome reads
+on mcp 2.x: an ``InputRequiredResult`` asking for the roots, an ``isError`` result or a JSON-RPC error. The
+SDK's private corners are in ``mcp2_sdk``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
-from mcp_types import (
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    CallToolResult,
-    ErrorData,
-    InputRequiredResult,
-    ListRootsRequest,
-    TextContent,
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST, CallToolResult, ErrorData, TextContent
+
+from ..guard._audit import Handler, parameters_of
+from ..guard._calls import resource_read, tool_call
+from ..guard._port import GuardPort
+from ..paths._rootset import RootSet
+from ..roots._facts import HANDLER, PROMPT, READ, TOOL, NeedRoots, RequestFacts
+from .mcp2_sdk import (
+    ROOTS_INPUT_KEY,
+    Registry,
+    connection_of,
+    declares_roots,
+    is_modern,
+    middleware_of,
+    request_context_of,
+    roots_question,
+    send_roots_list,
+    stream_of,
 )
 
-from ..guard._audit import Handler, audit_handlers, parameters_of, warn_unguarded
-from ..guard._calls import NeedRoots, own_spec, resource_read, tool_call
-from ..paths._rootset import RootSet
-from ..roots._policy import GuardPolicy
-from .mcp2_connections import Connections, declares_roots, is_modern
-from .mcp2_sdk import Registry, connection_of, middleware_of, stream_of
-
-__all__ = ["ROOTS_INPUT_KEY", "Mcp2Adapter", "refusal"]
-
-logger = logging.getLogger("mcp_roots")
-
-ROOTS_INPUT_KEY = "mcp_roots.roots"
-"""The key of the ``roots/list`` input request this adapter sends in an ``InputRequiredResult``."""
+__all__ = ["ROOTS_INPUT_KEY", "Mcp2Adapter", "facts_of", "initialize_seen", "initialized", "refusal"]
 
 # The wire form of the answer that asks for the roots, made once by the SDK's own model and dump (as its
 # runner dumps a model a middleware returns); each call gets a copy, so no model is built and dumped per call.
-_ASK = InputRequiredResult(input_requests={ROOTS_INPUT_KEY: ListRootsRequest()}).model_dump(
-    by_alias=True, mode="json", exclude_none=True
-)
+_ASK = roots_question().model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 def refusal(message: str) -> CallToolResult:
@@ -71,40 +66,40 @@ class _RootsRequired(MCPError, NeedRoots):
         self.error = self.ERROR
 
 
-def _request_context_of(ctx: object) -> ServerRequestContext[Any, Any]:
-    """Accept MCPServer's tool Context or the low-level ServerRequestContext."""
-    if isinstance(ctx, ServerRequestContext):
-        return ctx
-    if isinstance(ctx, Context):
-        return ctx.request_context
-    raise TypeError(
-        f"expected an mcp Context or ServerRequestContext, got {type(ctx).__name__}; declare a parameter "
-        "typed `Context` on your tool and pass it to guard.roots(ctx)"
+def facts_of(
+    ctx: ServerRequestContext[Any, Any], kind: str
+) -> tuple[ServerRequestContext[Any, Any], RequestFacts]:
+    """The facts of the request ``ctx`` (of ``kind``), and the request without the roots it carried
+    (this port's input response, which the SDK's handlers must not see). Shared with ``fastmcp4``."""
+    connection = connection_of(ctx)
+    answer = stream = None
+    params = ctx.params
+    responses = params.get("inputResponses") if params else None
+    if isinstance(responses, Mapping) and ROOTS_INPUT_KEY in responses:
+        answer = responses[ROOTS_INPUT_KEY]
+        cleaned = {k: v for k, v in params.items() if k != "inputResponses"}  # type: ignore[union-attr]
+        rest = {k: v for k, v in responses.items() if k != ROOTS_INPUT_KEY}
+        if rest:
+            cleaned["inputResponses"] = rest
+        ctx = dataclasses.replace(ctx, params=cleaned)
+        stream = stream_of(ctx)
+    facts = RequestFacts(
+        ctx,
+        kind,
+        modern=is_modern(connection),
+        declared=declares_roots(connection),
+        connection=connection,
+        answer=answer,
+        stream=stream,
     )
+    return ctx, facts
 
 
-def _take_roots_answer(params: Mapping[str, Any]) -> tuple[Mapping[str, Any], object]:
-    """``params`` without this adapter's input response, and that response (None when absent)."""
-    responses = params.get("inputResponses")
-    if not isinstance(responses, Mapping) or ROOTS_INPUT_KEY not in responses:
-        return params, None
-    rest = {k: v for k, v in responses.items() if k != ROOTS_INPUT_KEY}
-    cleaned = {k: v for k, v in params.items() if k != "inputResponses"}
-    if rest:
-        cleaned["inputResponses"] = rest
-    return cleaned, responses[ROOTS_INPUT_KEY]
-
-
-class Mcp2Adapter:
+class Mcp2Adapter(GuardPort):
     """One guard's port into ``mcp`` 2.x servers (a :class:`mcp_roots.guard._calls.CallPort`)."""
 
-    brokering = True
-    framework_errors: tuple[type[BaseException], ...] = ()  # MCPServer passes a returned result through
-
-    def __init__(self, policy: GuardPolicy | None) -> None:
-        # None: an adapter that only reads a server (mcp-roots audit), never installs or serves.
-        self.policy: GuardPolicy = policy  # type: ignore[assignment]
-        self.connections = Connections(policy)
+    brokering = True  # MCPServer passes a returned result through: no framework_errors
+    need_roots: type[NeedRoots] = _RootsRequired
 
     def install(self, server: Any) -> None:
         """Put the guard's middleware first in the server's context-tier middleware list, so that a
@@ -127,30 +122,11 @@ class Mcp2Adapter:
             for kind, name, c in Registry(server).components()
         ]
 
-    def installed(self, server: Any) -> list[GuardPolicy]:
-        """The policies of the guards installed on ``server``."""
-        middleware = getattr(server, "middleware", None) or []
-        return [m.adapter.policy for m in middleware if isinstance(m, _Middleware)]
+    def ports_on(self, server: Any) -> list[GuardPort]:
+        return [m.adapter for m in getattr(server, "middleware", None) or [] if isinstance(m, _Middleware)]
 
-    # -- the port --
-
-    def ask(self, request: Any) -> dict[str, Any]:
-        """The wire form of ``InputRequiredResult`` with this adapter's ``roots/list`` input request."""
-        return {**_ASK, "inputRequests": {k: dict(v) for k, v in _ASK["inputRequests"].items()}}
-
-    def refuse(self, message: str) -> CallToolResult:
-        return refusal(message)
-
-    def refuse_in_body(self, message: str) -> CallToolResult:
-        return refusal(message)
-
-    def refuse_read(self, message: str, uri: str) -> NoReturn:
-        """A JSON-RPC error (resource results have no ``isError``)."""
-        raise MCPError(INVALID_PARAMS, message, {"uri": uri})
-
-    def roots_now(self, request: ServerRequestContext[Any, Any]) -> RootSet | None:
-        connection = connection_of(request)
-        return None if is_modern(connection) else self.policy.roots_now(connection)
+    async def send_roots_list(self, connection: Any, waiting: Sequence[Any]) -> object:
+        return await send_roots_list(connection, waiting)
 
     async def roots(self, ctx: Any) -> RootSet:
         """The roots in force for the request ``ctx`` (a tool ``Context`` or a ``ServerRequestContext``).
@@ -158,46 +134,58 @@ class Mcp2Adapter:
         On a 2026-07-28 request from a client with roots, this raises the multi-round-trip signal: the
         middleware answers the call with an input request and the handler runs again with the roots.
         """
-        return await self.call_roots(_request_context_of(ctx))
+        _, facts = facts_of(request_context_of(ctx), HANDLER)
+        try:
+            return await self.policy.roots_for(facts)
+        except NeedRoots:
+            raise self.need_roots() from None
 
-    async def call_roots(self, request: ServerRequestContext[Any, Any]) -> RootSet:
-        connection = connection_of(request)
-        if is_modern(connection):
-            if not declares_roots(connection):
-                return self.policy.no_capability_fallback()
-            raise _RootsRequired()
-        return await self.connections.roots(request)
+    # -- the port: outcomes --
 
-    def roots_answer(
-        self, ctx: ServerRequestContext[Any, Any]
-    ) -> tuple[ServerRequestContext[Any, Any], object, object | None]:
-        """The request without this adapter's input response, that response, and the client channel it
-        came on (``stream_of``): only a 2026-07-28 request from a client that declared roots can carry one
-        (a legacy connection's roots come from its cache, and a client without the capability cannot
-        widen the fallback)."""
-        params, answer = _take_roots_answer(ctx.params or {})
-        if answer is None:
-            return ctx, None, None
-        connection = connection_of(ctx)
-        if not is_modern(connection) or not declares_roots(connection):
-            logger.warning("ignored roots sent with a request on a connection that cannot send them")
-            return dataclasses.replace(ctx, params=params), None, None
-        return dataclasses.replace(ctx, params=params), answer, stream_of(ctx)
+    def ask(self, facts: RequestFacts) -> dict[str, Any]:
+        """The wire form of ``InputRequiredResult`` with this adapter's ``roots/list`` input request."""
+        return {**_ASK, "inputRequests": {k: dict(v) for k, v in _ASK["inputRequests"].items()}}
+
+    def refuse(self, facts: RequestFacts, message: str, in_body: bool = False) -> CallToolResult:
+        """A tool's ``isError`` result; a JSON-RPC error for a prompt or a read (their results have no
+        ``isError``)."""
+        if facts.kind == TOOL:
+            return refusal(message)
+        _refuse_request(facts, message)
 
 
-def _refuse_prompt(message: str) -> NoReturn:
-    """A refused ``prompts/get``: a JSON-RPC error (prompt results have no ``isError``)."""
+def _refuse_request(facts: RequestFacts, message: str) -> NoReturn:
+    if facts.kind == READ:
+        raise MCPError(INVALID_PARAMS, message, {"uri": (facts.request.params or {}).get("uri")})
     raise MCPError(INVALID_PARAMS, message)
 
 
-def _swap_in_wrapper(component: Any, policy: GuardPolicy) -> Any:
-    """The function a registered tool, template or prompt runs; where @guard.paths stood above the
-    framework's decorator (it registered the bare function), the guard's wrapper is put in its place."""
-    fn = getattr(component, "fn", None)
-    spec = own_spec(fn, policy)
-    if spec is not None and spec.wrapper is not None and fn is not spec.wrapper:
-        component.fn = fn = spec.wrapper
-    return fn
+def initialize_seen(port: GuardPort, ctx: ServerRequestContext[Any, Any]) -> None:
+    """``initialize`` on the connection of ``ctx`` (after the SDK handled it; shared with ``fastmcp4``)."""
+    connection = connection_of(ctx)
+    caps = (ctx.params or {}).get("capabilities")
+    roots = caps.get("roots") if isinstance(caps, Mapping) else None
+    declared = isinstance(roots, Mapping)
+    list_changed = isinstance(roots, Mapping) and bool(roots.get("listChanged"))
+    if port.initialize_seen(connection, declared=declared, list_changed=list_changed):
+        connection.exit_stack.push_async_callback(port.connection_closed, connection)
+
+
+async def initialized(port: GuardPort, ctx: ServerRequestContext[Any, Any]) -> None:
+    """``notifications/initialized`` on the connection of ``ctx``: lives as long as the connection (the SDK
+    runs each notification as its own task and cancels them when the connection ends)."""
+    connection = connection_of(ctx)
+    if port.initialize_seen(connection, declared=False, list_changed=False):  # no initialize seen
+        connection.exit_stack.push_async_callback(port.connection_closed, connection)
+    await port.initialized(
+        connection,
+        cannot_ask=None
+        if connection.has_standalone_channel
+        else "this connection has no back-channel (stateless HTTP)",
+        # streamable HTTP: a roots/list sent now would go to the standalone GET stream, which the client
+        # opens only after initialized; the first guarded call sends it instead
+        send_now=connection.session_id is None,
+    )
 
 
 class _Middleware:
@@ -206,73 +194,51 @@ class _Middleware:
     def __init__(self, adapter: Mcp2Adapter, registry: Registry) -> None:
         self.adapter = adapter
         self.registry = registry
-        self.audited = False
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         adapter = self.adapter
-        if not self.audited:
-            # Startup, as far as a server can tell: tools are registered by the time the first message
-            # arrives (they are often decorated after install()).
-            self.audited = True
-            policy = adapter.policy
-            rows = audit_handlers(adapter.handlers(self.registry.server), [policy])
-            warn_unguarded(rows, strict=policy.strict)
+        adapter.audit_once(self.registry.server)
         method = ctx.method
-        if method in ("tools/call", "prompts/get"):
+        if method == "tools/call" or method == "prompts/get":
             # One guarded call for both: a prompt differs in its registry and in how a refusal is said.
             is_tool = method == "tools/call"
-            ctx, answer, stream = adapter.roots_answer(ctx)
-            params = ctx.params or {}
+            request, facts = facts_of(ctx, TOOL if is_tool else PROMPT)
+            params = request.params or {}
             name = params.get("name")
             name = name if isinstance(name, str) else ""
-            component = self.registry.tool(name) if is_tool else self.registry.prompt(name)
             arguments = params.get("arguments")
-            request = ctx
             result: HandlerResult = await tool_call(
                 adapter,
-                request,
+                facts,
                 name=name,
-                fn=_swap_in_wrapper(component, adapter.policy) if component is not None else None,
+                component=self.registry.tool(name) if is_tool else self.registry.prompt(name),
                 arguments=arguments if isinstance(arguments, Mapping) else {},
-                answer=answer,
-                stream=stream,
                 run=lambda: call_next(request),
-                kind="tool" if is_tool else "prompt",
-                refuse=None if is_tool else _refuse_prompt,
             )
             return result
         if method == "resources/read":
-            ctx, answer, stream = adapter.roots_answer(ctx)
-            uri = (ctx.params or {}).get("uri")
+            request, facts = facts_of(ctx, READ)
+            uri = (request.params or {}).get("uri")
             if not isinstance(uri, str):
-                return await call_next(ctx)
-            template, _ = self.registry.template(uri)
-            fn = _swap_in_wrapper(template, adapter.policy) if template is not None else None
-            request = ctx
+                return await call_next(request)
             result = await resource_read(
                 adapter,
-                request,
+                facts,
                 uri=uri,
-                fn=fn,
-                runs_wrapper=True,
-                answer=answer,
-                stream=stream,
+                component=self.registry.template(uri)[0],
                 run=lambda: call_next(request),
             )
             return result
         if method == "initialize":
             result = await call_next(ctx)
-            # Record only; never await the client here (initialize runs inline: that would deadlock).
-            adapter.connections.open_connection(ctx)
+            initialize_seen(adapter, ctx)
             return result
         if method == "notifications/initialized":
-            state = adapter.policy.connection(connection_of(ctx))
-            if state is not None and state.served:
-                logger.debug("ignoring a repeated notifications/initialized")
-                return None
+            if adapter.initialized_seen_before(connection_of(ctx)):
+                return None  # a repeated notifications/initialized, ignored quietly
             await call_next(ctx)
-            await adapter.connections.serve_connection(ctx)
+            await initialized(adapter, ctx)
             return None
         if method == "notifications/roots/list_changed":
-            adapter.connections.notify_changed(ctx)
+            adapter.roots_changed(connection_of(ctx))
         return await call_next(ctx)

@@ -1,12 +1,14 @@
 """The private corners of the official ``mcp`` 2.x SDK that mcp-roots relies on, each in one place, checked
 where it is used and raising ``SDKChanged`` when the SDK moved it; ``adapters/mcp2.py``,
-``adapters/fastmcp4.py``, ``broker/`` and ``filesystem/_stdio.py`` import them from here.
+``adapters/fastmcp4.py`` (whose servers are mcp 2.x servers underneath), ``broker/`` and
+``filesystem/_stdio.py`` import them from here. Also what both ports read of a ``Connection`` (its era, the
+client's roots capability), how they send ``roots/list`` on it, and the question that asks for the roots.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mcp.server import MCPServer
@@ -16,19 +18,68 @@ from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import Context
 from mcp.server.stdio import stdio_server
 from mcp.shared.direct_dispatcher import DIRECT_TRANSPORT_KIND
+from mcp.shared.exceptions import MCPError
 from mcp.shared.transport_context import TransportContext
+from mcp_types import CONNECTION_CLOSED, InputRequiredResult, ListRootsRequest
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..errors import SDKChanged
+from ..roots._facts import ConnectionEnded
 
 __all__ = [
+    "ROOTS_INPUT_KEY",
     "Registry",
     "check_stdio_server",
     "connection_of",
+    "declares_roots",
+    "is_modern",
     "lowlevel_of",
     "middleware_of",
     "request_channel",
+    "request_context_of",
+    "roots_question",
+    "send_roots_list",
     "stream_of",
 ]
+
+ROOTS_INPUT_KEY = "mcp_roots.roots"
+"""The key of the ``roots/list`` input request the ports send in an ``InputRequiredResult``."""
+
+
+def roots_question() -> InputRequiredResult:
+    """The 2026-07-28 answer that asks the client for its roots: one ``roots/list`` input request."""
+    return InputRequiredResult(input_requests={ROOTS_INPUT_KEY: ListRootsRequest()})
+
+
+def is_modern(connection: Connection) -> bool:
+    """The connection speaks 2026-07-28 (roots come with each request, by multi-round-trip)."""
+    return connection.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def declares_roots(connection: Connection) -> bool | None:
+    """Whether the client declared the roots capability; None when the connection saw no handshake
+    (stateless HTTP: no capabilities recorded)."""
+    caps = connection.client_capabilities
+    return None if caps is None else caps.roots is not None
+
+
+async def send_roots_list(
+    connection: Connection, waiting: Sequence[ServerRequestContext[Any, Any]]
+) -> object:
+    """``roots/list`` on a legacy ``connection`` (``roots._facts.SendRootsList``), as the raw result: the
+    typed path rejects the whole answer when one entry is not a ``file:`` URI, and the cache judges each
+    entry itself. Tied to a call that waits for the answer where there is one: on streamable HTTP the
+    request then rides that call's open response stream, which exists for sure, rather than the standalone
+    GET stream, which the client may not have opened (yet)."""
+    live = [ctx for ctx in waiting if ctx.session.can_send_request]
+    try:
+        if live:
+            return await request_channel(live[-1]).send_raw_request("roots/list", None)
+        return await connection.send_raw_request("roots/list", None)
+    except MCPError as exc:
+        if exc.code == CONNECTION_CLOSED:
+            raise ConnectionEnded() from exc
+        raise  # kept by the cache: the last valid roots (or none), never the fallback
 
 
 def _changed(what: str) -> SDKChanged:
@@ -51,6 +102,18 @@ def connection_of(ctx: Context | ServerRequestContext[Any, Any]) -> Connection:
             "ServerSession._connection is gone); please report this with your mcp version"
         )
     return connection
+
+
+def request_context_of(ctx: object) -> ServerRequestContext[Any, Any]:
+    """Accept MCPServer's tool Context or the low-level ServerRequestContext."""
+    if isinstance(ctx, ServerRequestContext):
+        return ctx
+    if isinstance(ctx, Context):
+        return ctx.request_context
+    raise TypeError(
+        f"expected an mcp Context or ServerRequestContext, got {type(ctx).__name__}; declare a parameter "
+        "typed `Context` on your tool and pass it to guard.roots(ctx)"
+    )
 
 
 def request_channel(request_ctx: ServerRequestContext[Any, Any]) -> Any:

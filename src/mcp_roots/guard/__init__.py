@@ -5,8 +5,9 @@
 in a parameter's type), ``_values`` (the values at a locator, read or replaced in a copy), ``_audit``
 (guarded or exempt: the record ``@guard.paths`` leaves, and the audit of a server), ``_schema`` (every path
 in a tool's JSON input schema, by the same name rule and locators), ``_argcheck`` (the checks of a guarded
-function's arguments), ``_calls`` (the guarded call, written once; adapters are its ports). This face is
-the guard's internal API for the applications: the names below, nothing else.
+function's arguments), ``_calls`` (the guarded call, written once; adapters are its ports), ``_port`` (what
+every adapter's port shares: the audit at the first message, the legacy lifecycle facts). This face is the
+guard's internal API for the applications: the names below, nothing else.
 """
 
 from __future__ import annotations

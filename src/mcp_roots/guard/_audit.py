@@ -79,6 +79,9 @@ class Handler:
     fn: Callable[..., Any] | None
     parameters: Mapping[str, Any]  # name -> annotation (or None where only the name is known)
     checked_by_uri: bool = False  # a file: resource template: its reads are checked by URI
+    component: object = (
+        None  # what the framework registered (whose ``fn`` it runs), where the port may swap it
+    )
 
 
 @dataclass(frozen=True)

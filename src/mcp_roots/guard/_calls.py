@@ -1,14 +1,17 @@
 """The guarded call, written once: strict -> roots in force -> ceiling precheck -> argument check (on the
 arguments as the body receives them, defaults applied) -> canonical paths substituted -> refuse or run; the
-same for ``resources/read``. Adapters supply a :class:`CallPort` (how to get this call's roots, ask the
-client, refuse, run the next handler) and decide nothing about paths or roots.
+same for ``resources/read``. An adapter reports the facts of each request (``roots._facts.RequestFacts``),
+the roots layer's one decision table picks its roots (``GuardPolicy.roots_for``), and the adapter's
+:class:`CallPort` turns the outcome (run, refuse, ask the client) into its framework's result: it decides
+nothing about paths or roots.
 
 Who calls whom::
 
-    framework middleware (adapters/*)  --tool_call(port, request, ...)-->  _calls  --run()-->  framework
+    framework middleware (adapters/*)  --tool_call(port, facts, ...)-->  _calls  --run()-->  framework
         framework validates the arguments  --calls-->  wrapper of @guard.paths (_calls)  --checks-->  body
                                                        (the checks, worked out at decoration: _argcheck)
-    _calls --port.call_roots(request) / port.ask(request) / port.refuse(message)--> the adapter's port
+    _calls --policy.roots_now(connection) / policy.roots_for(facts)--> the roots layer (roots/_policy)
+    _calls --port.ask(facts) / port.refuse(facts, message)--> the adapter's port
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ import contextvars
 import functools
 import inspect
 import logging
-import sys
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple, NoReturn, Protocol
@@ -33,69 +35,26 @@ from ..errors import (
 )
 from ..paths._rootset import RootSet
 from ..paths._uri import uri_to_path
-from ..roots._policy import GuardPolicy
+from ..roots._facts import NeedRoots, RequestFacts
+from ..roots._policy import NOT_INSTALLED, GuardPolicy, not_installed_error
 from ._argcheck import GuardedCall, lexically_within, targets_of
 from ._audit import GUARDED_ATTRIBUTE, guarded_function_of, strict_refusal
 
 __all__ = [
-    "NOT_INSTALLED",
     "CallPort",
-    "GuardNotInstalled",
-    "NeedRoots",
     "client_error_text",
     "current_roots",
     "guard_function",
-    "not_installed_error",
     "own_spec",
     "resource_read",
+    "swap_in_wrapper",
     "tool_call",
 ]
 
 logger = logging.getLogger("mcp_roots")
 
-NOT_INSTALLED = (
-    "guard.install(server) was not called: this tool is guarded by mcp-roots (@guard.paths) but the "
-    "server it runs on was never wired to the guard, so it refuses every call"
-)
-
 _REFUSED = (PathOutsideRoots, InvalidPath, InvalidRootURI, RootsUnavailable)
 """What the checks raise: each becomes one refusal line for the client."""
-
-
-class GuardNotInstalled(RootsError):
-    """A guarded function ran on a server where ``guard.install(server)`` never ran."""
-
-
-_TOOL_ERRORS = (
-    ("mcp.server.mcpserver.exceptions", "ToolError"),
-    ("fastmcp.exceptions", "ToolError"),
-    ("mcp.server.fastmcp.exceptions", "ToolError"),
-)
-"""(module, class) of each framework's "a tool failed, show the client this message" exception, by name:
-nothing is imported to find them."""
-
-
-@functools.lru_cache(maxsize=4)
-def _not_installed_type(bases: tuple[type[Exception], ...]) -> type[GuardNotInstalled]:
-    return type("GuardNotInstalled", (GuardNotInstalled, *bases), {"__module__": __name__})
-
-
-def not_installed_error() -> GuardNotInstalled:
-    """A GuardNotInstalled that is also of the tool-error type of every framework loaded in this process,
-    so that the framework running the function shows the client the reason instead of a generic "Error
-    executing tool" (the class is made once per set of loaded frameworks, not per call)."""
-    found = []
-    for module_name, class_name in _TOOL_ERRORS:
-        cls = getattr(sys.modules.get(module_name), class_name, None)
-        if isinstance(cls, type) and issubclass(cls, Exception):
-            found.append(cls)
-    return _not_installed_type(tuple(found))(NOT_INSTALLED)
-
-
-class NeedRoots(Exception):
-    """This call's roots must be asked of the client (2026-07-28: by an input request); the port's
-    :meth:`CallPort.ask` answers the call with that request. A port may raise a subclass of its own (one
-    its framework lets through a tool runner)."""
 
 
 def client_error_text(exc: BaseException) -> str | None:
@@ -121,39 +80,24 @@ def client_error_text(exc: BaseException) -> str | None:
 
 
 class CallPort(Protocol):
-    """One framework's port into the guarded call. ``request`` is whatever object the adapter uses for
-    one request (its SDK's request context); the algorithm only hands it back."""
+    """One framework's port into the guarded call: it turns the outcomes into its framework's results. The
+    facts of each request come in the :class:`RequestFacts` the adapter made; ``facts.request`` is the
+    adapter's own object for it, ``facts.kind`` which kind of request it is."""
 
     policy: GuardPolicy
     framework_errors: tuple[type[BaseException], ...]
     """The exceptions in which the framework wraps what a tool body raised (unwrapped to one line)."""
+    need_roots: type[NeedRoots]
+    """The signal to ask for the roots as raised inside the framework's runner (one it lets through)."""
 
-    async def call_roots(self, request: Any) -> RootSet:
-        """The roots in force for ``request`` (legacy: the connection's fresh roots; no capability: the
-        fallback), or raise :class:`NeedRoots` when they must be asked of the client."""
+    def ask(self, facts: RequestFacts) -> Any:
+        """The result that answers the request with a question for the client's roots (2026-07-28)."""
         ...
 
-    def roots_now(self, request: Any) -> RootSet | None:
-        """This call's roots when they are in hand and nothing is due (what :meth:`call_roots` would
-        return at once, with no wait and nothing sent to the client), else None. The common call takes
-        them in one synchronous step; otherwise the ceiling precheck runs, then :meth:`call_roots`."""
-        ...
-
-    def ask(self, request: Any) -> Any:
-        """The result that answers the call with a request for the client's roots (2026-07-28)."""
-        ...
-
-    def refuse(self, message: str) -> Any:
-        """The framework's ``isError`` tool result carrying ``message``."""
-        ...
-
-    def refuse_in_body(self, message: str) -> Any:
-        """What the wrapper of a guarded function returns (or raises) to refuse from inside the framework's
-        tool runner (a result where the framework passes it through, else an exception it shows)."""
-        ...
-
-    def refuse_read(self, message: str, uri: str) -> Any:
-        """Refuse a ``resources/read`` of ``uri`` (raises the framework's resource error)."""
+    def refuse(self, facts: RequestFacts, message: str, in_body: bool = False) -> Any:
+        """The framework's refusal of the request carrying ``message`` (an ``isError`` tool result, or the
+        error a prompt or a resource read raises); ``in_body``: said from inside the framework's runner
+        (the wrapper of a guarded function), where a returned result may not pass (then it raises)."""
         ...
 
 
@@ -161,10 +105,9 @@ class _Call(NamedTuple):
     """The call in progress, as the algorithm entered it (a named tuple: made on every call)."""
 
     policy: GuardPolicy
-    port: CallPort | None
-    request: Any
+    port: CallPort
+    facts: RequestFacts
     roots: RootSet | None
-    refuse: Callable[[str], Any]
 
 
 # The call in progress: which guard's adapter entered it (so that a guarded function knows install() ran),
@@ -186,116 +129,141 @@ def own_spec(fn: object, policy: GuardPolicy) -> GuardedCall | None:
     return spec if isinstance(spec, GuardedCall) and spec.policy is policy else None
 
 
+def swap_in_wrapper(component: object, policy: GuardPolicy) -> tuple[object, GuardedCall | None]:
+    """The function a registered tool, template or prompt runs (its ``fn``) and its guarded-call record;
+    where @guard.paths stood above the framework's decorator (it registered the bare function), the
+    guard's wrapper is put in its place first."""
+    fn = getattr(component, "fn", None)
+    spec = own_spec(fn, policy)
+    if spec is not None and spec.wrapper is not None and fn is not spec.wrapper:
+        component.fn = fn = spec.wrapper  # type: ignore[attr-defined]
+    return fn, spec
+
+
+def _runs_wrapper(fn: object, spec: GuardedCall) -> bool:
+    """Whether ``fn`` (what the framework registered, often its own wrapper of the user's function) runs
+    the wrapper @guard.paths returned, not the bare function underneath it."""
+    for _ in range(8):  # a few layers of framework wrappers at most
+        if fn is None or fn is spec.fn:
+            return False
+        if fn is spec.wrapper:
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+    return False
+
+
 # --- The algorithm ----------------------------------------------------------------------------------------
 
 
 async def tool_call(
     port: CallPort,
-    request: Any,
+    facts: RequestFacts,
     *,
     name: str,
-    fn: object,
+    component: object | None,
     arguments: Mapping[str, Any],
-    answer: object,
     run: Callable[[], Awaitable[Any]],
-    stream: object | None = None,
-    kind: str = "tool",
-    refuse: Callable[[str], Any] | None = None,
-    ask: Callable[[Any], Any] | None = None,
-    refuse_in_body: Callable[[str], Any] | None = None,
 ) -> Any:
-    """A ``tools/call`` of tool ``name`` (registered as ``fn``, None when the framework keeps no function),
-    with the client's raw ``arguments`` and the roots ``answer`` the request carried (2026-07-28), or None,
-    from the client channel ``stream`` (see :meth:`GuardPolicy.roots_from_client_answer`; None: unknown).
-    ``run()`` runs the next handler (the framework, which runs the tool's wrapper). A ``prompts/get`` is the
-    same call (``kind="prompt"``) with its own ``refuse`` (prompt results have no ``isError``: it raises)."""
+    """A ``tools/call`` of tool ``name`` (or a ``prompts/get``: ``facts.kind``), registered as
+    ``component`` (whose ``fn`` the framework runs; None when it keeps none), with the client's raw
+    ``arguments``. ``run()`` runs the next handler (the framework, which runs the tool's wrapper)."""
     policy = port.policy
-    refuse_call = port.refuse if refuse is None else refuse
-    ask_client = port.ask if ask is None else ask
+    fn, spec = swap_in_wrapper(component, policy) if component is not None else (None, None)
     if policy.strict and fn is not None:
-        why = strict_refusal(fn, name, kind)
+        why = strict_refusal(fn, name, facts.kind)
         if why is not None:
             logger.warning("refused %s(): %s", name, why)
-            return refuse_call(why)
-    spec = own_spec(fn, policy)
+            return port.refuse(facts, why)
     roots: RootSet | None = None
     try:
-        if answer is not None:
-            roots = await policy.roots_from_client_answer(answer, stream)
-        elif spec is not None:
-            roots = port.roots_now(request)
+        if spec is None:
+            if facts.answer is not None:  # for guard.roots(ctx) in an unguarded body
+                roots = await policy.answered_roots(facts)
+        else:
+            if not facts.modern:  # the fast lane: the connection's roots in hand, nothing due
+                roots = policy.roots_now(facts.connection)
             if roots is None:
-                if policy.ceiling is not None:  # 0 round trips, and no wait, for a path outside the ceiling
-                    spec.precheck(spec.raw_values(arguments))
-                roots = await port.call_roots(request)
+                roots = await policy.roots_for(
+                    facts,
+                    # 0 round trips, and no wait, for a path outside the ceiling
+                    (lambda: spec.precheck(spec.raw_values(arguments)))
+                    if policy.ceiling is not None
+                    else None,
+                )
     except NeedRoots:
-        return ask_client(request)
+        return port.ask(facts)
     except _REFUSED as exc:
         policy.log_refusal(name, exc)
-        return refuse_call(str(exc))
-    body_refuse = refuse_in_body or (port.refuse_in_body if refuse is None else refuse)
-    token = _CALL.set(_Call(policy, port, request, roots, body_refuse))
+        return port.refuse(facts, str(exc))
+    token = _CALL.set(_Call(policy, port, facts, roots))
     try:
         return await run()
     except NeedRoots:  # a hand-written handler asked for the roots (guard.roots(ctx)) or a lazy wrapper
-        return ask_client(request)
+        return port.ask(facts)
     except port.framework_errors as exc:
         text = client_error_text(exc) if spec is not None else None
         if text is None:
             raise
-        return refuse_call(text)
+        return port.refuse(facts, text)
     finally:
         _CALL.reset(token)
 
 
 async def resource_read(
     port: CallPort,
-    request: Any,
+    facts: RequestFacts,
     *,
     uri: str,
-    fn: object,
-    runs_wrapper: bool,
-    answer: object,
+    component: object | None,
     run: Callable[[], Awaitable[Any]],
-    stream: object | None = None,
+    swap: bool = True,
 ) -> Any:
     """A ``resources/read`` of ``uri``: a ``file:`` URI is checked against the same roots as tools, and a
-    resource template under ``@guard.paths`` (registered as ``fn``; ``runs_wrapper``: the framework runs
-    the guard's wrapper, not the bare function) has its parameters checked by its wrapper."""
+    resource template under ``@guard.paths`` (``component``, the template matching ``uri``, or None) has
+    its parameters checked by its wrapper. ``swap``: the framework runs the template's ``fn``, so the
+    guard's wrapper may be put there (else it must be found under what the framework runs)."""
     policy = port.policy
-    spec = own_spec(fn, policy)
-    is_file = uri[:5].lower() == "file:"
-    refuse = functools.partial(port.refuse_read, uri=uri)
+    if swap and component is not None:
+        fn, spec = swap_in_wrapper(component, policy)
+    else:
+        fn = getattr(component, "fn", None)
+        spec = own_spec(fn, policy)
+    path: str | None = None
     roots: RootSet | None = None
     try:
-        if spec is not None and not runs_wrapper:
+        if spec is not None and not _runs_wrapper(fn, spec):
             raise RootsUnavailable(
                 f"@guard.paths stands above the resource decorator on {spec.name}(): the framework "
                 "registered the unchecked function; put @guard.paths below the resource decorator"
             )
-        path = uri_to_path(uri) if is_file else None
-        if answer is not None:
-            roots = await policy.roots_from_client_answer(answer, stream)
-        elif path is not None or spec is not None:
-            roots = port.roots_now(request)
+        path = uri_to_path(uri) if uri[:5].lower() == "file:" else None
+        if path is None and spec is None:
+            if facts.answer is not None:
+                roots = await policy.answered_roots(facts)
+        else:
+            if not facts.modern:
+                roots = policy.roots_now(facts.connection)
             if roots is None:
                 ceiling = policy.ceiling if path is not None else None
-                if path is not None and ceiling is not None and not lexically_within(ceiling, path):
-                    ceiling.resolve(path)  # outside the ceiling: refused before the client is asked
-                roots = await port.call_roots(request)
+                outside = ceiling is not None and path is not None and not lexically_within(ceiling, path)
+                roots = await policy.roots_for(
+                    facts,
+                    # outside the ceiling: refused before the client is asked
+                    (lambda: ceiling.resolve(path)) if outside and ceiling is not None and path else None,
+                )
         if path is not None and roots is not None:
             roots.resolve(path)
     except NeedRoots:
-        return port.ask(request)
+        return port.ask(facts)
     except _REFUSED as exc:
         policy.log_refusal("resources/read", exc)
-        return refuse(str(exc))
+        return port.refuse(facts, str(exc))
     # A guarded template's wrapper checks its parameters (asking for the roots if they are not known yet).
-    token = _CALL.set(_Call(policy, port, request, roots, refuse))
+    token = _CALL.set(_Call(policy, port, facts, roots))
     try:
         return await run()
     except NeedRoots:
-        return port.ask(request)
+        return port.ask(facts)
     finally:
         _CALL.reset(token)
 
@@ -313,17 +281,18 @@ def _refused(spec: GuardedCall, call: _Call, exc: RootsError | OSError) -> Any:
     """A refused check, or the body's own refusal or OS error: one readable line, no traceback."""
     message = " ".join(str(exc).splitlines()) if isinstance(exc, RootsError) else os_error_line(exc)
     spec.policy.log_refusal(spec.name, exc, message)
-    return call.refuse(message)
+    return call.port.refuse(call.facts, message, True)
 
 
 async def _roots_of(spec: GuardedCall, call: _Call, values: Mapping[str, Any]) -> tuple[RootSet, Any]:
     """The call's roots, not known yet: asked of the port now (a hand-written handler calling a guarded
     function), after the ceiling precheck; and the token that makes them the call's roots."""
-    if call.port is None:
-        raise RootsUnavailable(f"{spec.name}(): the roots of this call are not known")
     spec.precheck(values)
-    roots = await call.port.call_roots(call.request)
-    return roots, _CALL.set(_Call(call.policy, call.port, call.request, roots, call.refuse))
+    try:
+        roots = await call.policy.roots_for(call.facts)
+    except NeedRoots:
+        raise call.port.need_roots() from None  # the port's own signal passes its framework's runner
+    return roots, _CALL.set(_Call(call.policy, call.port, call.facts, roots))
 
 
 def guard_function(

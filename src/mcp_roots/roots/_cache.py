@@ -1,6 +1,8 @@
 """RootsCache: the per-connection roots lifecycle of a legacy-era MCP connection, as a state machine
 (capability, first fetch, debounced refreshes with one request in flight, generation order, fail closed).
-The answers are parsed in _answers; anyio only, it never imports mcp.
+The answers are parsed in _answers, the failure streak kept (and logged) in _streak, the time read from
+_clock; anyio only, it never imports mcp. About 500 lines on purpose: one state machine, whose triggers,
+reads, worker and outcomes change the same few fields and are read together.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -18,9 +19,11 @@ from anyio.abc import TaskGroup
 from ..errors import RootsUnavailable
 from ..paths._rootset import RootSet
 from ._answers import RESOLUTION_BUDGET, MalformedRoots, build_client_roots
+from ._clock import Clock, LoopClock
 from ._owned import OwnedTaskGroup
+from ._streak import NOT_SENT_YET, FailureStreak
 
-__all__ = ["MAX_OUTSTANDING", "Clock", "LoopClock", "Phase", "RootsCache"]
+__all__ = ["MAX_OUTSTANDING", "Clock", "LoopClock", "Phase", "RootsCache"]  # the clocks: from _clock
 
 logger = logging.getLogger("mcp_roots")
 
@@ -30,8 +33,6 @@ _NO_OUTCOME = object()
 # roots/list requests one connection may have unanswered at once; a refresh due while at the cap waits
 # for an answer (any answer) instead of cancelling a request the host may still be asking its user about.
 MAX_OUTSTANDING = 4
-_STREAK_NOTE = "; later failures are logged at debug level until a refresh succeeds"
-NOT_SENT_YET = "the client has not sent its roots yet"
 
 
 class Phase(enum.Enum):
@@ -41,35 +42,6 @@ class Phase(enum.Enum):
     FALLBACK = "no roots capability"  # the client cannot send roots: the operator's fallback roots
     CLIENT = "client roots"  # the client is the only authority: its last valid answer, or nothing
     CLOSED = "closed"
-
-
-# --- Clocks --------------------------------------------------------------------------------------------
-
-
-class Clock(Protocol):
-    """Where the cache reads the time and waits for it: the event loop's clock, or a test's manual one."""
-
-    def now(self) -> float: ...
-
-    async def sleep_until(self, deadline: float) -> None: ...
-
-    async def wait_until(self, event: anyio.Event, deadline: float) -> None:
-        """Return when ``event`` is set or ``deadline`` has passed, whichever comes first."""
-        ...
-
-
-class LoopClock:
-    """The event loop's clock (``anyio.current_time``); under trio's MockClock that is the mock."""
-
-    def now(self) -> float:
-        return anyio.current_time()
-
-    async def sleep_until(self, deadline: float) -> None:
-        await anyio.sleep_until(deadline)
-
-    async def wait_until(self, event: anyio.Event, deadline: float) -> None:
-        with anyio.move_on_after(deadline - anyio.current_time()):
-            await event.wait()
 
 
 # --- The cache ------------------------------------------------------------------------------------------
@@ -170,13 +142,9 @@ class RootsCache:
         self._outstanding: dict[int, _Request] = {}
         self._settled = 0
         self._answered_once = False
-        self._last_failure: str | None = None
         self._first_deadline: float | None = None
         self._progress: anyio.Event | None = None
-        self._failures = 0
-        self._retry_not_before = 0.0
-        self._said_not_yet = False
-        self._said_stale = False
+        self._streak = FailureStreak(timeout, self._first_answer_timeout)
 
         # The worker.
         self._run_scope: anyio.CancelScope | None = None
@@ -272,8 +240,8 @@ class RootsCache:
             return "the connection's roots are no longer kept (it is closing)"
         if self._phase is Phase.UNKNOWN:
             return "the client's capabilities are not known yet (no initialize seen)"
-        if self._last_failure is not None:
-            return f"{NOT_SENT_YET}: its answer to roots/list {self._last_failure}"
+        if self._streak.last_failure is not None:
+            return f"{NOT_SENT_YET}: its answer to roots/list {self._streak.last_failure}"
         return f"{NOT_SENT_YET}; try again once it has answered roots/list"
 
     def fresh_now(self) -> RootSet | None:
@@ -283,7 +251,7 @@ class RootsCache:
         if self._can_fetch and not (
             self._answered_once
             and self._settled >= self._triggers
-            and not self._failures
+            and not self._streak.failures
             and self._first_deadline is not None
         ):
             return None
@@ -320,7 +288,7 @@ class RootsCache:
                 later_change = target > self._first_triggers
                 bound = max(self._first_deadline, deadline) if later_change else self._first_deadline
             if bound <= self._clock.now():
-                self._say_wait_timed_out()
+                self._streak.wait_timed_out(self._client_roots)
                 break
             if self._progress is None:
                 self._progress = anyio.Event()
@@ -331,33 +299,14 @@ class RootsCache:
         # After a failed refresh (an error or a malformed answer, never a slow one: that one is still
         # outstanding), a client without listChanged would never be asked again. A tool call then schedules
         # one retry, at most once per `timeout` seconds, and does not wait for it.
-        if not self._failures or self._outstanding or self._immediate or self._burst_first is not None:
+        if self._outstanding or self._immediate or self._burst_first is not None:
             return
-        if now < self._retry_not_before:
+        if not self._streak.retry_due(now):
             return
-        self._retry_not_before = now + self._timeout
-        logger.debug("retrying roots/list after %d failed attempt(s)", self._failures)
         self._immediate = True
         self._triggers += 1
         if self._started:
             self._wake()
-
-    def _say_wait_timed_out(self) -> None:
-        if self._client_roots is None:
-            if not self._said_not_yet:
-                self._said_not_yet = True
-                logger.warning(
-                    "%s (no valid answer to roots/list within %gs); guarded calls are refused until it "
-                    "does, never given fallback roots",
-                    NOT_SENT_YET,
-                    self._first_answer_timeout,
-                )
-        elif not self._said_stale:
-            self._said_stale = True
-            logger.info(
-                "a roots refresh is still unanswered; answering with the roots in force: %s",
-                self._client_roots.describe(),
-            )
 
     # -- listeners --
 
@@ -483,7 +432,7 @@ class RootsCache:
                 ) from None
         except _Failure as failure:
             if self._can_fetch:
-                self._failed(request, str(failure))
+                self._streak.failed(request.generation, str(failure), self._clock.now(), self._client_roots)
                 self._settle(request)
             return
         if not self._can_fetch:
@@ -498,7 +447,7 @@ class RootsCache:
             self._applied_generation = request.generation
             self._client_roots = roots
             self._recompute()
-            self._succeeded(request, roots)
+            self._streak.succeeded(request.generation, roots)
         self._settle(request)
 
     def _settle(self, request: _Request) -> None:
@@ -510,44 +459,6 @@ class RootsCache:
         if self._progress is not None:
             self._progress.set()
             self._progress = None
-
-    def _failed(self, request: _Request, why: str) -> None:
-        if not self._failures:
-            self._retry_not_before = self._clock.now() + self._timeout
-        self._failures += 1
-        if self._client_roots is None:
-            self._last_failure = why
-        level = logging.WARNING if self._failures == 1 else logging.DEBUG
-        if self._client_roots is None:
-            kept = "no roots in force: guarded calls are refused until a valid answer"
-        else:
-            kept = f"the roots in force ({self._client_roots.describe()})"
-        logger.log(
-            level,
-            "roots/list #%d %s; keeping %s%s",
-            request.generation,
-            why,
-            kept,
-            _STREAK_NOTE if level > logging.DEBUG else "",
-        )
-
-    def _succeeded(self, request: _Request, roots: RootSet) -> None:
-        if not roots:
-            logger.info(
-                "roots/list #%d: the client granted no roots; every path is refused", request.generation
-            )
-        elif self._failures or self._said_not_yet:
-            logger.info(
-                "roots/list #%d answered after %d failed attempt(s); roots: %s",
-                request.generation,
-                self._failures,
-                roots.describe(),
-            )
-        else:
-            logger.debug("roots/list #%d applied: %s", request.generation, roots.describe())
-        self._failures = 0
-        self._last_failure = None
-        self._said_stale = False
 
     # -- shutdown --
 

@@ -1,23 +1,45 @@
-"""Which RootSet is in force for a connection or a request: the guard's configuration (fallback, ceiling,
-eras), each connection's RootsCache, and the refusal-logging policy (each reason once per streak). It never
-imports an MCP SDK, an adapter or the broker.
+"""Which RootSet a request gets: the guard's configuration (fallback, ceiling, eras), the one decision
+table over the facts an adapter reports (:meth:`GuardPolicy.roots_for`), the legacy connections it serves
+from (``_connections``), and the refusal-logging policy (each reason once per streak). It never imports an
+MCP SDK, an adapter or the broker.
+
+The decision table, era x capability x connection state, the rows in the order they are tried (``-``: any;
+``seen``: the adapter saw the connection's own messages)::
+
+    era         capability  connection                           roots
+    -           -           no MCP request behind the call       refused
+    2026-07-28  none        -                                    the fallback (said once), or refused
+    2026-07-28  roots       the request carried roots            the client's answer, checked, clipped
+    2026-07-28  roots       none carried, the port can ask       ask the client (NeedRoots)
+    2026-07-28  roots       none carried, the port cannot ask    refused, the port's reason (fastmcp 4: reads)
+    legacy      -           the adapter proves it never saw it   refused: guard.install(server) was not called
+    legacy      -           its lifecycle runs                   its fresh roots (started, waited for, served)
+    legacy      unknown     no handshake (stateless HTTP)        the fallback (said once), or refused
+    legacy      -           not opened, seen                     opened now (mcp 1.x), then as above
+    legacy      roots       not opened, seen unknown             refused: guard.install(server) was not called
+    legacy      none        not opened, seen unknown             the fallback (said once), or refused
+
+Roots sent with a request that cannot carry them (a legacy connection, a client without the capability) are
+ignored, with a warning. A legacy connection's roots are served as its cache holds them: the client's, or,
+for a client without the capability, the fallback, or a refusal saying how to configure one.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-import weakref
+import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
 
-from ..errors import RootsUnavailable
+from ..errors import RootsError, RootsUnavailable
 from ..paths._rootset import RootSet
 from ._answers import LastAnswers, MalformedRoots, answer_key, build_checked_roots, check_roots_answer
 from ._cache import RootsCache
+from ._connections import LegacyConnections
+from ._facts import NeedRoots, RequestFacts
 from ._sources import SOURCE_UNCONFIGURED, clip_to_ceiling
 
-__all__ = ["ConnectionRoots", "GuardPolicy", "note_deprecation"]
+__all__ = ["NOT_INSTALLED", "GuardNotInstalled", "GuardPolicy", "not_installed_error", "note_deprecation"]
 
 logger = logging.getLogger("mcp_roots")
 
@@ -35,24 +57,50 @@ def note_deprecation() -> None:
         )
 
 
-# --- Per-connection state ----------------------------------------------------------------------------
+NOT_INSTALLED = (
+    "guard.install(server) was not called: this tool is guarded by mcp-roots (@guard.paths) but the "
+    "server it runs on was never wired to the guard, so it refuses every call"
+)
 
 
-@dataclass
-class ConnectionRoots:
-    """The roots state of one connection: its RootsCache, and adapter bookkeeping."""
+NO_REQUEST = "mcp-roots can tell the roots only during an MCP request (no request context is active)"
 
-    cache: RootsCache
-    waiting: list[Any] = field(default_factory=list)
-    """Adapter-defined handles of the guarded calls waiting for roots right now, newest last (the mcp 2.x
-    adapter ties a roots/list sent meanwhile to the newest one's response stream)."""
-    cache_started: bool = False
-    served: bool = False
-    """notifications/initialized was handled: a repeated one is ignored quietly."""
+
+class GuardNotInstalled(RootsError):
+    """A guarded function ran on a server where ``guard.install(server)`` never ran."""
+
+
+_TOOL_ERRORS = (
+    ("mcp.server.mcpserver.exceptions", "ToolError"),
+    ("fastmcp.exceptions", "ToolError"),
+    ("mcp.server.fastmcp.exceptions", "ToolError"),
+)
+"""(module, class) of each framework's "a tool failed, show the client this message" exception, by name:
+nothing is imported to find them."""
+
+
+@functools.lru_cache(maxsize=4)
+def _not_installed_type(bases: tuple[type[Exception], ...]) -> type[GuardNotInstalled]:
+    return type(
+        "GuardNotInstalled", (GuardNotInstalled, *bases), {"__module__": GuardNotInstalled.__module__}
+    )
+
+
+def not_installed_error() -> GuardNotInstalled:
+    """A GuardNotInstalled that is also of the tool-error type of every framework loaded in this process,
+    so that the framework running the function shows the client the reason instead of a generic "Error
+    executing tool" (the class is made once per set of loaded frameworks, not per call)."""
+    found = []
+    for module_name, class_name in _TOOL_ERRORS:
+        cls = getattr(sys.modules.get(module_name), class_name, None)
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            found.append(cls)
+    return _not_installed_type(tuple(found))(NOT_INSTALLED)
 
 
 class GuardPolicy:
-    """A RootsGuard's configuration and the services adapters build on (see the module docstring)."""
+    """A RootsGuard's configuration, its legacy connections, and the decision table over the facts its
+    adapters report (see the module docstring)."""
 
     def __init__(
         self,
@@ -79,7 +127,9 @@ class GuardPolicy:
         self._said: set[str] = set()
         # Refusal reasons said at INFO in the current streak (cleared when a guarded call passes).
         self._refusals_said: set[str] = set()
-        self._connections: weakref.WeakKeyDictionary[object, ConnectionRoots] = weakref.WeakKeyDictionary()
+        # The legacy connections, and their states by key (read directly by the fast lane, roots_now).
+        self.connections = LegacyConnections(self._new_cache, self.say_once, timeout)
+        self._states = self.connections.states
         # 2026-07-28: each client stream's last roots answer and its RootSet (see roots_from_client_answer).
         self._answers = LastAnswers()
 
@@ -108,34 +158,83 @@ class GuardPolicy:
             self._said.add(key)
             logger.info(message, *args)
 
-    # -- connections --
+    # -- the decision table (see the module docstring) --
 
-    def connection(self, key: object) -> ConnectionRoots | None:
-        """The state of the connection ``key``, if :meth:`open_connection` ran for it."""
-        return self._connections.get(key)
-
-    def roots_now(self, key: object) -> RootSet | None:
-        """The roots a guarded call on the legacy-era connection ``key`` gets at once: its cache runs and
-        has nothing due (:meth:`RootsCache.fresh_now`), as :meth:`served_roots` serves them; None when
-        the call must go the long way (wait for an answer, start the cache, or find no connection)."""
-        state = self._connections.get(key)
+    def roots_now(self, connection: object) -> RootSet | None:
+        """The fast lane: the roots a guarded call on the legacy connection ``connection`` gets at once, its
+        cache running and nothing due (:meth:`RootsCache.fresh_now`), served as :meth:`roots_for` would;
+        None when the call must go the long way (wait, start the cache, or no connection opened)."""
+        state = self._states.get(connection)
         if state is None or not state.cache_started:
             return None
         roots = state.cache.fresh_now()
-        return None if roots is None else self.served_roots(roots)
+        return None if roots is None else self._served(roots)
 
-    def open_connection(
-        self,
-        key: object,
-        fetch: Callable[[], Awaitable[object]],
-        *,
-        declared: bool,
-        list_changed: bool,
-    ) -> ConnectionRoots:
-        """The state of connection ``key``, created on first use from the client's declared capability."""
-        existing = self._connections.get(key)
-        if existing is not None:
-            return existing
+    async def roots_for(self, facts: RequestFacts, precheck: Callable[[], object] | None = None) -> RootSet:
+        """The roots the request ``facts`` describes gets (the table above), or :class:`NeedRoots` (ask the
+        client), or a refusal (``RootsUnavailable``, ``GuardNotInstalled``). ``precheck`` runs first
+        unless the roots are the request's own answer: the ceiling's 0-round-trip refusal, before any
+        wait or question."""
+        if facts.request is None:
+            raise RootsUnavailable(NO_REQUEST)
+        if facts.modern:
+            if facts.declared:
+                if facts.answer is not None:
+                    return await self.roots_from_client_answer(facts.answer, facts.stream)
+                if precheck is not None:
+                    precheck()
+                if facts.cannot_ask is not None:
+                    raise RootsUnavailable(facts.cannot_ask)
+                raise NeedRoots()
+            self._ignore_answer(facts)
+            if precheck is not None:
+                precheck()
+            return self.no_capability_fallback()
+        self._ignore_answer(facts)
+        if precheck is not None:
+            precheck()
+        if facts.seen is False:
+            raise self._not_installed()
+        state = self._states.get(facts.connection) if facts.connection is not None else None
+        if state is None:
+            if facts.declared is None or facts.connection is None:
+                return self.no_lifecycle_fallback()  # no handshake on this connection: stateless HTTP
+            if facts.seen is None or facts.send is None:
+                if facts.declared:
+                    # The client declared roots in an initialize the guard never saw: the guard is not wired
+                    # into this server. Its roots are the only authority; the fallback would be a wider one.
+                    raise self._not_installed()
+                return self.no_lifecycle_fallback()
+            state = self.connections.open(
+                facts.connection, facts.send, declared=facts.declared, list_changed=facts.list_changed
+            )
+        return self._served(await self.connections.fresh(state, facts.request))
+
+    async def answered_roots(self, facts: RequestFacts) -> RootSet | None:
+        """The roots the request carried, where it may carry them (2026-07-28, a client with the roots
+        capability), for a call that needs none of its own (an unguarded tool: ``guard.roots(ctx)`` in its
+        body sees them); else None, with nothing waited for or asked."""
+        if facts.answer is None:
+            return None
+        if facts.modern and facts.declared:
+            return await self.roots_from_client_answer(facts.answer, facts.stream)
+        self._ignore_answer(facts)
+        return None
+
+    def _ignore_answer(self, facts: RequestFacts) -> None:
+        if facts.answer is not None:
+            facts.answer = None
+            logger.warning("ignored roots sent with a request on a connection that cannot send them")
+
+    @staticmethod
+    def _not_installed() -> GuardNotInstalled:
+        logger.error("refused a request for roots: %s", NOT_INSTALLED)
+        return not_installed_error()
+
+    def _new_cache(
+        self, fetch: Callable[[], Awaitable[object]], declared: bool, list_changed: bool
+    ) -> RootsCache:
+        """A legacy connection's RootsCache, from the client's declared capability."""
         if declared:
             note_deprecation()
         cache = RootsCache(
@@ -150,29 +249,14 @@ class GuardPolicy:
         cache.set_capabilities(roots=declared, list_changed=list_changed)
         if not declared:
             self._say_fallback("no-capability", "client declared no roots capability")
-        state = ConnectionRoots(cache)
-        self._connections[key] = state
-        return state
-
-    async def close_connection(self, key: object) -> None:
-        """Forget connection ``key`` and close its cache (the adapter calls this when it ends)."""
-        state = self._connections.pop(key, None)
-        if state is not None:
-            await state.cache.aclose()
-
-    def cannot_ask(self, state: ConnectionRoots, why: str) -> None:
-        """The connection cannot send roots/list at all (``why``: no back-channel, stateless HTTP): like a
-        client without the roots capability, it gets the fallback roots (if any are configured). This is
-        about the transport; a client that answers -32601 is not "unable", it is refused (see the cache)."""
-        state.cache.set_capabilities(roots=False, list_changed=False)
-        self.say_once("cannot-ask:" + why, "%s: roots/list cannot be sent; fallback roots apply", why)
+        return cache
 
     def _fallback_or_refuse(self) -> RootSet:
         if self.fallback.source == SOURCE_UNCONFIGURED:
             raise RootsUnavailable(f"this client sends no roots, and {self.how_to_configure}")
         return self.fallback
 
-    def served_roots(self, roots: RootSet) -> RootSet:
+    def _served(self, roots: RootSet) -> RootSet:
         """``roots`` as a connection's cache handed them out, or RootsUnavailable when they are the
         fallback and none is configured."""
         return self._fallback_or_refuse() if roots.source == SOURCE_UNCONFIGURED else roots

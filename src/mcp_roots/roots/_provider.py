@@ -26,7 +26,7 @@ from mcp.client.session import ClientSession
 from ..errors import InvalidPath, InvalidRootURI
 from ..paths._rootset import Root, RootSet
 from ..paths._uri import path_to_uri, uri_to_path
-from ._cache import Clock, LoopClock
+from ._clock import Clock, LoopClock
 from ._owned import OwnedTaskGroup
 
 __all__ = ["ConsentRequest", "RootsProvider"]
