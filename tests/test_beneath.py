@@ -22,7 +22,7 @@ from mcp_roots.paths import _beneath
 from mcp_roots.paths._canonical import canonicalize
 from mcp_roots.paths._descriptors import MAX_OPEN_ROOTS
 from mcp_roots.paths._fold import folding_for
-from mcp_roots.paths._router import RootIndex
+from mcp_roots.paths._index import RootIndex
 from tests.corpus import STRATEGIES, strategy_in_force
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from mcp_roots import RootSet
 from mcp_roots.paths._fold import folding_for
-from mcp_roots.paths._router import RootIndex
+from mcp_roots.paths._index import RootIndex
 
 NFC = "caf\u00e9"
 NFD = "cafe\u0301"

@@ -12,7 +12,7 @@ from mcp.server import MCPServer
 from pydantic import BaseModel, Field
 
 from mcp_roots.guard import path_slots, slot_at, walk_schema
-from mcp_roots.guard._pathlike import path_locators
+from mcp_roots.guard._annotations import path_locators
 
 pytestmark = pytest.mark.anyio
 

@@ -16,7 +16,8 @@ from mcp_roots import InvalidPath, PathOutsideRoots, RootSet
 from mcp_roots._sys import linux
 from mcp_roots.paths import _beneath
 from mcp_roots.paths._canonical import canonicalize
-from mcp_roots.paths._descriptors import open_root
+from mcp_roots.paths._descriptors import RootDescriptors, open_root
+from mcp_roots.paths._router import common_path
 from tests.corpus import STRATEGIES, strategy_in_force
 
 needs_openat2 = pytest.mark.skipif(linux.OPENAT2 is None, reason="openat2 is not available here")
@@ -113,8 +114,9 @@ def test_o_nonblock_stays_only_where_it_changes_nothing(tmp_path: Path) -> None:
 
 def test_the_one_frame_read_opens_what_the_general_path_opens_and_nothing_else(tmp_path: Path) -> None:
     """``Router.read_fast`` (RootSet.open and read_bytes, every root path of one length, the root's
-    descriptor open) answers a regular file, 1 or 9 names deep, with the inode the general path opens;
-    for anything else it opens nothing and answers None, so that the general path words the refusal."""
+    descriptor open: held through RootDescriptors.hold) answers a regular file, 1 or 9 names deep, with the
+    inode the general path opens and the text of the path; for anything else it opens nothing that stays
+    open and answers None, so that the general path words the refusal."""
     root = tmp_path / "root"
     deep = root.joinpath(*(f"d{i}" for i in range(8)))
     deep.mkdir(parents=True)
@@ -127,13 +129,14 @@ def test_the_one_frame_read_opens_what_the_general_path_opens_and_nothing_else(t
     (tmp_path / "zoot").mkdir()
     roots = RootSet.from_paths([root, tmp_path / "zoot"])  # two roots of one length
     router = roots._router
-    assert router.read_fast(str(root / "f")) is None  # the descriptor is not open yet
-    assert roots.read_text(root / "f") == "one"  # opens it
+    assert router.read_fast(root / "f") is None  # the descriptor is not open yet (hold: no I/O)
+    assert roots.read_text(root / "f") == "one"  # Router.fast opens it (acquire)
     before = open_fds()
     for path, text in ((root / "f", "one"), (deep / "f", "nine")):
         hit = router.read_fast(str(path))
         assert hit is not None, path
-        fd, st = hit
+        fd, st, text_of_path = hit
+        assert text_of_path == str(path)
         try:
             assert (st.st_dev, st.st_ino) == (os.stat(path).st_dev, os.stat(path).st_ino)
             assert os.read(fd, 100) == text.encode()
@@ -142,13 +145,9 @@ def test_the_one_frame_read_opens_what_the_general_path_opens_and_nothing_else(t
         assert roots.read_text(path) == text
     for other in (deep / "fifo", deep, root / "link", deep / "out", deep / "missing", root / "missing"):
         assert router.read_fast(str(other)) is None, other
-    # An empty name: the kernel reads 'a//b' as 'a/b', as the general path does; 'ROOT//f' would give
-    # openat2 an absolute path, which RESOLVE_BENEATH refuses, so the general path answers that one.
+    # An empty name is not the common path (common_path): the general path answers 'a//b' and 'ROOT//f'.
     doubled = str(deep).replace("/d3/", "/d3//") + "/f"
-    hit = router.read_fast(doubled)
-    assert hit is not None
-    os.close(hit[0])
-    assert (hit[1].st_dev, hit[1].st_ino) == (os.stat(deep / "f").st_dev, os.stat(deep / "f").st_ino)
+    assert router.read_fast(doubled) is None
     assert router.read_fast(f"{root}//f") is None
     for path, content in (
         (doubled, b"nine"),
@@ -167,6 +166,76 @@ def test_the_one_frame_read_opens_what_the_general_path_opens_and_nothing_else(t
     with _beneath.forced("openat2", self_check=True):  # the self-check re-does every answer: not here
         assert router.read_fast(str(deep / "f")) is None
         assert roots.read_text(deep / "f") == "nine"
+    assert open_fds() == before
+
+
+# --- the one common-path test, and the descriptors held through RootDescriptors ---------------------------
+
+
+def test_common_path_is_the_one_test_every_lane_makes(tmp_path: Path) -> None:
+    """``common_path`` says which paths the fast lanes take; every lane answers None (its op never called,
+    nothing opened) for each path it refuses, and the general route answers them all as before."""
+    root = tmp_path / "root"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "f").write_text("x")
+    (root / "d" / ".hidden").write_text("h")
+    roots = RootSet.from_paths([root])
+    router = roots._router
+    top = str(root)
+    taken = [f"{top}/d/f", f"{top}/d/.hidden", f"{top}/d/", top, Path(f"{top}/d/f")]
+    refused: list[object] = [
+        f"{top}//d/f",  # an empty component
+        f"{top}/./d/f",  # '.'
+        f"{top}/d/../d/f",  # '..'
+        f"{top}/d/f/.",
+        f"{top}/d/f/..",
+        "d/f",  # relative
+        f"{top}/d/\u00e9",  # not ASCII
+        f"{top}/d/f\x00",  # a NUL
+        "/" + "a" * 5000,  # PATH_MAX or longer
+        b"/bytes",  # not text
+        "",
+    ]
+    for path in taken:
+        assert common_path(path) == str(path), path
+    for path in refused:
+        assert common_path(path) is None, path
+
+    def never(*args: object) -> int:
+        raise AssertionError(f"a lane ran its op for a path it should leave: {args!r}")
+
+    assert roots.read_text(root / "d" / "f") == "x"  # the root's descriptor is open: the lanes could run
+    before = open_fds()
+    for path in refused:
+        assert router.read_fast(path) is None, path
+        assert router.fast(path, never, os.O_RDONLY, 0) is None, path
+        assert router.canonical_fast(path) is None, path
+    assert open_fds() == before
+    with roots.open(f"{top}//d/f", "rb") as f:  # the general route answers what the lanes leave
+        assert f.read() == b"x"
+    assert roots.resolve(f"{top}/./d/../d/f") == root / "d" / "f"
+
+
+def test_root_descriptors_hold_acquire_release_and_retire(tmp_path: Path) -> None:
+    """``hold`` never opens (any path may be asked), ``acquire`` opens a root once, ``close`` retires: a
+    descriptor still held stays open until its last holder releases it, and is then closed."""
+    descriptors = RootDescriptors()
+    before = open_fds()
+    assert descriptors.hold(str(tmp_path)) is None  # not open: hold opens nothing
+    assert open_fds() == before
+    held = descriptors.acquire(str(tmp_path))
+    assert open_fds() == before + 1
+    again = descriptors.hold(str(tmp_path))
+    assert again is held
+    assert held.holders == [None, None]
+    descriptors.release(again)
+    descriptors.close()  # retired while one holder remains: still open
+    assert held.retired
+    assert not held.closed
+    os.fstat(held.fd)
+    assert descriptors.hold(str(tmp_path)) is None  # retired: no longer handed out
+    descriptors.release(held)  # the last holder closes it
+    assert held.closed
     assert open_fds() == before
 
 

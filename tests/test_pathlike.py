@@ -1,4 +1,5 @@
-"""Which parts of a tool parameter are paths (mcp_roots.guard._pathlike): the name rule, locators into real
+"""Which parts of a tool parameter are paths (mcp_roots.guard: _pathnames, _locators, _annotations, _values):
+the name rule, locators into real
 pydantic v2 models, dataclasses, TypedDicts and NamedTuples, and values read and replaced without mutation.
 """
 
@@ -20,18 +21,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, Field, RootModel
 
-from mcp_roots.guard._pathlike import (
-    MAX_DEPTH,
-    Locator,
-    is_path_name,
-    is_path_value,
-    locator_fits,
-    parameter_annotations,
-    parse_locator,
-    path_locators,
-    replace_at,
-    values_at,
-)
+from mcp_roots.guard._annotations import locator_fits, parameter_annotations, path_locators
+from mcp_roots.guard._locators import MAX_DEPTH, Locator, parse_locator
+from mcp_roots.guard._pathnames import is_path_name
+from mcp_roots.guard._values import is_path_value, replace_at, values_at
 
 # --- The name rule -----------------------------------------------------------------------------------
 
@@ -525,7 +518,7 @@ def test_is_path_value() -> None:
 
 def test_importing_it_loads_no_pydantic() -> None:
     code = (
-        "import sys, mcp_roots.guard._pathlike as p\n"
+        "import sys, mcp_roots.guard._annotations as p, mcp_roots.guard._values\n"
         "assert p.path_locators(list[str], 'paths') == ['paths[]']\n"
         "assert 'pydantic' not in sys.modules, sorted(m for m in sys.modules if 'pydantic' in m)\n"
     )

@@ -20,11 +20,13 @@ from typing import Any, Literal
 from .._sys import linux
 from ..errors import FileTooLarge, NotRegularFile
 from ..paths._beneath import strategy
-from ..paths._fileops import TEMP_NAME_BYTES, mkdir_at, remove_at
-from ..paths._ops import rename_noreplace
+from ..paths._dirs import mkdir_at
+from ..paths._remove import remove_at
+from ..paths._rename import rename_noreplace
 from ..paths._rootset import Root, RootSet
 from ..paths._text import cut_to_bytes, file_kind
 from ..paths._tree import LIST_FLAGS, descend, list_entries
+from ..paths._write import TEMP_NAME_BYTES
 from . import _protocol as p
 from ._grants import Grants, Revoked, Screen
 

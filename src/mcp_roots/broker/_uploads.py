@@ -21,10 +21,10 @@ from typing import TypeAlias
 import anyio
 
 from ..paths._beneath import strategy
-from ..paths._fileops import TEMP_NAME_BYTES, keep_metadata
-from ..paths._ops import rename_noreplace
+from ..paths._rename import rename_noreplace
 from ..paths._rootset import Root, RootSet
 from ..paths._text import cut_to_bytes
+from ..paths._write import TEMP_NAME_BYTES, keep_metadata
 from . import _protocol as p
 from ._grants import Grants, Revoked
 from ._hostops import check_target, join, look

@@ -17,8 +17,10 @@ from ..errors import InvalidPath, InvalidRootURI, RootsError
 from ..paths._rootset import RootSet
 from ..paths._uri import uri_to_path
 from ..roots._policy import GuardPolicy
+from ._annotations import locator_fits, path_locators
 from ._audit import GuardedFunction, covers
-from ._pathlike import OPAQUE, is_path_value, locator_fits, parse_locator, path_locators, replace_at
+from ._locators import OPAQUE, parse_locator
+from ._values import is_path_value, replace_at
 
 __all__ = ["GuardedCall", "PathArg", "lexically_within", "targets_of"]
 

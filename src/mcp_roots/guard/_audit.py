@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..roots._policy import GuardPolicy
-from ._pathlike import OPAQUE, parameter_annotations, path_locators
+from ._annotations import parameter_annotations, path_locators
+from ._locators import OPAQUE
 
 __all__ = [
     "EXEMPT_ATTRIBUTE",
@@ -119,7 +120,7 @@ class AuditRow:
 def path_places(parameters: Mapping[str, Any]) -> tuple[str, ...]:
     """The locators of every path-like part of ``parameters`` (name -> annotation): a parameter or a field
     inside it (pydantic models, dataclasses, TypedDicts, lists and dicts of them) that is a path by name
-    (``_pathlike.is_path_name``) or by type (``Path``); ``cfg.path``, ``items[].src``, ``paths[]``."""
+    (``_pathnames.is_path_name``) or by type (``Path``); ``cfg.path``, ``items[].src``, ``paths[]``."""
     return tuple(
         place
         for name, annotation in parameters.items()

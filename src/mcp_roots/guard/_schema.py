@@ -1,6 +1,6 @@
 """Where the paths are in a tool's JSON input schema, and a whole schema-valid argument around one of them.
 
-``path_slots(schema)`` walks an MCP tool's ``inputSchema`` (as JSON) the way ``_pathlike.path_locators``
+``path_slots(schema)`` walks an MCP tool's ``inputSchema`` (as JSON) the way ``_annotations.path_locators``
 walks a Python annotation, with the same name rule (``is_path_name``) and the same locator syntax
 (``job.path``, ``items[].file_path``, ``paths[]``, ``opts{}.path``):
 
@@ -37,7 +37,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._pathlike import MAX_DEPTH, OPAQUE, is_path_name, parse_locator, values_at
+from ._locators import MAX_DEPTH, OPAQUE, parse_locator
+from ._pathnames import is_path_name
+from ._values import values_at
 
 __all__ = ["MAX_NODES", "PathSlot", "SchemaPaths", "path_slots", "sample", "slot_at", "walk_schema"]
 

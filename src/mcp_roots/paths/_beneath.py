@@ -121,7 +121,7 @@ _self_check: bool = os.environ.get(ENV_SELF_CHECK, "") not in ("", "0")
 #: one read ``RootSet.contains``'s hot path makes to learn both (kept current by :func:`_use`).
 quick_lookup: Callable[[str], int] | None = None
 #: ``linux.Openat2.beneath`` under the same conditions: ``open_fd``'s one call for a path of more than one
-#: name (its answer, a descriptor or -errno, is used only when it is a descriptor; see ``_ops``).
+#: name (its answer, a descriptor or -errno, is used only when it is a descriptor; see ``_open.fd_beneath``).
 quick_beneath: Callable[[int, bytes, int, int], int] | None = None
 
 #: The flags of the read hot path (``Router.read_fast``): read-only, and non-blocking until fstat has said

@@ -103,26 +103,39 @@ def _replaced(path: str) -> PathOutsideRoots:
 
 
 class RootDescriptors:
-    """The lazily opened descriptors of one RootSet's roots, keyed by canonical root path.
+    """The lazily opened descriptors of one RootSet's roots, keyed by canonical root path: the one place
+    that counts who holds a root descriptor.
 
-    ``acquire(path)`` returns the root's Descriptor with one more holder; ``release(descriptor)`` gives it
-    back. ``close()`` retires them all: each is closed now, or by the last operation still holding it.
+    ``acquire(path)`` returns the root's Descriptor with one more holder (``hold(path)`` only if it is open
+    already); ``release(descriptor)`` gives it back. ``close()`` retires them all: each is closed now, or
+    by the last operation still holding it.
 
     The common path takes no lock: acquire appends a holder, then checks the descriptor was not retired
     meanwhile (if it was, it lets go and takes the locked path); retiring marks first, then closes only
-    with no holder. Either the retirer sees the new holder, or the acquirer sees the mark. ``opened`` (the
-    open descriptors by path, one dict for the object's life) lets the router's hot path make that same
-    append-then-check itself, and :meth:`let_go` the matching release, without two more calls."""
+    with no holder. Either the retirer sees the new holder, or the acquirer sees the mark. The router's
+    fast lanes call hold (or acquire) and release too: this class is the one place that counts."""
 
-    __slots__ = ("_lock", "opened")
+    __slots__ = ("_lock", "_opened")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        #: Read-only outside this class. Insertion order = the eviction order.
-        self.opened: dict[str, Descriptor] = {}
+        self._opened: dict[str, Descriptor] = {}  # insertion order = the eviction order
+
+    def hold(self, path: str) -> Descriptor | None:
+        """The descriptor of ``path`` with one more holder if it is open now, else None: no lock, no I/O
+        (so any ``path`` may be asked, a root or not). Give it back with :meth:`release`."""
+        found = self._opened.get(path)
+        if found is not None:
+            found.holders.append(None)
+            if not found.retired:
+                return found
+            self.release(found)
+        return None
 
     def acquire(self, path: str) -> Descriptor:
-        found = self.opened.get(path)
+        """The descriptor of the root ``path`` with one more holder, opened now if it is not open (I/O:
+        ``path`` must be a root). Give it back with :meth:`release`."""
+        found = self._opened.get(path)
         if found is not None:
             found.holders.append(None)
             if not found.retired:
@@ -130,25 +143,20 @@ class RootDescriptors:
             self.release(found)
         fresh = open_root(path)  # I/O outside the lock
         with self._lock:
-            found = self.opened.get(path)
+            found = self._opened.get(path)
             if found is not None:  # another thread opened it meanwhile: use theirs
                 found.holders.append(None)
                 os.close(fresh.fd)
                 return found
-            while len(self.opened) >= MAX_OPEN_ROOTS:
-                self._retire(self.opened.pop(next(iter(self.opened))))
+            while len(self._opened) >= MAX_OPEN_ROOTS:
+                self._retire(self._opened.pop(next(iter(self._opened))))
             fresh.holders.append(None)
-            self.opened[path] = fresh
+            self._opened[path] = fresh
             return fresh
 
     def release(self, descriptor: Descriptor) -> None:
         descriptor.holders.pop()
-        if descriptor.retired:
-            self.let_go(descriptor)
-
-    def let_go(self, descriptor: Descriptor) -> None:
-        """After a holder of the retired ``descriptor`` popped itself: close it if it was the last."""
-        if not descriptor.holders:
+        if descriptor.retired and not descriptor.holders:  # the last holder of a retired one closes it
             with self._lock:
                 self._close(descriptor)
 
@@ -165,11 +173,11 @@ class RootDescriptors:
             os.close(descriptor.fd)
 
     def __len__(self) -> int:
-        return len(self.opened)
+        return len(self._opened)
 
     def close(self) -> None:
         with self._lock:
-            retiring = list(self.opened.values())
-            self.opened.clear()  # the same dict: the router holds it
+            retiring = list(self._opened.values())
+            self._opened.clear()
             for descriptor in retiring:
                 self._retire(descriptor)

@@ -1,8 +1,10 @@
-"""Root and RootSet: canonical roots, their index, the contains / resolve questions, and the operations.
+"""RootSet: canonical roots, their index, the contains / resolve questions, and the operations.
 
 A RootSet is immutable. Its questions are answered by the Router (canonical path, innermost root); its
-file operations are the bodies in _ops, each resolved beneath a root's descriptor. This module is the
-public face: construction, the set itself, ``as_env``, and one delegating line per operation.
+file operations are the bodies in the verb modules (_open, _write, _dirs, _remove, _rename), each resolved
+beneath a root's descriptor. This module is the public face: construction, the set itself, ``as_env``, and
+one delegating line per operation. Above ~450 lines because it is the path layer's whole documented API
+(the docstrings are most of it); splitting the class would scatter one public face over several files.
 """
 
 from __future__ import annotations
@@ -11,25 +13,23 @@ import functools
 import json
 import logging
 import os
-import stat
 import sys
 import weakref
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from ..errors import InvalidPath, InvalidRootURI, PathOutsideRoots
-from . import _ops
-from ._beneath import Unresolvable
-from ._canonical import canonicalize
+from . import _dirs, _open, _remove, _rename, _write
 from ._descriptors import RootDescriptors
 from ._fold import folding_for
-from ._router import RootIndex, Router
-from ._text import checked_text, control_character, describe, shorten
+from ._index import RootIndex
+from ._root import Root
+from ._router import Router
+from ._text import checked_text, shorten
 from ._tree import Entry, Leave, OnError, Visit
-from ._uri import path_to_uri, uri_and_name, uri_to_path
+from ._uri import uri_and_name, uri_to_path
 
 if TYPE_CHECKING:
     import subprocess
@@ -41,73 +41,11 @@ _T = TypeVar("_T")
 logger = logging.getLogger("mcp_roots")
 
 _WINDOWS = os.name == "nt"
+
 #: open flags that write (a protecting() RootSet checks them)
 _WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 REFUSAL_ROOTS = 3  # how many roots a refusal names before it says how many more
-
-
-# --- Root ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Root:
-    """One allowed root: its canonical ``path``, its ``uri`` and an optional display ``name``.
-
-    Build one with :meth:`from_path` (which canonicalizes and checks it). A path holding a control
-    character (a newline above all) cannot be a root: it would forge a line of ``MCP_ROOTS_PATHS``."""
-
-    path: Path
-    uri: str
-    name: str | None = None
-
-    def __post_init__(self) -> None:
-        ch = control_character(str(self.path))
-        if ch is not None:
-            raise InvalidPath(
-                f"root {describe(str(self.path))} contains the control character {ch!r}; a root may not "
-                "(it would forge a line of MCP_ROOTS_PATHS)"
-            )
-
-    @classmethod
-    def from_path(
-        cls,
-        path: str | os.PathLike[str],
-        name: str | None = None,
-        *,
-        base: str | os.PathLike[str] | None = None,
-    ) -> Root:
-        """The root at ``path`` (relative to ``base``, default the working directory), canonicalized.
-
-        Raises :class:`InvalidPath` when it cannot be resolved, does not exist, is neither a directory nor
-        a regular file, cannot be read, or holds a control character."""
-        text = checked_text(path)
-        if not os.path.isabs(text):
-            text = os.path.join(os.fspath(base) if base is not None else os.getcwd(), text)
-        try:
-            canonical = canonicalize(text) if not _WINDOWS else os.path.realpath(text, strict=True)
-        except (Unresolvable, OSError) as exc:
-            why = exc.why if isinstance(exc, Unresolvable) else str(exc)
-            raise InvalidPath(f"root {text!r} cannot be resolved: {why}") from None
-        try:
-            st = os.stat(canonical)
-        except FileNotFoundError:
-            raise InvalidPath(f"root {text!r} does not exist") from None
-        except OSError as exc:
-            raise InvalidPath(f"root {text!r} cannot be examined: {exc.strerror or exc}") from None
-        is_dir = stat.S_ISDIR(st.st_mode)
-        if not is_dir and not stat.S_ISREG(st.st_mode):
-            raise InvalidPath(f"root {text!r} is neither a directory nor a regular file")
-        needed = os.R_OK | os.X_OK if is_dir else os.R_OK
-        if not os.access(canonical, needed):
-            raise InvalidPath(f"root {text!r} cannot be read (permission denied)")
-        if control_character(canonical) is not None:
-            return cls(Path(canonical), "", name)  # __post_init__ refuses it, naming the character
-        return cls(Path(canonical), path_to_uri(canonical), name)
-
-    def as_dict(self) -> dict[str, str | None]:
-        """The ``{uri, name, path}`` form used by ``as_env()`` and the reference server."""
-        return {"uri": self.uri, "name": self.name, "path": str(self.path)}
 
 
 # --- RootSet -------------------------------------------------------------------------------------------
@@ -378,7 +316,7 @@ class RootSet:
             "MCP_ROOTS_COUNT": str(len(self._roots)),
         }
 
-    # -- race-free operations (bodies in _ops; routing in _router; see docs/design.md) --------------------
+    # -- race-free operations (bodies by verb: _open, _write, _dirs, _remove, _rename; see docs/design.md) --
 
     def open(
         self,
@@ -403,22 +341,22 @@ class RootSet:
             and errors is None
             and newline is None
         ):
-            return _ops.open_read(self._router, path)
+            return _open.open_read(self._router, path)
         if self._protect is not None and not set(mode).isdisjoint("wax+"):
             self._refuse_protected(path)
-        return _ops.open_file(self._router, path, mode, buffering, encoding, errors, newline)
+        return _open.open_file(self._router, path, mode, buffering, encoding, errors, newline)
 
     def open_fd(self, path: str | os.PathLike[str], flags: int, mode: int = 0o777) -> int:
         """The descriptor-level open: ``os.open(path, flags, mode)`` confined to the roots. ``O_CLOEXEC``
         is always added; no file-type check is made (pass ``O_NONBLOCK`` yourself if that matters)."""
         if self._protect is not None and flags & _WRITING:
             self._refuse_protected(path)
-        fd = self._router.fast(path, _ops.fd_beneath, flags, mode)  # the hot path: one call
-        return fd if fd is not None else _ops.open_fd(self._router, path, flags, mode)
+        fd = self._router.fast(path, _open.fd_beneath, flags, mode)  # the fast lane: one call
+        return fd if fd is not None else _open.open_fd(self._router, path, flags, mode)
 
     def read_bytes(self, path: str | os.PathLike[str], *, max_bytes: int | None = None) -> bytes:
         """The contents of a regular file inside the roots; :class:`FileTooLarge` past ``max_bytes``."""
-        return _ops.read_bytes(self._router, path, max_bytes)
+        return _open.read_bytes(self._router, path, max_bytes)
 
     def read_text(
         self,
@@ -439,7 +377,7 @@ class RootSet:
             raise TypeError(f"data must be bytes-like, not {type(data).__name__}")
         if self._protect is not None:
             self._refuse_protected(path)
-        _ops.write_bytes(self._router, path, bytes(data))
+        _write.write_bytes(self._router, path, bytes(data))
 
     def write_text(self, path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
         """:meth:`write_bytes` of ``text`` encoded with ``encoding`` (atomic)."""
@@ -447,11 +385,11 @@ class RootSet:
 
     def listdir(self, path: str | os.PathLike[str]) -> list[str]:
         """The names in a directory inside the roots, like :func:`os.listdir`."""
-        return _ops.listdir(self._router, path)
+        return _dirs.listdir(self._router, path)
 
     def scandir(self, path: str | os.PathLike[str]) -> list[Entry]:
         """The entries of a directory inside the roots, with types and sizes (see :class:`Entry`)."""
-        return _ops.scandir(self._router, path)
+        return _dirs.scandir(self._router, path)
 
     def walk(
         self,
@@ -469,24 +407,24 @@ class RootSet:
         relative to its parent, at most two descriptors are open whatever the depth, and a directory
         moved meanwhile stops the walk (ESTALE). ``on_error(exc, entry)`` for a directory that cannot be
         entered: raise to stop, return to skip it (default: raise)."""
-        _ops.walk(self._router, path, visit, leave, on_error, sort)
+        _dirs.walk(self._router, path, visit, leave, on_error, sort)
 
     def stat(self, path: str | os.PathLike[str]) -> os.stat_result:
         """:func:`os.stat` of a path inside the roots (symlinks followed while they stay inside)."""
-        return _ops.stat_path(self._router, path)
+        return _open.stat_path(self._router, path)
 
     def mkdir(self, path: str | os.PathLike[str], *, parents: bool = False, exist_ok: bool = False) -> None:
         """Create a directory inside the roots (``parents``, ``exist_ok`` as in pathlib.Path.mkdir)."""
         if self._protect is not None:
             self._refuse_protected(path)
-        _ops.mkdir(self._router, path, parents, exist_ok)
+        _dirs.mkdir(self._router, path, parents, exist_ok)
 
     def remove(self, path: str | os.PathLike[str], *, recursive: bool = False) -> None:
         """Remove a file, a symlink (never its target) or an empty directory inside the roots; with
         ``recursive``, a whole directory tree, walked through descriptors without following symlinks."""
         if self._protect is not None:
             self._refuse_protected(path, holder=True)
-        _ops.remove(self._router, path, recursive)
+        _remove.remove(self._router, path, recursive)
 
     def rename(
         self, src: str | os.PathLike[str], dst: str | os.PathLike[str], *, replace: bool = True
@@ -497,7 +435,7 @@ class RootSet:
         if self._protect is not None:
             self._refuse_protected(src, holder=True)
             self._refuse_protected(dst, holder=True)
-        _ops.rename(self._router, src, dst, replace)
+        _rename.rename(self._router, src, dst, replace)
 
     def close(self) -> None:
         """Close the root descriptors the operations opened (an operation still running keeps its own

@@ -1,9 +1,18 @@
-"""Route a path to a root: (root descriptor, path relative to it), the innermost root first (Go's doInRoot).
+"""Route a path to a root: (root descriptor, path relative to it), the innermost root first (Go's doInRoot),
+by the general route and by the fast lanes that shortcut it for the common path, side by side.
 
 One place decides which root takes a path, what '..' may do (climb within a root, never out of it and back),
 what happens when a symlink leads into another root (the canonical path picks the root again, beneath whose
 descriptor the rest is opened), and how a refusal reads: the same sentence for everything outside the
 roots, the precise reason to the log only.
+
+The general route (:meth:`Router.at`, :meth:`Router.in_parent`, :meth:`Router.canonical`) takes every path.
+The fast lanes (:meth:`Router.fast`, :meth:`Router.read_fast`, :meth:`Router.canonical_fast`) take only the
+common path -- :func:`common_path`, the one test they all make, and :meth:`Router.at` with them -- and answer
+None for anything else, or wherever the general route must word the answer; they hold the root descriptor
+through :class:`RootDescriptors`, as the general route does. ``MCP_ROOTS_SELF_CHECK`` re-does their answers
+by the name walk (:meth:`Router.canonical`; ``_beneath`` for the opens). See docs/design.md, "The hot path,
+once".
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ import fcntl
 import logging
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from typing import TypeVar
 
 from .._sys import linux
@@ -31,7 +40,7 @@ from ._beneath import (
 )
 from ._canonical import canonicalize
 from ._descriptors import Descriptor, RootDescriptors
-from ._fold import Folding
+from ._index import RootIndex
 from ._text import (
     PATH_MAX,
     PATH_TYPES,
@@ -43,7 +52,7 @@ from ._text import (
     split,
 )
 
-__all__ = ["RootIndex", "Router"]
+__all__ = ["Router", "common_path"]
 
 _T = TypeVar("_T")
 
@@ -51,100 +60,36 @@ logger = logging.getLogger("mcp_roots")
 
 _WINDOWS = os.name == "nt"
 
-#: At most this many distinct root-path lengths are probed by length (see RootIndex.innermost_prefix).
-_MAX_LENGTHS = 16
-
 #: Router.read_fast's flags: a read that cannot block on a FIFO, for one name and for openat2.
 _READ_ONE_NAME = _beneath.READ_FLAGS | O_NOFOLLOW
 _fstat, _S_IFMT, _S_IFREG = os.fstat, 0o170000, stat.S_IFREG
 
 
-class RootIndex:
-    """Canonical root paths indexed by their comparison key: one dict probe per path component (or per
-    distinct root-path length) finds the innermost root of a path, whatever the number of roots."""
+def common_path(path: object) -> str | None:
+    """The common path, the one test of every fast lane: the text of ``path`` when it is an exact ``str``
+    (or a pathlib path, whose ``str`` is its ``__fspath__``) that is absolute, ASCII, below PATH_MAX and
+    free of NUL, with no '.', '..' or empty component (a trailing '/' allowed); else None.
 
-    __slots__ = ("_keys", "folding", "lengths", "paths")
-
-    def __init__(self, paths: Iterable[str], folding: Folding) -> None:
-        self.folding = folding
-        keys: dict[str, str] = {}
-        for path in paths:
-            keys.setdefault(folding.key(path), path)
-        self._keys = keys
-        #: The kept root paths, in the order given (duplicates by key dropped).
-        self.paths: tuple[str, ...] = tuple(keys.values())
-        # The distinct root-path lengths, longest first: only where names compare exactly (a folded key
-        # need not be a prefix of the text) and while there are few of them.
-        lengths = sorted({len(key) for key in keys}, reverse=True)
-        few = folding.exact and len(lengths) <= _MAX_LENGTHS
-        self.lengths: tuple[int, ...] = tuple(lengths) if few else ()
-
-    def __bool__(self) -> bool:
-        return bool(self._keys)
-
-    def exact(self, path: str) -> str | None:
-        """The root path that ``path`` names (compared by key), or None."""
-        return self._keys.get(self.folding.key(path))
-
-    def above(self, canonical: str) -> str | None:
-        """The innermost root that is ``canonical`` or an ancestor of it: one dict probe per component."""
-        keys = self._keys
-        if not keys:
+    The first four clauses are what :func:`_text.checked_text` would make sure of (ASCII is its own
+    encoding, one byte per character, in every filesystem encoding); the last makes the text its own
+    lexical form, so the innermost root that prefixes it is the root that holds it unless a symlink leads
+    out (the op then raises Escape and the general route lets the canonical path pick the root). A lane
+    adds only what its answer needs: :meth:`Router.canonical_fast` no trailing '/' (a canonical path has
+    none); the routing lanes a root as a prefix."""
+    if type(path) is not str:
+        if type(path) not in PATH_TYPES:
             return None
-        if self.lengths:
-            return self.innermost_prefix(canonical)  # one probe per root-path length, not per component
-        key: str | None = self.folding.key(canonical)
-        while key is not None:
-            found = keys.get(key)
-            if found is not None:
-                return found
-            key = self.folding.parent_key(key)
+        path = str(path)
+    if (
+        path[:1] != "/"
+        or len(path) >= PATH_MAX
+        or not path.isascii()
+        or "\x00" in path
+        or "//" in path
+        or ("/." in path and not no_dot_components(path))
+    ):
         return None
-
-    def strictly_beneath(self, canonical: str) -> bool:
-        """Whether ``canonical`` lies strictly beneath a root (a root itself does not): where a '..' may
-        be applied (see ``_canonical.canonicalize``)."""
-        parent = self.folding.parent_key(self.folding.key(canonical))
-        return parent is not None and self.above(parent) is not None  # a key folds to itself
-
-    def beneath(self, path: str) -> list[str]:
-        """The root paths that lie strictly beneath ``path`` (whole components, compared by key)."""
-        key = self.folding.key(path)
-        return [root for root_key, root in self._keys.items() if self.folding.is_beneath(root_key, key)]
-
-    def innermost_prefix(self, text: str) -> str | None:
-        """The innermost root that is a whole-component prefix of the absolute ``text``. Where names
-        compare exactly, one dict probe per distinct root-path length (usually one or a few)."""
-        lengths = self.lengths
-        if not lengths:  # names fold, too many lengths, or no roots
-            return self.above(text)
-        keys, size = self._keys, len(text)
-        for length in lengths:
-            if length < size:
-                if text[length] == "/" or length == 1:
-                    key = text[:length]
-                    if key in keys:
-                        return key  # the key is the root path, exactly
-            elif length == size and text in keys:
-                return text
-        return None
-
-    def lexical(self, parts: list[str]) -> Iterator[tuple[str, list[str]]]:
-        """Roots that are a whole-component prefix of ``parts``, innermost first, with the rest of it."""
-        keys, key = self._keys, self.folding.key
-        if self.lengths:  # one probe per root-path length, not one join and probe per component
-            text = "/" + "/".join(parts)
-            size = len(text)
-            for length in self.lengths:  # longest first: innermost first
-                if length <= size and (length in (1, size) or text[length] == "/"):
-                    root = keys.get(text[:length])
-                    if root is not None:  # '/' holds 0 components; '/a/b' holds 2 (one '/' each)
-                        yield root, parts[text.count("/", 0, length) if length > 1 else 0 :]
-            return
-        for i in range(len(parts), -1, -1):
-            root = keys.get(key("/" + "/".join(parts[:i])))
-            if root is not None:
-                yield root, parts[i:]
+    return path
 
 
 def _without_dotdot_at_top(parts: list[str]) -> list[str]:
@@ -159,16 +104,16 @@ def _without_dotdot_at_top(parts: list[str]) -> list[str]:
 
 class Router:
     """Routes paths of one RootSet: ``at`` runs an operation beneath the right root's descriptor,
-    ``in_parent`` beneath the final name's parent, ``canonical`` answers where a path really is."""
+    ``in_parent`` beneath the final name's parent, ``canonical`` answers where a path really is; ``fast``,
+    ``read_fast`` and ``canonical_fast`` are their lanes for the common path."""
 
-    __slots__ = ("_cut", "_descriptors", "_first", "_keys", "_opened", "_roots_text", "index")
+    __slots__ = ("_cut", "_descriptors", "_first", "_keys", "_roots_text", "index")
 
     def __init__(self, index: RootIndex, descriptors: RootDescriptors, roots_text: Callable[[], str]) -> None:
         self.index = index
-        # For the hot path (see fast): the root paths, their one length where every root path has the same
-        # (0: ask innermost_prefix; -1: no hot path, Windows), and the descriptors open now, by root path.
+        # For the lanes: the root paths, and their one length where every root path has the same (0: ask
+        # innermost_prefix; -1: no lane, Windows).
         self._keys = frozenset(index.paths)
-        self._opened = descriptors.opened
         lengths = index.lengths
         self._cut = -1 if _WINDOWS else lengths[0] if len(lengths) == 1 else 0
         self._descriptors = descriptors
@@ -197,6 +142,235 @@ class Router:
                 )
             text = os.path.join(self._first, text)
         return text
+
+    def failure(self, text: str, exc: BaseException) -> BaseException:
+        """What an operation on ``text`` raises for ``exc``: a file of the wrong kind is InvalidPath, a loop
+        or a magic link the one outside sentence, an OSError names ``text``; the rest as it is."""
+        if isinstance(exc, RootsError):
+            return exc
+        if isinstance(exc, NotRegularFile):
+            return InvalidPath(f"{describe(text)} is {exc.kind}, not a regular file")
+        if isinstance(exc, OSError):
+            if exc.errno == errno.ELOOP:
+                return self.outside(text, "a symlink loop or a procfs magic link")
+            if exc.errno is not None and (exc.filename is None or not str(exc.filename).startswith("/")):
+                return OSError(exc.errno, exc.strerror, text)
+        return exc
+
+    # -- the general route: every path --
+
+    def at(self, text: str, op: Callable[[Descriptor, str], _T], parts: list[str] | None = None) -> _T:
+        """Run ``op(root_descriptor, relative_path)`` for the absolute path ``text`` (or its components
+        ``parts`` when given), naming ``text`` in errors. The op holds the root's Descriptor while it runs."""
+        try:
+            if parts is None and common_path(text) is not None:
+                # The common path, kept cheap: the innermost root that prefixes the text is the one. (Its
+                # descriptor is keyed by the root path, spelled in text exactly as on a platform that does
+                # not fold names.)
+                root_path = self.index.innermost_prefix(text)
+                if root_path is not None:
+                    rel = text[len(root_path) :].lstrip("/")
+                    try:
+                        return self._run(root_path, op, rel, len(text) > len(root_path))
+                    except Escape:  # a symlink led out of it: the canonical path picks the root
+                        pass
+                return self._at_canonical(text, text, op)
+            return self._at_parts(text, parts, op)
+        except (RootsError, NotRegularFile, OSError) as exc:
+            raise self.failure(text, exc) from None
+
+    def _run(self, root_path: str, op: Callable[[Descriptor, str], _T], rel: str, slash: bool = False) -> _T:
+        """``op(descriptor, rel)`` holding the root's descriptor; ``slash``: the path named the root with a
+        trailing '/', which needs a directory ('FILE_ROOT/' is ENOTDIR)."""
+        descriptor = self._descriptors.acquire(root_path)
+        try:
+            if slash and not rel and not descriptor.is_dir:
+                raise oserror(errno.ENOTDIR)
+            return op(descriptor, rel)
+        finally:
+            self._descriptors.release(descriptor)
+
+    def _at_parts(self, text: str, parts: list[str] | None, op: Callable[[Descriptor, str], _T]) -> _T:
+        parts = _without_dotdot_at_top(split(text) if parts is None else parts)
+        # A trailing '/' or '/.' requires a directory, as it does for the kernel; keep it on the way down.
+        slash = "/" if text.endswith(("/", "/.")) else ""
+        for root_path, rest in self.index.lexical(parts):
+            if climbs(rest):
+                continue  # its '..' steps out of this root: an outer one may hold it, else the name walk
+            try:
+                return self._run(root_path, op, "/".join(rest) + slash if rest else "")
+            except Escape:
+                break
+        return self._at_canonical(text, "/" + "/".join(parts), op)
+
+    def _at_canonical(self, text: str, path: str, op: Callable[[Descriptor, str], _T]) -> _T:
+        """No root is a lexical prefix of ``path`` (the components of ``text``), or a symlink led out of
+        it: let the canonical path pick the root, and open beneath that one (a second escape is refused)."""
+        try:
+            canonical = canonicalize(path, self.index.strictly_beneath)
+        except Unresolvable as exc:
+            raise self.outside(text, f"it cannot be resolved safely ({exc.why})") from None
+        landed = self.index.above(canonical)
+        if landed is None:
+            raise self.outside(text, f"its canonical location {canonical!r} is under no root")
+        try:
+            return self._run(landed, op, canonical[len(landed) :].lstrip("/"))
+        except Escape:
+            raise self.outside(text, "it changed while it was being opened and now leads outside") from None
+
+    def in_parent(self, path: object, op: Callable[[int, str], _T], verb: str) -> _T:
+        """Run ``op(parent_directory_descriptor, final_name)``: the parent is opened beneath a root, the
+        final name is acted on as it is (a symlink there is never followed)."""
+        text = self.absolute(path)
+        parts = _without_dotdot_at_top(split(text))
+        if not parts or parts[-1] == "..":
+            raise InvalidPath(f"path {describe(text)} does not end in a name that can be {verb}")
+        name = parts[-1]
+        if (
+            ".." not in parts
+            and not any(not climbs(rest) for _, rest in self.index.lexical(parts[:-1]))
+            and self.index.exact("/" + "/".join(parts)) is not None
+        ):
+            raise InvalidPath(f"{describe(text)} is one of the allowed roots itself; it cannot be {verb}")
+        dir_flags = strategy().dir_flags
+
+        def in_parent(root: Descriptor, rel: str) -> _T:
+            parent = open_beneath(root.fd, rel, dir_flags)
+            try:
+                return op(parent, name)
+            finally:
+                os.close(parent)
+
+        return self.at(text, in_parent, parts[:-1])
+
+    # -- the fast lanes: the common path in one call --
+
+    def fast(
+        self, path: object, op: Callable[[Descriptor, str, int, int], _T], flags: int, mode: int
+    ) -> _T | None:
+        """Run ``op(root_descriptor, relative_path, flags, mode)`` for the common path (:func:`common_path`)
+        in one call: a root (``relative_path`` '') or a path beneath one ('ROOT/' is left to the general
+        route); the root's Descriptor is held while ``op`` runs. Failures raise as :meth:`at` words them.
+        None for anything else, and when ``op`` raised :class:`Escape` (a symlink out of the root): the
+        general route (:meth:`absolute`, :meth:`at`) then decides."""
+        text = common_path(path)
+        if text is None:
+            return None
+        cut = self._cut
+        if cut > 1:  # the usual index: every root path of one length (innermost_prefix, inlined)
+            size = len(text)
+            if size > cut + 1:
+                if text[cut] != "/":
+                    return None
+                rel = text[cut + 1 :]
+            elif size == cut:
+                rel = ""  # the root itself
+            else:
+                return None  # shorter, or 'ROOT/' (a file root's ENOTDIR is the general route's)
+            root_path = text[:cut]
+        elif cut < 0:
+            return None  # Windows
+        else:
+            found = self.index.innermost_prefix(text)
+            if found is None:
+                return None
+            root_path = found
+            if len(text) == len(found):
+                rel = ""
+            else:
+                rel = text[len(found) + 1 :] if len(found) > 1 else text[1:]
+                if not rel:
+                    return None  # 'ROOT/'
+        descriptors = self._descriptors
+        descriptor = descriptors.hold(root_path)
+        if descriptor is None:
+            if root_path not in self._keys:  # (a slice of the text above: not always a root)
+                return None
+            try:
+                descriptor = descriptors.acquire(root_path)
+            except (OSError, RootsError):
+                return None  # the general route raises it, worded
+        try:
+            return op(descriptor, rel, flags, mode)
+        except Escape:
+            return None  # nothing was opened: the general route lets the canonical path pick the root
+        except Exception as exc:
+            raise self.failure(text, exc) from None
+        finally:
+            descriptors.release(descriptor)
+
+    def read_fast(self, path: object) -> tuple[int, os.stat_result, str] | None:
+        """The commonest call of all, a read-only open of a regular file, in one frame: :meth:`fast` with
+        the read op (``_open.read_beneath``) inlined, for the usual index (every root path of one length).
+        A plain name is one ``openat(O_NOFOLLOW)``, more names one ``openat2``; the descriptor is opened
+        ``O_NONBLOCK`` and kept only if fstat says a regular file (``O_NONBLOCK`` cleared unless on the
+        root's plain filesystem). Returns it with its fstat and the text of ``path``. None for anything
+        else -- another shape or index, a failure, a FIFO, a directory, a symlink in the final name --,
+        having opened nothing that stays open: :meth:`fast` or the general route then does it again and
+        words the answer (a read-only open has no effect to repeat)."""
+        text = common_path(path)
+        cut = self._cut
+        if text is None or cut <= 1 or len(text) <= cut + 1 or text[cut] != "/":
+            return None
+        rel = text[cut + 1 :]
+        quick = None
+        if "/" in rel:  # more than one name: openat2's one call (None: not openat2, or the self-check is on)
+            quick = _beneath.quick_read
+            if quick is None:
+                return None
+        descriptors = self._descriptors
+        descriptor = descriptors.hold(text[:cut])  # no I/O: a root not open yet is fast's to open
+        if descriptor is None:
+            return None
+        try:
+            if quick is None:  # one name: openat O_NOFOLLOW
+                try:
+                    fd = os.open(rel, _READ_ONE_NAME, dir_fd=descriptor.fd)
+                except OSError:
+                    return None
+            else:
+                call, number, how, size = quick  # the system call itself: no frame of ours around it
+                fd = call(number, descriptor.fd, rel.encode(), how, size)
+                if fd < 0:
+                    return None
+            try:
+                st = _fstat(fd)
+                if st.st_mode & _S_IFMT == _S_IFREG:
+                    if st.st_dev != descriptor.plain_dev:
+                        fcntl.fcntl(fd, fcntl.F_SETFL, os.O_RDONLY)  # O_NONBLOCK off
+                    return fd, st, text
+            except OSError:
+                pass  # closed below; the general route words it
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)
+            return None
+        finally:
+            descriptors.release(descriptor)
+
+    def canonical_fast(self, path: object) -> str | bool | None:
+        """The canonical path of the common path in one system call, for contains() and resolve(): a
+        :func:`common_path` with no trailing '/' that the kernel looks up from '/' meeting no symlink
+        (openat2 RESOLVE_NO_SYMLINKS) is its own canonical path. That text when a root holds it, False when
+        none does, None whenever the one call does not settle it (the general route then decides)."""
+        text = common_path(path)
+        if text is None or text[-1] == "/":
+            return None
+        lookup = _beneath.quick_lookup  # None: not openat2 (never on Windows), or the self-check is on
+        if lookup is None or lookup(text) != 0:
+            return None
+        lengths = self.index.lengths
+        if not lengths:
+            return text if self.index.innermost_prefix(text) is not None else False
+        keys, size = self._keys, len(text)
+        for length in lengths:  # innermost_prefix, inlined: one probe per distinct root-path length
+            if length < size:
+                if (text[length] == "/" or length == 1) and text[:length] in keys:
+                    return text
+            elif length == size and text in keys:
+                return text
+        return False
 
     # -- where a path is --
 
@@ -259,275 +433,6 @@ class Router:
         if real is not None and (real == root_path or real.startswith(root_path.rstrip("/") + "/")):
             return real
         return None
-
-    # -- running an operation beneath a root --
-
-    def _run(self, root_path: str, op: Callable[[Descriptor, str], _T], rel: str) -> _T:
-        descriptor = self._descriptors.acquire(root_path)
-        try:
-            return op(descriptor, rel)
-        finally:
-            self._descriptors.release(descriptor)
-
-    def at(self, text: str, op: Callable[[Descriptor, str], _T], parts: list[str] | None = None) -> _T:
-        """Run ``op(root_descriptor, relative_path)`` for the absolute path ``text`` (or its components
-        ``parts`` when given), naming ``text`` in errors. The op holds the root's Descriptor while it runs."""
-        try:
-            if parts is None and "//" not in text and ("/." not in text or no_dot_components(text)):
-                # The common case, kept cheap: no '.', '..' or empty component, so the innermost root that
-                # prefixes the text is the one. (Its descriptor is keyed by the root path, spelled in text
-                # exactly as on a platform that does not fold names.)
-                root_path = self.index.innermost_prefix(text)
-                if root_path is not None:
-                    descriptor = self._descriptors.acquire(root_path)
-                    try:
-                        rel = text[len(root_path) :].lstrip("/")
-                        if not rel and len(text) > len(root_path) and not descriptor.is_dir:
-                            raise oserror(errno.ENOTDIR)  # 'FILE_ROOT/': a '/' needs a directory
-                        return op(descriptor, rel)
-                    except Escape:  # a symlink led out of it: the canonical path picks the root
-                        pass
-                    finally:
-                        self._descriptors.release(descriptor)
-                return self._at_canonical(text, text, op)
-            return self._at_parts(text, parts, op)
-        except (RootsError, NotRegularFile, OSError) as exc:
-            raise self.failure(text, exc) from None
-
-    def failure(self, text: str, exc: BaseException) -> BaseException:
-        """What an operation on ``text`` raises for ``exc``: a file of the wrong kind is InvalidPath, a loop
-        or a magic link the one outside sentence, an OSError names ``text``; the rest as it is."""
-        if isinstance(exc, RootsError):
-            return exc
-        if isinstance(exc, NotRegularFile):
-            return InvalidPath(f"{describe(text)} is {exc.kind}, not a regular file")
-        if isinstance(exc, OSError):
-            if exc.errno == errno.ELOOP:
-                return self.outside(text, "a symlink loop or a procfs magic link")
-            if exc.errno is not None and (exc.filename is None or not str(exc.filename).startswith("/")):
-                return OSError(exc.errno, exc.strerror, text)
-        return exc
-
-    # -- the hot path: one call routes the common path --
-
-    def fast(
-        self, path: object, op: Callable[[Descriptor, str, int, int], _T], flags: int, mode: int
-    ) -> _T | None:
-        """Run ``op(root_descriptor, relative_path, flags, mode)`` for the common path in one call: an
-        absolute ASCII ``str`` (below PATH_MAX, no NUL) with no '.', '..' or empty component, a root
-        (``relative_path`` '') or beneath one ('ROOT/' is left to the general path); the root's
-        Descriptor is held while ``op`` runs. Failures raise as :meth:`at` words them. None for anything
-        else, and when ``op`` raised :class:`Escape` (a symlink out of the root): the general path
-        (:meth:`absolute`, :meth:`at`) then decides."""
-        if type(path) is not str:
-            if type(path) not in PATH_TYPES:
-                return None
-            path = str(path)  # what their __fspath__ returns
-        if (
-            len(path) >= PATH_MAX
-            or not path.isascii()
-            or "\x00" in path
-            or "//" in path
-            or ("/." in path and not no_dot_components(path))
-        ):
-            return None
-        cut = self._cut
-        if cut > 1:  # the usual index: every root path of one length (innermost_prefix, inlined)
-            size = len(path)
-            if size > cut + 1:
-                if path[cut] != "/":
-                    return None
-                rel = path[cut + 1 :]
-            elif size == cut:
-                rel = ""  # the root itself
-            else:
-                return None  # shorter, or 'ROOT/' (a file root's ENOTDIR is the general path's)
-            # A root when a descriptor is open under that name, else checked below (so it starts with '/').
-            root_path = path[:cut]
-        elif cut < 0:
-            return None  # Windows
-        else:
-            found = self.index.innermost_prefix(path) if path[:1] == "/" else None
-            if found is None:
-                return None
-            root_path = found
-            if len(path) == len(found):
-                rel = ""
-            else:
-                rel = path[len(found) + 1 :] if len(found) > 1 else path[1:]
-                if not rel:
-                    return None  # 'ROOT/'
-        # RootDescriptors.acquire's lock-free common case, inlined: add a holder, then make sure the
-        # descriptor was not retired meanwhile (see RootDescriptors for why that suffices).
-        descriptor = self._opened.get(root_path)
-        if descriptor is not None:
-            descriptor.holders.append(None)
-            if descriptor.retired:
-                self._descriptors.release(descriptor)
-                descriptor = None
-        if descriptor is None:
-            if root_path not in self._keys:
-                return None
-            try:
-                descriptor = self._descriptors.acquire(root_path)
-            except (OSError, RootsError):
-                return None  # the general path raises it, worded
-        try:
-            return op(descriptor, rel, flags, mode)
-        except Escape:
-            return None  # nothing was opened: the general path lets the canonical path pick the root
-        except Exception as exc:
-            raise self.failure(path, exc) from None
-        finally:
-            descriptor.holders.pop()  # RootDescriptors.release, inlined
-            if descriptor.retired:
-                self._descriptors.let_go(descriptor)
-
-    def read_fast(self, path: object) -> tuple[int, os.stat_result] | None:
-        """The commonest call of all, a read-only open of a regular file, in one frame: :meth:`fast` with
-        the read op (``_ops._regular_beneath``) inlined, for the usual index (every root path of one
-        length). A plain name is one ``openat(O_NOFOLLOW)``, more names one ``openat2``; the descriptor is
-        opened ``O_NONBLOCK`` and kept only if fstat says a regular file (``O_NONBLOCK`` cleared unless on
-        the root's plain filesystem). None for anything else -- another shape or index, a failure, a
-        FIFO, a directory, a symlink in the final name --, having opened nothing that stays open: the
-        general path then does it again and words the answer (a read-only open has no effect to repeat)."""
-        cut = self._cut
-        if (  # no '//' test: the kernel reads 'a//b' as the general path does, and 'ROOT//a' gives openat2
-            # an absolute path, which RESOLVE_BENEATH refuses (EXDEV: the general path then words it)
-            type(path) is not str
-            or cut <= 1
-            or not cut + 1 < len(path) < PATH_MAX
-            or path[cut] != "/"
-            or not path.isascii()
-            or "\x00" in path
-            or ("/." in path and not no_dot_components(path))
-        ):
-            return None
-        descriptor = self._opened.get(path[:cut])
-        if descriptor is None:
-            return None
-        rel = path[cut + 1 :]
-        holders = descriptor.holders
-        holders.append(None)  # RootDescriptors.acquire's lock-free common case, as in fast
-        try:
-            if descriptor.retired:
-                return None
-            if "/" not in rel:
-                try:
-                    fd = os.open(rel, _READ_ONE_NAME, dir_fd=descriptor.fd)
-                except OSError:
-                    return None
-            else:
-                quick = _beneath.quick_read  # None: not openat2, or the self-check is on
-                if quick is None:
-                    return None
-                call, number, how, size = quick  # the system call itself: no frame of ours around it
-                fd = call(number, descriptor.fd, rel.encode(), how, size)
-                if fd < 0:
-                    return None
-            try:
-                st = _fstat(fd)
-                if st.st_mode & _S_IFMT == _S_IFREG:
-                    if st.st_dev != descriptor.plain_dev:
-                        fcntl.fcntl(fd, fcntl.F_SETFL, os.O_RDONLY)  # O_NONBLOCK off
-                    return fd, st
-            except OSError:
-                pass  # closed below; the general path words it
-            except BaseException:
-                os.close(fd)
-                raise
-            os.close(fd)
-            return None
-        finally:
-            holders.pop()
-            if descriptor.retired:
-                self._descriptors.let_go(descriptor)
-
-    def canonical_fast(self, path: object) -> str | bool | None:
-        """The canonical path of the common path in one system call, for contains() and resolve(): an
-        absolute ASCII ``str`` in canonical form that the kernel looks up from '/' meeting no symlink
-        (openat2 RESOLVE_NO_SYMLINKS) is its own canonical path. That text when a root holds it, False when
-        none does, None whenever the one call does not settle it (the general path then decides)."""
-        if type(path) is not str:
-            if type(path) not in PATH_TYPES:
-                return None
-            path = str(path)
-        if (  # no PATH_MAX test: a longer path fails the lookup (ENAMETOOLONG), and the general path says no
-            path[:1] != "/"
-            or not path.isascii()
-            or "\x00" in path
-            or "//" in path
-            or path[-1] == "/"
-            or ("/." in path and not no_dot_components(path))
-        ):
-            return None
-        lookup = _beneath.quick_lookup  # None: not openat2 (never on Windows), or the self-check is on
-        if lookup is None or lookup(path) != 0:
-            return None
-        lengths = self.index.lengths
-        if not lengths:
-            return path if self.index.innermost_prefix(path) is not None else False
-        keys, size = self._keys, len(path)
-        for length in lengths:  # innermost_prefix, inlined: one probe per distinct root-path length
-            if length < size:
-                if (path[length] == "/" or length == 1) and path[:length] in keys:
-                    return path
-            elif length == size and path in keys:
-                return path
-        return False
-
-    def _at_parts(self, text: str, parts: list[str] | None, op: Callable[[Descriptor, str], _T]) -> _T:
-        parts = _without_dotdot_at_top(split(text) if parts is None else parts)
-        # A trailing '/' or '/.' requires a directory, as it does for the kernel; keep it on the way down.
-        slash = "/" if text.endswith(("/", "/.")) else ""
-        for root_path, rest in self.index.lexical(parts):
-            if climbs(rest):
-                continue  # its '..' steps out of this root: an outer one may hold it, else the name walk
-            try:
-                return self._run(root_path, op, "/".join(rest) + slash if rest else "")
-            except Escape:
-                break
-        return self._at_canonical(text, "/" + "/".join(parts), op)
-
-    def _at_canonical(self, text: str, path: str, op: Callable[[Descriptor, str], _T]) -> _T:
-        """No root is a lexical prefix of ``path`` (the components of ``text``), or a symlink led out of
-        it: let the canonical path pick the root, and open beneath that one (a second escape is refused)."""
-        try:
-            canonical = canonicalize(path, self.index.strictly_beneath)
-        except Unresolvable as exc:
-            raise self.outside(text, f"it cannot be resolved safely ({exc.why})") from None
-        landed = self.index.above(canonical)
-        if landed is None:
-            raise self.outside(text, f"its canonical location {canonical!r} is under no root")
-        try:
-            return self._run(landed, op, canonical[len(landed) :].lstrip("/"))
-        except Escape:
-            raise self.outside(text, "it changed while it was being opened and now leads outside") from None
-
-    def in_parent(self, path: object, op: Callable[[int, str], _T], verb: str) -> _T:
-        """Run ``op(parent_directory_descriptor, final_name)``: the parent is opened beneath a root, the
-        final name is acted on as it is (a symlink there is never followed)."""
-        text = self.absolute(path)
-        parts = _without_dotdot_at_top(split(text))
-        if not parts or parts[-1] == "..":
-            raise InvalidPath(f"path {describe(text)} does not end in a name that can be {verb}")
-        name = parts[-1]
-        if (
-            ".." not in parts
-            and not any(not climbs(rest) for _, rest in self.index.lexical(parts[:-1]))
-            and self.index.exact("/" + "/".join(parts)) is not None
-        ):
-            raise InvalidPath(f"{describe(text)} is one of the allowed roots itself; it cannot be {verb}")
-        dir_flags = strategy().dir_flags
-
-        def in_parent(root: Descriptor, rel: str) -> _T:
-            parent = open_beneath(root.fd, rel, dir_flags)
-            try:
-                return op(parent, name)
-            finally:
-                os.close(parent)
-
-        return self.at(text, in_parent, parts[:-1])
 
     def root_descriptor(self, root_path: str) -> Descriptor:
         """Acquire the descriptor of a root (give it back with :meth:`release`)."""

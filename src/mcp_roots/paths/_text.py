@@ -5,6 +5,7 @@ Pure string work, no I/O. Every other module (and the broker's wire checks) take
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import PosixPath, PurePosixPath, PureWindowsPath, WindowsPath
@@ -16,6 +17,7 @@ __all__ = [
     "PATH_MAX",
     "PATH_TYPES",
     "SYMLOOP_MAX",
+    "check_name",
     "checked_text",
     "climbs",
     "control_character",
@@ -129,6 +131,12 @@ def is_plain(text: str) -> bool:
     """Whether the absolute ``text`` is in canonical form as text: no '.', '..' or empty component and no
     trailing '/' (``/`` itself is not plain)."""
     return not text.endswith("/") and no_dot_components(text)
+
+
+def check_name(name: str) -> None:
+    """Raise EINVAL unless ``name`` is one name: not empty, not '.' or '..', no '/'."""
+    if not name or name in (".", "..") or "/" in name:
+        raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
 
 
 def split(text: str) -> list[str]:
