@@ -3,9 +3,12 @@
 ``_pathlike`` (the path-name rule, locators into nested types, the values at a locator), ``_audit`` (guarded
 or exempt: the record ``@guard.paths`` leaves, and the audit of a server), ``_argcheck`` (the checks of a
 guarded function's arguments), ``_calls`` (the guarded call, written once; adapters are its ports). This face
-is the guard's internal API for the applications: the names below, nothing else.
+is the guard's internal API for the applications (wrap: the path-name rule): the names below, nothing
+else.
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._pathlike import is_path_name
+
+__all__ = ["is_path_name"]
