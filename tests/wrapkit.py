@@ -43,7 +43,9 @@ class Host:
         assert self.process.stdin is not None
         await self.process.stdin.send((json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode())
 
-    async def request(self, method: str, params: Any = None, *, id_: object = None, timeout: float = 30) -> dict[str, Any]:
+    async def request(
+        self, method: str, params: Any = None, *, id_: object = None, limit: float = 30
+    ) -> dict[str, Any]:
         if id_ is None:
             self._next += 1
             id_ = self._next
@@ -52,7 +54,7 @@ class Host:
         if params is not None:
             message["params"] = params
         await self.send(message)
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(limit):
             await event.wait()
         return self.answers.pop(id_)
 
@@ -77,7 +79,11 @@ class Host:
             capabilities["roots"] = {"listChanged": True}
         answer = await self.request(
             "initialize",
-            {"protocolVersion": LEGACY, "capabilities": capabilities, "clientInfo": {"name": "wrapkit", "version": "0"}},
+            {
+                "protocolVersion": LEGACY,
+                "capabilities": capabilities,
+                "clientInfo": {"name": "wrapkit", "version": "0"},
+            },
         )
         await self.notify("notifications/initialized")
         return answer
@@ -109,7 +115,9 @@ class Host:
                 await self.send({"id": message["id"], "result": {"roots": roots}})
             elif message["method"] == "sampling/createMessage":
                 content = {"type": "text", "text": self.sample_text}
-                await self.send({"id": message["id"], "result": {"role": "assistant", "content": content, "model": "m"}})
+                await self.send(
+                    {"id": message["id"], "result": {"role": "assistant", "content": content, "model": "m"}}
+                )
             else:
                 await self.send({"id": message["id"], "error": {"code": -32601, "message": "no"}})
         else:
@@ -133,7 +141,9 @@ def wrap_argv(ceiling: Sequence[Path], command: Sequence[str], *options: str) ->
 @asynccontextmanager
 async def connected(argv: Sequence[str], roots: list[str] | None = None, **env: str) -> AsyncIterator[Host]:
     environ = {**os.environ, **env}
-    async with await anyio.open_process(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=environ) as process:
+    async with await anyio.open_process(
+        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=environ
+    ) as process:
         host = Host(process, roots)
         async with anyio.create_task_group() as group:
             group.start_soon(host._read)

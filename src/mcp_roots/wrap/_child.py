@@ -47,7 +47,8 @@ class Child:
     def __init__(
         self, process: subprocess.Popen[bytes], roots: RootSet, generation: int, max_bytes: int
     ) -> None:
-        assert process.stdin is not None and process.stdout is not None
+        assert process.stdin is not None
+        assert process.stdout is not None
         self.process = process
         self.roots = roots
         self.generation = generation
@@ -60,6 +61,7 @@ class Child:
         self.init_result: dict[str, Any] | None = None
         self._tools: dict[str, list[Locator]] | None = None
         self._tools_lock = anyio.Lock()
+        self._idle: anyio.Event | None = None
 
     @classmethod
     async def spawn(
@@ -106,17 +108,17 @@ class Child:
             raise ChildFailed("the wrapped server has closed its input")
         await self.writer.send(message)
 
-    async def ask(self, id_: int, method: str, params: object, timeout: float) -> Message:
+    async def ask(self, id_: int, method: str, params: object, limit: float) -> Message:
         """Send wrap's own request and return the child's answer (a result or an error message)."""
         event = anyio.Event()
         slot: list[Message] = []
         self._own[id_] = (event, slot)
         try:
             await self.send(request(id_, method, params))
-            with anyio.move_on_after(timeout):
+            with anyio.move_on_after(limit):
                 await wait_any(event, self.gone)
             if not slot:
-                why = self.exit_note or f"no answer to {method} within {timeout:g}s"
+                why = self.exit_note or f"no answer to {method} within {limit:g}s"
                 raise ChildFailed(f"the wrapped server failed: {why}")
             return slot[0]
         finally:
@@ -131,10 +133,19 @@ class Child:
                 own[1].append(message)
                 own[0].set()
                 return None
-            return self.forwarded.pop(id_, None)
+            call = self.forwarded.pop(id_, None)
+            if not self.forwarded and self._idle is not None:
+                self._idle.set()
+            return call
         return None
 
-    async def tool_locators(self, name: str, next_id: Any, timeout: float) -> list[Locator] | None:
+    async def drained(self) -> None:
+        """Return when no forwarded call is left (or the child is gone)."""
+        if self.forwarded and self.alive:
+            self._idle = anyio.Event()
+            await wait_any(self._idle, self.gone)
+
+    async def tool_locators(self, name: str, next_id: Any, limit: float) -> list[Locator] | None:
         """Where the paths are in tool ``name``'s arguments, from the child's tools/list (asked once, again
         after a list_changed); None when the child does not list that tool."""
         async with self._tools_lock:
@@ -143,7 +154,7 @@ class Child:
                 cursor: object = None
                 for _ in range(_MAX_TOOL_PAGES):
                     answer = await self.ask(
-                        next_id(), "tools/list", {"cursor": cursor} if cursor else {}, timeout
+                        next_id(), "tools/list", {"cursor": cursor} if cursor else {}, limit
                     )
                     listed = answer.get("result")
                     if not isinstance(listed, dict):
@@ -160,8 +171,13 @@ class Child:
     def tools_changed(self) -> None:
         self._tools = None
 
-    def note_exit(self) -> None:
+    async def note_exit(self) -> None:
+        """The child's output ended: wait a moment for its exit status, and say it is gone."""
         code = self.process.poll()
+        with anyio.move_on_after(1):
+            while code is None:
+                await anyio.sleep(0.01)
+                code = self.process.poll()
         self.exit_note = f"it exited (status {code})" if code is not None else "it closed its output"
         self.gone.set()
 

@@ -26,7 +26,21 @@ _CONTAINER_VERBS = frozenset({"run", "exec", "start", "create", "compose", "up",
 KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "TZ")
 _SHEBANG_MAX = 256
 #: An argument ending so names code (granted read with its package root); any other file is data.
-CODE_SUFFIXES = (".py", ".pyz", ".js", ".mjs", ".cjs", ".ts", ".mts", ".jar", ".rb", ".pl", ".php", ".sh", ".lua")
+CODE_SUFFIXES = (
+    ".py",
+    ".pyz",
+    ".js",
+    ".mjs",
+    ".cjs",
+    ".ts",
+    ".mts",
+    ".jar",
+    ".rb",
+    ".pl",
+    ".php",
+    ".sh",
+    ".lua",
+)
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ class Options:
     start_timeout: float = 30.0  # seconds a new child has to answer initialize
     max_in_flight: int = 64
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    restart_interval: float = 0.5  # the least time between two child starts (a flapping client's bound)
+    restart_interval: float = 0.1  # the least time between two child starts (a flapping client's bound)
     roots_timeout: float = 10.0  # how long a call waits for the client's roots
 
 
@@ -98,7 +98,7 @@ class Proxy:
                 group.cancel_scope.cancel()
                 with anyio.CancelScope(shield=True):
                     for child in list(self.children):
-                        await child.kill()
+                        await self._drop(child)
 
     def _want(self) -> RootSet:
         """The roots a child should have now: the effective roots, or none before they are known."""
@@ -144,7 +144,8 @@ class Proxy:
                 return new
 
     async def _start(self, roots: RootSet) -> Child:
-        assert self.init_params is not None and self._group is not None
+        assert self.init_params is not None
+        assert self._group is not None
         options = self.options
         child = await Child.spawn(
             options.plan,
@@ -180,8 +181,7 @@ class Proxy:
     async def _retire(self, child: Child) -> None:
         """Let an old child finish its calls (at most the drain), then kill it and answer what is left."""
         with anyio.move_on_after(self.options.drain):
-            while child.forwarded and child.alive:
-                await anyio.sleep(0.01)
+            await child.drained()
         lost = dict(child.forwarded)
         child.forwarded.clear()
         await self._drop(child)
@@ -207,7 +207,7 @@ class Proxy:
             if message is None:
                 break
             await self._from_child(child, message)
-        child.note_exit()
+        await child.note_exit()
         lost = dict(child.forwarded)
         child.forwarded.clear()
         for call in lost.values():
@@ -215,7 +215,7 @@ class Proxy:
             await self._host_error(call.host_id, INTERNAL, f"the wrapped server failed: {child.exit_note}")
         if self.current is child:
             logger.warning(
-                "the wrapped server (child #%d) %s; the next call starts it again",
+                "the wrapped server (child #%d) stopped: %s; the next call starts it again",
                 child.generation,
                 child.exit_note,
             )

@@ -1,10 +1,10 @@
 """Where the paths are in a tool's JSON input schema, and the values found there in a call's arguments.
 
 A minimal walk of wrap's own, behind two functions (``path_locators``, ``values_at``), so that the guard's
-schema walk (the probe's, ``guard/_schema.py``) can replace it whole. A string is a path when the name of the
-property holding it is a path name (the guard's rule), or when the schema says ``format: uri``/``uri-reference``;
-objects, arrays, ``additionalProperties``, ``anyOf``/``oneOf``/``allOf`` and local ``$ref`` are followed, to a
-bounded depth and node count.
+schema walk (the probe's, ``guard/_schema.py``) can replace it whole. A string is a path when the name of
+the property holding it is a path name (the guard's rule), or when the schema says ``format: uri``;
+objects, arrays, ``additionalProperties``, ``anyOf``/``oneOf``/``allOf`` and local ``$ref`` are followed,
+to a bounded depth and node count.
 """
 
 from __future__ import annotations

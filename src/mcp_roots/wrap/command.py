@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options, policy = options_from(args)
         if args.print_policy:
-            print(policy)
+            sys.stdout.write(policy + "\n")
             return EXIT_OK
         kernel = support()
         if not kernel.complete:
@@ -197,12 +197,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except (RootsError, OSError) as exc:
-        print(f"mcp-roots: error: {exc}", file=sys.stderr)
+        sys.stderr.write(f"mcp-roots: error: {exc}\n")
         return EXIT_ERROR
     except Exception as exc:  # no traceback ever reaches the user
-        print(
-            f"mcp-roots: error: unexpected {type(exc).__name__}: {exc} (a bug; please report it)",
-            file=sys.stderr,
+        sys.stderr.write(
+            f"mcp-roots: error: unexpected {type(exc).__name__}: {exc} (a bug; please report it)\n"
         )
         return EXIT_ERROR
     finally:
