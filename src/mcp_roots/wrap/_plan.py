@@ -25,6 +25,11 @@ _CONTAINER_VERBS = frozenset({"run", "exec", "start", "create", "compose", "up",
 #: into the private cache folder.
 KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "TZ")
 _SHEBANG_MAX = 256
+#: Files beside the sandbox's system paths that runtimes read at start (Node reads OpenSSL's configuration:
+#: refused, Node stops with status 13; git stops on an unreadable /etc/gitconfig), and what name resolution
+#: reads when the network is allowed.
+RUNTIME_FILES = ("/etc/ssl/openssl.cnf", "/etc/gitconfig")
+NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/host.conf")
 #: An argument ending so names code (granted read with its package root); any other file is data.
 CODE_SUFFIXES = (
     ".py",
@@ -167,6 +172,7 @@ def make_plan(
     env_names: Sequence[str] = (),
     cache_base: str | None = None,
     environ: Mapping[str, str] | None = None,
+    network: bool = False,
 ) -> Plan:
     """The plan for ``argv``: the program (found on PATH) and every argument naming a code file (a script's
     extension, or executable; made absolute: the child's working folder is its first root), each granted
@@ -215,6 +221,11 @@ def make_plan(
             arg = os.path.abspath(arg)
             runtime(arg)
         absolute.append(arg)
+    for path in (*RUNTIME_FILES, *(NETWORK_FILES if network else ())):
+        if os.path.isfile(path):
+            reasons[path] = (
+                "read by runtimes at start" if path in RUNTIME_FILES else "name resolution (--network)"
+            )
     for path in extra_read:
         if not os.path.exists(path):
             raise ConfigError(f"wrap: --read {path!r} does not exist")

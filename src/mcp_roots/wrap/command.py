@@ -136,7 +136,9 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
         fallback = clip_to_ceiling(
             fallback_roots([d for arg in args.roots for d in arg.split(",") if d]), ceiling
         )
-    plan = make_plan(command, extra_read=args.read, env_names=args.env, cache_base=args.cache_dir)
+    plan = make_plan(
+        command, extra_read=args.read, env_names=args.env, cache_base=args.cache_dir, network=args.network
+    )
     options = Options(
         plan=plan,
         ceiling=ceiling,
