@@ -14,8 +14,12 @@ from pathlib import Path
 import anyio
 import pytest
 
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
 from mcp_roots.sandbox import support
 
+from .serverkit import RootsCallback, text_of
 from .wrapkit import PYTHON, Host, connected, hostile_argv, wrap_argv
 
 pytestmark = [
@@ -116,6 +120,21 @@ async def test_narrowed_roots_hold_for_the_next_call_and_widening_back_works(wor
         assert json.loads(await host.text("list_roots")) == [world["a"].as_uri(), world["b"].as_uri()]
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_sdk_client_through_wrap(world: dict[str, Path], mode: str) -> None:
+    # The mcp 2.x client as a host: on 'auto' it probes server/discover, is answered -32601 and falls back to
+    # initialize (wrap speaks the legacy era to the host); the roots and list_changed follow as above.
+    callback = RootsCallback(world["a"], world["b"])
+    argv = wrapped(world)
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    async with Client(params, mode=mode, list_roots_callback=callback) as client:
+        assert text_of(await client.call_tool("peek", {})) == INSIDE
+        assert SECRET not in text_of(await client.call_tool("summarize", {"topic": "x"}))
+        callback.paths = [world["a"]]
+        await client.send_roots_list_changed()
+        assert INSIDE not in text_of(await client.call_tool("peek", {}))
+
+
 async def test_client_roots_are_clipped_to_the_ceiling(world: dict[str, Path]) -> None:
     # A client root outside the ceiling is dropped; one above it is narrowed to the ceiling.
     async with connected(wrapped(world), [str(world["outside"]), str(world["ceiling"].parent)]) as host:
@@ -196,14 +215,16 @@ async def test_a_cancelled_call_is_cancelled_in_the_child(world: dict[str, Path]
         async with connected(argv, roots_of(world, "a", "b")) as host:
             await host.initialize()
             host.waiters["long"] = anyio.Event()
-            await host.send(
-                {"id": "long", "method": "tools/call", "params": {"name": "slow", "arguments": {"steps": 40}}}
-            )
-            await anyio.sleep(0.3)
+            params = {"name": "slow", "arguments": {"steps": 40}, "_meta": {"progressToken": "p"}}
+            await host.send({"id": "long", "method": "tools/call", "params": params})
+            await anyio.sleep(0.5)
             await host.notify("notifications/cancelled", {"requestId": "long", "reason": "test"})
             assert await host.text("peek") == INSIDE  # still serving
-            await anyio.sleep(2.5)  # the call would have ended after 2 s
+            await anyio.sleep(0.3)
+            seen = len(host.notifications)
+            await anyio.sleep(2)  # the call would have ended by now
             assert "long" not in host.answers
+            assert len(host.notifications) == seen  # the child stopped: no more progress
 
 
 async def test_in_flight_calls_drain_then_get_an_error(world: dict[str, Path]) -> None:

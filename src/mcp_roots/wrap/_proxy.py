@@ -6,6 +6,7 @@ answers the child's roots/list itself and passes everything else through with th
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import math
@@ -30,6 +31,7 @@ logger = logging.getLogger("mcp_roots.wrap")
 INTERNAL = -32603
 INVALID_PARAMS = -32602
 NOT_INITIALIZED = -32002
+METHOD_NOT_FOUND = -32601
 BUSY = -32000
 #: Requests that read or write files on the host's behalf: they wait for the roots in force (a refresh a
 #: list_changed triggered) and their paths are checked first.
@@ -236,6 +238,8 @@ class Proxy:
                 await child.send(result(message["id"], roots_answer(child.roots)))
             elif method == "ping":
                 await child.send(result(message["id"], {}))
+            elif len(self._to_host) >= self.options.max_in_flight:
+                await child.send(error(message["id"], BUSY, "too many requests to the client in flight"))
             else:
                 host_id = f"mcp-roots-wrap-{next(self._host_ids)}"
                 self._to_host[host_id] = (child, message["id"], None, [])
@@ -302,9 +306,14 @@ class Proxy:
                 scope.cancel()
                 return
             for child in self.children:
-                for child_id, call in child.forwarded.items():
-                    if call.host_id == target:
-                        await child.send({**message, "params": {**params, "requestId": child_id}})  # type: ignore[dict-item]
+                for child_id, call in list(child.forwarded.items()):
+                    if call.host_id == target and isinstance(params, dict):
+                        # A cancelled request is answered by no one: it stops counting now, and a late
+                        # answer from the child is dropped.
+                        child.take_answer({"id": child_id})
+                        self._in_flight -= 1
+                        with contextlib.suppress(ChildFailed):
+                            await child.send({**message, "params": {**params, "requestId": child_id}})
                         return
         elif self.current is not None and self.current.alive:
             await self.current.send(message)
@@ -336,6 +345,12 @@ class Proxy:
         try:
             with anyio.CancelScope() as scope:
                 self._scopes[host_id] = scope
+                if self.init_params is None and method == "server/discover":
+                    # A 2026-07-28 client probes first; on an error it falls back to initialize (legacy).
+                    await self._host_error(
+                        host_id, METHOD_NOT_FOUND, "wrap speaks the legacy era: initialize"
+                    )
+                    return
                 if self.init_params is None:
                     await self._host_error(
                         host_id, NOT_INITIALIZED, "wrap: initialize first (wrap speaks the legacy era)"
