@@ -1,10 +1,10 @@
 """What ``mcp-roots wrap`` costs beside the same server run bare, in one run: per-call overhead (p50 and p90
 of a tools/call round trip, wall clock, from a raw JSON-RPC host over pipes; and the CPU time per call of
 the process the host talks to, wrap or the bare server, which the machine's load does not inflate),
-start-up (from spawn to the answer to initialize), and the cost of a roots change (list_changed sent until the first call answered by the
-new child confined to the new roots). The server is tests/servers/hostile_stdio_server.py (standard library
-only, so its own start-up is small and the figures are wrap's) and, when ``make`` installed it, the official
-filesystem server on Node.
+start-up (from spawn to the answer to initialize), and the cost of a roots change (list_changed sent until
+the first call answered by the new child confined to the new roots). The servers: the project's stdlib
+server (tests/servers/hostile_stdio_server.py: its own start-up is small, so the figures are wrap's) and,
+when ``make`` installed it, the official filesystem server on Node.
 
     .venv/bin/python benchmarks/bench_wrap.py [--calls 300] [--starts 5]
 """
