@@ -173,7 +173,9 @@ async def main(calls: int, starts: int) -> None:
             "--inside",
             str(b / "fixed.txt"),
         ]
-        servers = [("stdlib server, peek", hostile, ("peek", {}))]
+        servers: list[tuple[str, list[str], tuple[str, dict[str, Any]]]] = [
+            ("stdlib server, peek", hostile, ("peek", {}))
+        ]
         node = shutil.which("node")
         if node and OFFICIAL.exists():
             servers.append(
