@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from mcp_roots import Entry, FileTooLarge, InvalidPath, PathOutsideRoots, RootSet, _beneath
+from mcp_roots import Entry, FileTooLarge, InvalidPath, PathOutsideRoots, RootSet
 from mcp_roots._sys import linux
+from mcp_roots.paths import _beneath
 from mcp_roots.paths._canonical import canonicalize
 from mcp_roots.paths._descriptors import MAX_OPEN_ROOTS
 from mcp_roots.paths._fold import folding_for

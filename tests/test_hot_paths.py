@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from mcp_roots import InvalidPath, PathOutsideRoots, RootSet, _beneath
+from mcp_roots import InvalidPath, PathOutsideRoots, RootSet
 from mcp_roots._sys import linux
+from mcp_roots.paths import _beneath
 from mcp_roots.paths._canonical import canonicalize
 from mcp_roots.paths._descriptors import open_root
 from tests.corpus import STRATEGIES, strategy_in_force

@@ -57,7 +57,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
     "guard": [("_pathlike",), ("_audit",), ("_argcheck",), ("_calls",), ("__init__",)],
     "adapters": [("mcp2_sdk",), ("mcp2_connections", "mcp1"), ("mcp2",), ("fastmcp4",), ("__init__",)],
     "broker": [
-        ("_protocol",),
+        ("_protocol", "_consent"),
         ("_wire", "_grants"),
         ("_reasons", "_hostops", "_sdk"),
         ("_locator", "_uploads", "_watch", "_server"),

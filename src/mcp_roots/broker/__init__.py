@@ -7,6 +7,7 @@ from ._host import ConsentItem, FileBroker, FileConsentRequest
 from ._protocol import (
     CAPABILITY,
     DEFAULT_CHUNK_SIZE,
+    DEFAULT_MAX_FILE,
     DEFAULT_TIMEOUT,
     ERROR_CODES,
     METHODS,
@@ -22,6 +23,7 @@ from ._server import BrokeredFiles, ConsentGrant, DirEntry, FileChange, FileInfo
 __all__ = [
     "CAPABILITY",
     "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_MAX_FILE",
     "DEFAULT_TIMEOUT",
     "ERROR_CODES",
     "METHODS",

@@ -20,7 +20,8 @@ from ..paths._rootset import Root, RootSet
 from ..roots._provider import RootsProvider
 from . import _protocol as p
 from . import _wire as w
-from ._grants import Access, ConsentItem, Grants
+from ._consent import Access, ConsentItem
+from ._grants import Grants
 from ._hostops import join
 
 __all__ = ["Located", "Locator", "run"]
