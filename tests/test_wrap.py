@@ -13,7 +13,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
