@@ -128,14 +128,11 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
     ):
         if count < 1:
             raise ConfigError(f"wrap: {name} must be at least 1, not {count}")
-    ceiling = fallback_roots(
-        [d for arg in args.ceiling for d in arg.split(",") if d] or args.ceiling
-    ).with_source("ceiling")
+    # Relative folders are taken against the working folder the host started wrap in (its project).
+    ceiling = fallback_roots(_folders(args.ceiling)).with_source("ceiling")
     fallback: RootSet | None = None
     if args.roots:
-        fallback = clip_to_ceiling(
-            fallback_roots([d for arg in args.roots for d in arg.split(",") if d]), ceiling
-        )
+        fallback = clip_to_ceiling(fallback_roots(_folders(args.roots)), ceiling)
     plan = make_plan(
         command, extra_read=args.read, env_names=args.env, cache_base=args.cache_dir, network=args.network
     )
@@ -154,6 +151,14 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
     if fallback is not None:
         policy += f"\nroots for a client that sends none: {fallback.describe()}"
     return options, policy
+
+
+def _folders(values: Sequence[str]) -> list[str]:
+    """``--ceiling a,b --ceiling c``: each folder, made absolute against the working folder."""
+    folders = [os.path.abspath(part) for value in values for part in value.split(",") if part]
+    if not folders:
+        raise ConfigError("wrap: an empty folder list (--ceiling '' or --roots '')")
+    return folders
 
 
 @contextlib.contextmanager
