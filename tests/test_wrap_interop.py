@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from mcp_roots.sandbox import support
 
 from .fskit import official_command
-from .wrapkit import REPO, Host, connected, wrap_argv
+from .wrapkit import PYTHON, REPO, Host, connected, wrap_argv
 
 pytestmark = [
     pytest.mark.anyio,
@@ -129,3 +130,21 @@ async def test_the_official_git_server_shows_any_repository_bare_and_none_outsid
         # still meets the kernel.
         sneaky = await host.call("git_show", {"repo_path": "../../other", "revision": "HEAD"})
         assert SECRET not in json.dumps(sneaky)
+
+
+def probe(*argv: str) -> dict[str, Any]:
+    base = [PYTHON, "-m", "mcp_roots", "probe", "--era", "legacy", "--client-roots", "declared", "--json"]
+    done = subprocess.run([*base, *argv], capture_output=True, text=True, timeout=600, check=False)
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def test_the_probe_through_wrap_finds_no_escape_in_the_official_filesystem_server(tmp_path: Path) -> None:
+    server = official_command("{root}")
+    # The control: the official server checks a path, then opens it by name; a directory swapped for a link
+    # out between the two lets the read (and the write) out.
+    bare = probe("--technique", "swap-race", "--race-attempts", "64", "--", *server)
+    assert bare["escapes"] > 0, bare["rows"]
+    wrapped = probe("--", *wrap_argv([Path("{root}")], server, "--cache-dir", str(tmp_path / "cache")))
+    assert wrapped["escapes"] == 0, [row for row in wrapped["rows"] if row["outcome"] == "ESCAPED"]
+    assert {row["technique"] for row in wrapped["rows"]} >= {"swap-race", "symlink-final", "dotdot"}
