@@ -119,19 +119,76 @@ async def test_narrowed_roots_hold_for_the_next_call_and_widening_back_works(wor
         assert json.loads(await host.text("list_roots")) == [world["a"].as_uri(), world["b"].as_uri()]
 
 
-@pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_the_sdk_client_through_wrap(world: dict[str, Path], mode: str) -> None:
-    # The mcp 2.x client as a host: on 'auto' it probes server/discover, is answered -32601 and falls back to
-    # initialize (wrap speaks the legacy era to the host); the roots and list_changed follow as above.
+async def test_the_sdk_client_through_wrap_on_the_legacy_era(world: dict[str, Path]) -> None:
+    # The mcp 2.x client as a host (legacy): roots at initialized, list_changed narrows them.
     callback = RootsCallback(world["a"], world["b"])
     argv = wrapped(world)
     params = StdioServerParameters(command=argv[0], args=argv[1:])
-    async with Client(params, mode=mode, list_roots_callback=callback) as client:
+    async with Client(params, mode="legacy", list_roots_callback=callback) as client:
+        assert client.protocol_version == "2025-11-25"
         assert text_of(await client.call_tool("peek", {})) == INSIDE
         assert SECRET not in text_of(await client.call_tool("summarize", {"topic": "x"}))
         callback.paths = [world["a"]]
         await client.send_roots_list_changed()
         assert INSIDE not in text_of(await client.call_tool("peek", {}))
+
+
+async def test_the_sdk_client_through_wrap_on_2026_07_28(world: dict[str, Path]) -> None:
+    # mode="auto" probes server/discover, which wrap answers: the connection is 2026-07-28, and each file
+    # request's roots come by one multi-round-trip (wrap's roots/list input request, answered in the retry).
+    # Each roots set gets a child of its own (a bounded pool); no list_changed is needed to narrow.
+    callback = RootsCallback(world["a"], world["b"])
+    argv = wrapped(world)
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    async with Client(params, mode="auto", list_roots_callback=callback) as client:
+        assert client.protocol_version == "2026-07-28"
+        tools = await client.list_tools()
+        assert "peek" in {tool.name for tool in tools.tools}
+        asked = callback.calls
+        assert text_of(await client.call_tool("peek", {})) == INSIDE
+        assert callback.calls == asked + 1
+        assert SECRET not in text_of(await client.call_tool("summarize", {"topic": "x"}))
+        callback.paths = [world["a"]]
+        narrowed = text_of(await client.call_tool("peek", {}))
+        assert INSIDE not in narrowed
+        assert "Permission denied" in narrowed
+        refused = await client.call_tool("read_path", {"path": str(world["b"] / "fixed.txt")})
+        assert refused.is_error
+        assert "is outside the allowed roots" in text_of(refused)
+        callback.paths = [world["a"], world["b"]]
+        assert text_of(await client.call_tool("peek", {})) == INSIDE
+        # The child's own roots/list is answered with the roots of its request's child.
+        assert json.loads(text_of(await client.call_tool("list_roots", {}))) == [
+            world["a"].as_uri(),
+            world["b"].as_uri(),
+        ]
+
+
+async def test_a_2026_07_28_request_without_roots_gets_the_round_trip_on_the_wire(
+    world: dict[str, Path],
+) -> None:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"roots": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+    }
+    async with connected(wrapped(world), None) as host:
+        first = await host.request("tools/call", {"name": "peek", "arguments": {}, "_meta": meta})
+        asked = first["result"]
+        assert asked["resultType"] == "input_required"
+        ((key, request),) = asked["inputRequests"].items()
+        assert request["method"] == "roots/list"
+        answer = {"roots": [{"uri": world["b"].as_uri()}]}
+        params = {"name": "peek", "arguments": {}, "_meta": meta, "inputResponses": {key: answer}}
+        done = await host.request("tools/call", params)
+        assert done["result"]["content"][0]["text"] == INSIDE
+        assert done["result"]["resultType"] == "complete"
+        outside = {"roots": [{"uri": world["outside"].as_uri()}]}  # outside the ceiling: dropped
+        params["inputResponses"] = {key: outside}
+        assert INSIDE not in json.dumps(await host.request("tools/call", params))
+        no_roots = {**meta, "io.modelcontextprotocol/clientCapabilities": {}}
+        refused = await host.request("tools/call", {"name": "peek", "arguments": {}, "_meta": no_roots})
+        assert "the client sent no roots" in refused["result"]["content"][0]["text"]
 
 
 async def test_client_roots_are_clipped_to_the_ceiling(world: dict[str, Path]) -> None:

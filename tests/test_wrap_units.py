@@ -201,3 +201,31 @@ async def test_the_proxy_on_this_backend(tmp_path: Path) -> None:
         for fd in (to_wrap_r, from_wrap_r, from_wrap_w):
             os.close(fd)
     assert proxy.children == []
+
+
+class FakeChild:
+    """Only what the pool reads of a child: its roots and whether it is alive."""
+
+    def __init__(self, roots: RootSet) -> None:
+        self.roots = roots
+        self.alive = True
+
+
+def test_the_pool_keeps_a_bounded_number_of_children_least_recently_used_first(tmp_path: Path) -> None:
+    from mcp_roots.wrap._modern import Pool
+
+    folders = []
+    for name in "abcde":
+        (tmp_path / name).mkdir()
+        folders.append(RootSet.from_paths([tmp_path / name]))
+    pool = Pool(size=3)
+    children: list[Any] = [FakeChild(roots) for roots in folders]
+    assert pool.put(children[0]) == []
+    assert pool.put(children[1]) == []
+    assert pool.put(children[2]) == []
+    assert pool.get(folders[0]) is children[0]  # used: now the newest
+    assert pool.put(children[3]) == [children[1]]
+    assert pool.get(folders[1]) is None
+    children[2].alive = False
+    assert pool.get(folders[2]) is None  # a dead child is not handed out
+    assert pool.put(children[4]) == []

@@ -19,6 +19,7 @@ from anyio.abc import TaskGroup
 
 from .. import RootsCache, RootSet, clip_to_ceiling, uri_to_path
 from ..errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable
+from . import _modern as modern
 from ._child import Child, ChildFailed, Forwarded, roots_answer
 from ._plan import Plan
 from ._schema import named_values, values_at
@@ -32,6 +33,8 @@ INTERNAL = -32603
 INVALID_PARAMS = -32602
 NOT_INITIALIZED = -32002
 METHOD_NOT_FOUND = -32601
+NO_ROOTS = "Access denied: the client sent no roots and wrap was given no --roots"
+MAX_SUBSCRIPTIONS = 1000
 BUSY = -32000
 #: Requests that read or write files on the host's behalf: they wait for the roots in force (a refresh a
 #: list_changed triggered) and their paths are checked first.
@@ -73,6 +76,8 @@ class Proxy:
         self._in_flight = 0
         self._scopes: dict[Any, anyio.CancelScope] = {}  # host id -> a request still being routed
         self._log_level: object = None
+        self.era: str | None = None  # "legacy" after initialize, modern.MODERN after a 2026-07-28 request
+        self.pool = modern.Pool()
         self._subscriptions: dict[str, None] = {}
         fallback = options.fallback
         self.cache = RootsCache(
@@ -231,6 +236,8 @@ class Proxy:
             if call is not None:
                 self._in_flight -= 1
                 answer = {k: v for k, v in message.items() if k != "id"}
+                if self.era == modern.MODERN:
+                    answer = modern.complete(answer, call.method)
                 await self._to_host_send({"id": call.host_id, **answer})
             return
         if "id" in message:  # a request from the child
@@ -238,6 +245,11 @@ class Proxy:
                 await child.send(result(message["id"], roots_answer(child.roots)))
             elif method == "ping":
                 await child.send(result(message["id"], {}))
+            elif self.era == modern.MODERN:
+                # No back-channel on 2026-07-28 outside a call's round trip; wrap does not carry these.
+                await child.send(
+                    error(message["id"], METHOD_NOT_FOUND, f"{method}: not available (2026-07-28)")
+                )
             elif len(self._to_host) >= self.options.max_in_flight:
                 await child.send(error(message["id"], BUSY, "too many requests to the client in flight"))
             else:
@@ -326,6 +338,7 @@ class Proxy:
             )
             return
         self.init_params = params
+        self.era = "legacy"
         capabilities = params.get("capabilities")
         roots = capabilities.get("roots") if isinstance(capabilities, dict) else None
         self.cache.set_capabilities(
@@ -345,24 +358,11 @@ class Proxy:
         try:
             with anyio.CancelScope() as scope:
                 self._scopes[host_id] = scope
-                if self.init_params is None and method == "server/discover":
-                    # A 2026-07-28 client probes first; on an error it falls back to initialize (legacy).
-                    await self._host_error(
-                        host_id, METHOD_NOT_FOUND, "wrap speaks the legacy era: initialize"
-                    )
-                    return
-                if self.init_params is None:
-                    await self._host_error(
-                        host_id, NOT_INITIALIZED, "wrap: initialize first (wrap speaks the legacy era)"
-                    )
-                    return
-                if method in NEEDS_ROOTS:
-                    refusal = await self._roots_refusal()
-                    if refusal is not None:
-                        await self._refuse(message, refusal)
-                        return
                 try:
-                    child = await self.child_now()
+                    routed = await self._route(message)
+                    if routed is None:
+                        return
+                    child, message = routed
                     refusal = await self._check(child, message)
                 except ChildFailed as exc:
                     await self._host_error(host_id, INTERNAL, str(exc))
@@ -379,10 +379,84 @@ class Proxy:
                     child.forwarded.pop(child_id, None)
                     forwarded = False
                     await self._host_error(host_id, INTERNAL, str(exc))
+                    return
+                self._remember(method, message.get("params"))
         finally:
             self._scopes.pop(host_id, None)
             if not forwarded:
                 self._in_flight -= 1
+
+    async def _route(self, message: Message) -> tuple[Child, Message] | None:
+        """The child that serves a host request (and the request as it gets it), or None when wrap answered
+        it already (a refusal, an error, a 2026-07-28 roots round trip)."""
+        host_id, method = message["id"], message["method"]
+        if self.init_params is None and modern.is_modern(message):
+            self.era = modern.MODERN
+            self.init_params = modern.init_params(message)
+        if self.init_params is None:
+            await self._host_error(host_id, NOT_INITIALIZED, "wrap: initialize first (no session)")
+            return None
+        if self.era == modern.MODERN:
+            return await self._route_modern(message)
+        if method in NEEDS_ROOTS:
+            refusal = await self._roots_refusal()
+            if refusal is not None:
+                await self._refuse(message, refusal)
+                return None
+        return await self.child_now(), message
+
+    async def _route_modern(self, message: Message) -> tuple[Child, Message] | None:
+        """2026-07-28: no session, so a file request's roots come with it, by one round trip; other
+        requests go to the child confined to no roots."""
+        host_id, method = message["id"], message["method"]
+        if method == "server/discover":
+            await self._to_host_send(result(host_id, modern.discover_result(await self.child_now())))
+            return None
+        if method not in NEEDS_ROOTS:
+            return await self.child_now(), message
+        answer = modern.roots_answer_of(message)
+        if answer is not None:
+            try:
+                roots = await modern.roots_from_answer(answer, self.options.ceiling)
+            except ValueError as exc:
+                await self._host_error(host_id, INVALID_PARAMS, f"roots/list answer refused: {exc}")
+                return None
+        elif modern.wants_roots(message):
+            await self._to_host_send(result(host_id, modern.roots_input_required()))
+            return None
+        elif self.options.fallback is not None:
+            roots = self.options.fallback
+        else:
+            await self._refuse(message, NO_ROOTS)
+            return None
+        return await self._pool_child(roots), modern.without_round_trip(message)
+
+    async def _pool_child(self, roots: RootSet) -> Child:
+        async with self._start_lock:
+            child = self.pool.get(roots)
+            if child is not None:
+                return child
+            wait = self._last_start + self.options.restart_interval - anyio.current_time()
+            if wait > 0:
+                await anyio.sleep(wait)
+            self._last_start = anyio.current_time()
+            child = await self._start(roots)
+            for old in self.pool.put(child):
+                assert self._group is not None
+                self._group.start_soon(self._retire, old)
+            return child
+
+    def _remember(self, method: str, params: object) -> None:
+        """What a replacement child is told again: the logging level, the resource subscriptions."""
+        if not isinstance(params, dict):
+            return
+        if method == "logging/setLevel":
+            self._log_level = params.get("level")
+        elif method == "resources/subscribe" and isinstance(params.get("uri"), str):
+            if len(self._subscriptions) < MAX_SUBSCRIPTIONS:
+                self._subscriptions[params["uri"]] = None
+        elif method == "resources/unsubscribe":
+            self._subscriptions.pop(str(params.get("uri")), None)
 
     async def _roots_refusal(self) -> str | None:
         try:
@@ -390,7 +464,7 @@ class Proxy:
         except RootsUnavailable as exc:
             return f"Access denied: {exc}"
         if roots.source == "no fallback roots":
-            return "Access denied: the client sent no roots and wrap was given no --roots"
+            return NO_ROOTS
         return None
 
     async def _check(self, child: Child, message: Message) -> str | None:
@@ -426,8 +500,9 @@ class Proxy:
 
     async def _refuse(self, message: Message, text: str) -> None:
         if message["method"] == "tools/call":
+            refusal = result(message["id"], {"content": [{"type": "text", "text": text}], "isError": True})
             await self._to_host_send(
-                result(message["id"], {"content": [{"type": "text", "text": text}], "isError": True})
+                modern.complete(refusal, "tools/call") if self.era == modern.MODERN else refusal
             )
         else:
             await self._host_error(message["id"], INVALID_PARAMS, text)
