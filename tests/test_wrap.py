@@ -283,6 +283,30 @@ async def test_a_cancelled_call_is_cancelled_in_the_child(world: dict[str, Path]
             assert len(host.notifications) == seen  # the child stopped: no more progress
 
 
+async def test_a_new_child_gets_the_hosts_initialize_and_what_it_asked_since(world: dict[str, Path]) -> None:
+    async with connected(wrapped(world), roots_of(world, "a", "b")) as host:
+        init = await host.initialize()
+        assert "result" in init
+        await host.request("logging/setLevel", {"level": "debug"})
+        await host.request("resources/subscribe", {"uri": "note://hello"})
+        await host.set_roots(roots_of(world, "a"))
+        history = json.loads(await host.text("history"))
+    methods = [method for method, _ in history]
+    assert methods == [
+        "initialize",
+        "logging/setLevel",
+        "resources/subscribe",
+        "tools/list",
+    ]  # the last: wrap's
+    # own, for the schemas of the arguments it checks
+    params = history[0][1]
+    assert params["clientInfo"] == {"name": "wrapkit", "version": "0"}
+    assert params["capabilities"]["sampling"] == {}  # the host's own capabilities, replayed
+    assert params["capabilities"]["roots"] == {"listChanged": True}  # roots are wrap's to answer
+    assert history[1][1] == {"level": "debug"}
+    assert history[2][1] == {"uri": "note://hello"}
+
+
 async def test_in_flight_calls_drain_then_get_an_error(world: dict[str, Path]) -> None:
     async with connected(wrapped(world, "--drain", "0.3"), roots_of(world, "a", "b")) as host:
         await host.initialize()

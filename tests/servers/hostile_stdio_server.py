@@ -21,6 +21,7 @@ WRITE = threading.Lock()
 PENDING: dict[str, tuple[threading.Event, list[dict[str, Any]]]] = {}
 CANCELLED: dict[object, threading.Event] = {}
 COUNTER = iter(range(1, 1 << 30))
+HISTORY: list[object] = []  # the methods (and params) of the requests other than tools/call, in order
 
 
 def send(message: dict[str, Any]) -> None:
@@ -70,6 +71,7 @@ TOOLS = [
     {"name": "slow", "description": "Progress once per step, 0.05 s apart.", "inputSchema": string("steps")},
     {"name": "ask_model", "description": "Asks the client to sample.", "inputSchema": string("prompt")},
     {"name": "crash", "description": "Exits at once.", "inputSchema": string("status")},
+    {"name": "history", "description": "The other requests this process got.", "inputSchema": NONE},
 ]
 
 
@@ -115,6 +117,8 @@ def tool(args: argparse.Namespace, request: dict[str, Any]) -> str:
             "sampling/createMessage", {"messages": [{"role": "user", "content": content}], "maxTokens": 10}
         )
         return str(answer.get("result", {}).get("content", {}).get("text"))
+    if name == "history":
+        return json.dumps(HISTORY)
     if name == "crash":
         os._exit(int(arguments.get("status", 1)))
     raise LookupError(f"unknown tool {name!r}")
@@ -122,6 +126,8 @@ def tool(args: argparse.Namespace, request: dict[str, Any]) -> str:
 
 def handle(args: argparse.Namespace, request: dict[str, Any]) -> None:
     method, id_ = request.get("method"), request.get("id")
+    if method != "tools/call":
+        HISTORY.append([method, request.get("params")])
     try:
         if method == "initialize":
             result: Any = {
