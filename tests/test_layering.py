@@ -80,7 +80,13 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_targets", "_runner"),
         ("command", "__init__"),
     ],
-    "wrap": [("_wire", "_schema", "_plan"), ("_child",), ("_modern",), ("_proxy",), ("command", "__init__")],
+    "wrap": [
+        ("_wire", "_schema", "_plan"),
+        ("_child",),
+        ("_modern", "_checks"),
+        ("_proxy",),
+        ("command", "__init__"),
+    ],
 }
 
 APPLICATIONS = dict(TIERS)["applications"]

@@ -3,7 +3,8 @@ operator's ceiling (an application, on the public face and the sandbox, roots an
 
 ``_wire`` (JSON-RPC lines on pipes, bounded), ``_schema`` (where the paths are in a tool's input schema),
 ``_plan`` (what the child may touch beside its roots; the commands refused), ``_child`` (one confined
-server), ``_proxy`` (host <-> wrap <-> child), ``command`` (the options and the run).
+server), ``_modern`` (the 2026-07-28 era: discover, per-request roots, the pool), ``_checks`` (paths checked
+before forwarding), ``_proxy`` (host <-> wrap <-> child), ``command`` (the options and the run).
 """
 
 from ._plan import Plan, make_plan

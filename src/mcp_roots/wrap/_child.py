@@ -17,6 +17,7 @@ import anyio
 import anyio.to_thread
 
 from .. import RootSet
+from ..errors import SandboxUnavailable
 from ..sandbox import popen
 from ._plan import Plan
 from ._schema import Locator, path_locators
@@ -94,7 +95,7 @@ class Child:
 
         try:
             process = await anyio.to_thread.run_sync(start)
-        except OSError as exc:
+        except (OSError, SandboxUnavailable) as exc:
             raise ChildFailed(f"the wrapped server could not be started: {exc}") from None
         logger.info("started child #%d (pid %d) confined to %s", generation, process.pid, roots.describe())
         return cls(process, roots, generation, max_bytes)

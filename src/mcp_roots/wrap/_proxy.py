@@ -10,19 +10,18 @@ import contextlib
 import itertools
 import logging
 import math
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
-from .. import RootsCache, RootSet, clip_to_ceiling, uri_to_path
-from ..errors import InvalidPath, InvalidRootURI, PathOutsideRoots, RootsError, RootsUnavailable
+from .. import RootsCache, RootSet, clip_to_ceiling
+from ..errors import RootsError, RootsUnavailable
+from . import _checks as checks
 from . import _modern as modern
 from ._child import Child, ChildFailed, Forwarded, roots_answer
 from ._plan import Plan
-from ._schema import named_values, values_at
 from ._wire import DEFAULT_MAX_MESSAGE_BYTES, Lines, Message, Writer, error, request, result
 
 __all__ = ["Options", "Proxy"]
@@ -207,6 +206,18 @@ class Proxy:
             self.children.remove(child)
         if self.current is child:
             self.current = None
+        for host_id, pending in list(self._to_host.items()):
+            if pending[0] is child:  # its requests to the host: a late answer has nowhere to go
+                del self._to_host[host_id]
+
+    def _next_id(self) -> int:
+        return next(self._ids)
+
+    @staticmethod
+    async def _tell(child: Child, message: Message) -> None:
+        """Send to a child that may have gone (its reader reports that)."""
+        with contextlib.suppress(ChildFailed):
+            await child.send(message)
 
     async def _read_child(self, child: Child) -> None:
         while True:
@@ -242,16 +253,18 @@ class Proxy:
             return
         if "id" in message:  # a request from the child
             if method == "roots/list":
-                await child.send(result(message["id"], roots_answer(child.roots)))
+                await self._tell(child, result(message["id"], roots_answer(child.roots)))
             elif method == "ping":
-                await child.send(result(message["id"], {}))
+                await self._tell(child, result(message["id"], {}))
             elif self.era == modern.MODERN:
                 # No back-channel on 2026-07-28 outside a call's round trip; wrap does not carry these.
-                await child.send(
-                    error(message["id"], METHOD_NOT_FOUND, f"{method}: not available (2026-07-28)")
+                await self._tell(
+                    child, error(message["id"], METHOD_NOT_FOUND, f"{method}: not available (2026-07-28)")
                 )
             elif len(self._to_host) >= self.options.max_in_flight:
-                await child.send(error(message["id"], BUSY, "too many requests to the client in flight"))
+                await self._tell(
+                    child, error(message["id"], BUSY, "too many requests to the client in flight")
+                )
             else:
                 host_id = f"mcp-roots-wrap-{next(self._host_ids)}"
                 self._to_host[host_id] = (child, message["id"], None, [])
@@ -288,7 +301,7 @@ class Proxy:
                 slot.append(message)
                 event.set()
             elif child is not None and child.alive:
-                await child.send({**{k: v for k, v in message.items() if k != "id"}, "id": child_id})
+                await self._tell(child, {**{k: v for k, v in message.items() if k != "id"}, "id": child_id})
             return
         if "id" not in message:
             await self._host_notification(method, message)
@@ -324,11 +337,10 @@ class Proxy:
                         # answer from the child is dropped.
                         child.take_answer({"id": child_id})
                         self._in_flight -= 1
-                        with contextlib.suppress(ChildFailed):
-                            await child.send({**message, "params": {**params, "requestId": child_id}})
+                        await self._tell(child, {**message, "params": {**params, "requestId": child_id}})
                         return
         elif self.current is not None and self.current.alive:
-            await self.current.send(message)
+            await self._tell(self.current, message)
 
     async def _initialize(self, message: Message) -> None:
         params = message.get("params")
@@ -363,9 +375,15 @@ class Proxy:
                     if routed is None:
                         return
                     child, message = routed
-                    refusal = await self._check(child, message)
+                    refusal = await checks.refusal(
+                        child, message, lambda: next(self._ids), self.options.start_timeout
+                    )
                 except ChildFailed as exc:
                     await self._host_error(host_id, INTERNAL, str(exc))
+                    return
+                except Exception:  # a bug: one request fails, the connection stays up
+                    logger.exception("wrap: unexpected error while routing %s", method)
+                    await self._host_error(host_id, INTERNAL, f"wrap: internal error while routing {method}")
                     return
                 if refusal is not None:
                     await self._refuse(message, refusal)
@@ -467,37 +485,6 @@ class Proxy:
             return NO_ROOTS
         return None
 
-    async def _check(self, child: Child, message: Message) -> str | None:
-        """The refusal of a call's first path outside the child's roots, in the guard's words, or None."""
-        params = message.get("params")
-        if not isinstance(params, dict):
-            return None
-        method = message["method"]
-        values: list[str] = []
-        if method == "tools/call":
-            arguments = params.get("arguments")
-            name = params.get("name")
-            if (
-                isinstance(name, str)
-                and child.init_result
-                and "tools" in (child.init_result.get("capabilities") or {})
-            ):
-                locators = await child.tool_locators(
-                    name, lambda: next(self._ids), self.options.start_timeout
-                )
-                for locator in locators or ():
-                    values.extend(values_at(arguments, locator))
-            values.extend(named_values(arguments))
-        elif method in ("resources/read", "resources/subscribe"):
-            uri = params.get("uri")
-            if isinstance(uri, str) and uri.lower().startswith("file:"):
-                values.append(uri)
-        for value in dict.fromkeys(values):
-            why = _outside(child.roots, value)
-            if why is not None:
-                return why
-        return None
-
     async def _refuse(self, message: Message, text: str) -> None:
         if message["method"] == "tools/call":
             refusal = result(message["id"], {"content": [{"type": "text", "text": text}], "isError": True})
@@ -526,20 +513,6 @@ class Proxy:
 
     async def _to_host_send(self, message: Message) -> None:
         await self.host_writer.send({"jsonrpc": "2.0", **message})
-
-
-def _outside(roots: RootSet, value: str) -> str | None:
-    text = value
-    try:
-        if value[:5].lower() == "file:":
-            text = str(uri_to_path(value))
-        elif value.startswith("~"):
-            text = os.path.expanduser(value)
-        roots.resolve_text(text)
-    except (PathOutsideRoots, InvalidPath, InvalidRootURI) as exc:
-        message = str(exc)
-        return message if message.startswith("Access denied") else f"Access denied: {message}"
-    return None
 
 
 def _error_text(answer: Message) -> str:
