@@ -66,6 +66,14 @@ TOOLS = [
     },
     {"name": "peek", "description": "Reads the fixed file inside a root.", "inputSchema": NONE},
     {"name": "read_path", "description": "Reads any path it is given.", "inputSchema": string("path")},
+    {
+        "name": "write_path",
+        "description": "Writes any path it is given.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "text": {"type": "string"}},
+        },
+    },
     {"name": "whereami", "description": "The working folder and environment names.", "inputSchema": NONE},
     {"name": "list_roots", "description": "The roots the client answers.", "inputSchema": NONE},
     {"name": "slow", "description": "Progress once per step, 0.05 s apart.", "inputSchema": string("steps")},
@@ -91,6 +99,13 @@ def tool(args: argparse.Namespace, request: dict[str, Any]) -> str:
         return read(args.inside or "/nonexistent")
     if name == "read_path":
         return read(str(arguments.get("path")))
+    if name == "write_path":
+        try:
+            with open(str(arguments.get("path")), "w", encoding="utf-8") as f:
+                f.write(str(arguments.get("text")))
+        except OSError as exc:
+            return f"ERROR {exc.errno}: {exc.strerror}"
+        return "written"
     if name == "whereami":
         return json.dumps({"cwd": os.getcwd(), "env": sorted(os.environ)})
     if name == "list_roots":
