@@ -229,3 +229,20 @@ def test_the_pool_keeps_a_bounded_number_of_children_least_recently_used_first(t
     children[2].alive = False
     assert pool.get(folders[2]) is None  # a dead child is not handed out
     assert pool.put(children[4]) == []
+
+
+# --- the wire ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_wire_drops_what_is_too_long_or_not_an_object_and_keeps_the_rest() -> None:
+    read_end, write_end = os.pipe()
+    lines = Lines(read_end, "a test peer", max_bytes=100)
+    try:
+        os.write(write_end, b'{"id": 1}\n' + b"x" * 150)  # a long line arrives in pieces...
+        os.write(write_end, b"y" * 150 + b'\n[1, 2]\nnot json\n{"id": 2}\r\n{"id": 3}')  # ...and ends
+        os.close(write_end)
+        got = [await lines.receive() for _ in range(4)]
+    finally:
+        os.close(read_end)
+    assert got == [{"id": 1}, {"id": 2}, {"id": 3}, None]

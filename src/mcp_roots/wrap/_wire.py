@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections import deque
 from typing import Any
 
 import anyio
@@ -35,14 +36,14 @@ class Lines:
         self._peer = peer
         self._max = max_bytes
         self._buffer = bytearray()
-        self._ready: list[bytes] = []
+        self._ready: deque[bytes] = deque()
         self._dropping = False
         self._eof = False
 
     async def receive(self) -> Message | None:
         while True:
             while self._ready:
-                message = self._parse(self._ready.pop(0))
+                message = self._parse(self._ready.popleft())
                 if message is not None:
                     return message
             if self._eof:
