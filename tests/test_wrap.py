@@ -333,7 +333,7 @@ async def test_a_new_child_gets_the_hosts_initialize_and_what_it_asked_since(wor
 
 
 async def test_in_flight_calls_drain_then_get_an_error(world: dict[str, Path]) -> None:
-    async with connected(wrapped(world, "--drain", "0.3"), roots_of(world, "a", "b")) as host:
+    async with connected(wrapped(world, "--drain", "1"), roots_of(world, "a", "b")) as host:
         await host.initialize()
         async with anyio.create_task_group() as group:
             results: dict[str, dict[str, object]] = {}
