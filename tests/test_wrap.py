@@ -216,6 +216,18 @@ async def test_a_2026_07_28_request_without_roots_gets_the_round_trip_on_the_wir
         assert "the client sent no roots" in refused["result"]["content"][0]["text"]
 
 
+async def test_any_request_after_a_roots_change_goes_to_the_new_child(world: dict[str, Path]) -> None:
+    async with connected(wrapped(world), roots_of(world, "a", "b")) as host:
+        await host.initialize()
+        assert await host.text("peek") == INSIDE
+        await host.set_roots(roots_of(world, "a"))
+        prompt = await host.request("prompts/get", {"name": "greet", "arguments": {"name": "Ada"}})
+        assert "Hello Ada" in json.dumps(prompt)
+        history = [method for method, _ in json.loads(await host.text("history"))]
+        assert "prompts/get" in history  # served by the child confined to the new roots
+        assert INSIDE not in await host.text("peek")
+
+
 async def test_client_roots_are_clipped_to_the_ceiling(world: dict[str, Path]) -> None:
     # A client root outside the ceiling is dropped; one above it is narrowed to the ceiling.
     async with connected(wrapped(world), [str(world["outside"]), str(world["ceiling"].parent)]) as host:

@@ -87,6 +87,7 @@ class Proxy:
         )
         self.cache.on_change(self._roots_changed)
         self._group: TaskGroup | None = None
+        self._roots_known = False  # some roots have been in force: later requests wait for a refresh
 
     # -- running --
 
@@ -114,6 +115,7 @@ class Proxy:
             return RootSet.empty(source="not known yet")
 
     def _roots_changed(self, old: RootSet | None, new: RootSet | None) -> None:
+        self._roots_known = self._roots_known or new is not None
         logger.info("effective roots now: %s", new.describe() if new is not None else "none")
         if self._group is not None and self.init_params is not None:
             self._group.start_soon(self._replace_quietly)
@@ -421,6 +423,11 @@ class Proxy:
             if refusal is not None:
                 await self._refuse(message, refusal)
                 return None
+        elif self._roots_known and self.cache.fresh_now() is None:
+            # Any request after a list_changed waits for its refresh too (a prompt may read files): the
+            # child confined to the revoked roots serves nothing that arrived after the change.
+            with contextlib.suppress(RootsError):
+                await self.cache.fresh()
         return await self.child_now(), message
 
     async def _route_modern(self, message: Message) -> tuple[Child, Message] | None:
