@@ -13,10 +13,13 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 from mcp_roots.sandbox import support
 
 from .fskit import official_command
+from .serverkit import RootsCallback, text_of
 from .wrapkit import PYTHON, REPO, Host, connected, wrap_argv
 
 pytestmark = [
@@ -95,6 +98,26 @@ async def test_the_official_filesystem_server_works_under_wrap_as_it_does_bare(t
     )
     assert wrapped[:4] == bare[:4]
     assert (served / "sub" / "new.txt").read_text() == "new"
+
+
+async def test_a_2026_07_28_client_through_wrap_to_the_official_filesystem_server(tmp_path: Path) -> None:
+    # The official server speaks only the legacy era; through wrap a 2026-07-28 client (mcp 2.x, mode="auto")
+    # still gets per-request roots held by the kernel, clipped to the ceiling.
+    served, elsewhere = tmp_path / "served", tmp_path / "elsewhere"
+    for folder in (served, elsewhere):
+        folder.mkdir()
+    (served / "hello.txt").write_text("hello served")
+    (elsewhere / "secret.txt").write_text(SECRET)
+    callback = RootsCallback(elsewhere, served)
+    argv = wrap_argv([served], official_command(str(served)), "--cache-dir", str(tmp_path / "cache"))
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    async with Client(params, mode="auto", list_roots_callback=callback) as client:
+        assert client.protocol_version == "2026-07-28"
+        hello = await client.call_tool("read_text_file", {"path": str(served / "hello.txt")})
+        assert text_of(hello) == "hello served"
+        secret = await client.call_tool("read_text_file", {"path": str(elsewhere / "secret.txt")})
+        assert secret.is_error
+        assert SECRET not in text_of(secret)
 
 
 def make_repo(folder: Path, text: str) -> None:
