@@ -54,7 +54,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("__init__",),
     ],
     "roots": [("_owned",), ("_answers", "_sources"), ("_cache",), ("_policy", "_provider"), ("__init__",)],
-    "guard": [("_pathlike",), ("_audit",), ("_argcheck",), ("_calls",), ("__init__",)],
+    "guard": [("_pathlike",), ("_audit", "_schema"), ("_argcheck",), ("_calls",), ("__init__",)],
     "adapters": [("mcp2_sdk",), ("mcp2_connections", "mcp1"), ("mcp2",), ("fastmcp4",), ("__init__",)],
     "broker": [
         ("_protocol", "_consent"),
@@ -75,7 +75,9 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("__init__",),
     ],
     "probe": [
-        ("_session", "_procs", "_report", "_scratch"),
+        ("_session", "_procs", "_report", "_fdtree"),
+        ("_scratch",),
+        ("_race",),
         ("_discover", "_techniques", "_fastmcp4", "_mcp1", "_mcp2"),
         ("_targets", "_runner"),
         ("command", "__init__"),
