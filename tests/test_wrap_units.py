@@ -15,10 +15,11 @@ import pytest
 
 from mcp_roots import RootSet
 from mcp_roots.errors import ConfigError
+from mcp_roots.guard import path_slots, walk_schema
 from mcp_roots.sandbox import support
 from mcp_roots.wrap import Options, Proxy, make_plan
 from mcp_roots.wrap._plan import refuse_container
-from mcp_roots.wrap._schema import named_values, path_locators, values_at
+from mcp_roots.wrap._schema import named_values
 from mcp_roots.wrap._wire import Lines, Writer
 
 from .wrapkit import LEGACY, hostile_argv
@@ -54,23 +55,16 @@ FILESYSTEM_LIKE = {
 }
 
 
-def test_the_walk_finds_every_path_and_nothing_else() -> None:
-    found = set(path_locators(FILESYSTEM_LIKE))
-    assert found == {
-        ("path",),
-        ("paths", "[]"),
-        ("edits", "[]", "file"),
-        ("options", "workdir"),
-        ("where",),
-        (
-            "mounts",
-            "{}",
-            "source",
-        ),  # a recursive $ref is followed once on a branch (named_values goes deeper)
+def test_the_check_finds_every_path_and_nothing_else() -> None:
+    # The first net is the guard's schema walk (the probe's): the places wrap checks in a call.
+    assert {slot.locator for slot in path_slots(FILESYSTEM_LIKE)} == {
+        "path",
+        "paths[]",
+        "edits[].file",
+        "options.workdir",
+        "where",
+        "mounts{}.source",
     }
-
-
-def test_values_are_read_at_the_locators() -> None:
     arguments = {
         "path": "/a",
         "paths": ["/b", 3, "/c"],
@@ -78,24 +72,19 @@ def test_values_are_read_at_the_locators() -> None:
         "mounts": {"m1": {"source": "/e"}},
         "content": "/not/a/path",
     }
-    got = [v for locator in path_locators(FILESYSTEM_LIKE) for v in values_at(arguments, locator)]
+    got = [v for slot in path_slots(FILESYSTEM_LIKE) for v in slot.values(arguments) if isinstance(v, str)]
     assert sorted(got) == ["/a", "/b", "/c", "/d", "/e"]
-    # The second net: path names anywhere in the arguments, whatever the schema said.
+    # The second net: path names anywhere in the arguments, whatever the schema said (or could not follow).
     assert sorted(named_values({"x": {"target_dir": "/f"}, "files": ["/g"]})) == ["/f", "/g"]
     assert named_values({"mounts": {"m": {"self": {"source": "/h"}}}}) == ["/h"]
+    assert walk_schema(FILESYSTEM_LIKE).opaque  # the recursive Mount: not followed, and said so
 
 
-def test_the_walk_is_bounded_on_hostile_schemas() -> None:
-    deep: dict[str, Any] = {"type": "string"}
+def test_the_second_net_is_bounded() -> None:
+    deep: dict[str, Any] = {"path": "/x"}
     for _ in range(200):
-        deep = {"type": "object", "properties": {"path": deep}}
-    assert all(len(locator) <= 13 for locator in path_locators(deep))
-    looping = {
-        "$ref": "#/$defs/A",
-        "$defs": {"A": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}}},
-    }
-    assert path_locators(looping) == []
-    assert path_locators("not a schema") == []
+        deep = {"path_holder_dir": deep}
+    assert len(named_values(deep)) <= 13
 
 
 # --- the plan ------------------------------------------------------------------------------------------

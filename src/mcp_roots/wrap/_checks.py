@@ -12,7 +12,7 @@ from collections.abc import Callable
 from .. import RootSet, uri_to_path
 from ..errors import InvalidPath, InvalidRootURI, PathOutsideRoots
 from ._child import Child
-from ._schema import named_values, values_at
+from ._schema import named_values
 from ._wire import Message
 
 __all__ = ["outside", "refusal"]
@@ -29,9 +29,9 @@ async def refusal(child: Child, message: Message, next_id: Callable[[], int], li
         arguments = params.get("arguments")
         name = params.get("name")
         listed = child.init_result is not None and "tools" in (child.init_result.get("capabilities") or {})
-        if isinstance(name, str) and listed:
-            for locator in await child.tool_locators(name, next_id, limit) or ():
-                values.extend(values_at(arguments, locator))
+        if isinstance(name, str) and listed and isinstance(arguments, dict):
+            for slot in await child.tool_slots(name, next_id, limit) or ():
+                values.extend(v for v in slot.values(arguments) if isinstance(v, str))
         values.extend(named_values(arguments))
     elif method in ("resources/read", "resources/subscribe"):
         uri = params.get("uri")

@@ -18,9 +18,9 @@ import anyio.to_thread
 
 from .. import RootSet
 from ..errors import SandboxUnavailable
+from ..guard import PathSlot, path_slots
 from ..sandbox import popen
 from ._plan import Plan
-from ._schema import Locator, path_locators
 from ._wire import Lines, Message, Writer, request
 
 __all__ = ["Child", "ChildFailed", "Forwarded", "roots_answer", "wait_any"]
@@ -60,7 +60,7 @@ class Child:
         self.gone = anyio.Event()
         self.exit_note = ""
         self.init_result: dict[str, Any] | None = None
-        self._tools: dict[str, list[Locator]] | None = None
+        self._tools: dict[str, list[PathSlot]] | None = None
         self._tools_lock = anyio.Lock()
         self._idle: anyio.Event | None = None
 
@@ -146,12 +146,12 @@ class Child:
             self._idle = anyio.Event()
             await wait_any(self._idle, self.gone)
 
-    async def tool_locators(self, name: str, next_id: Any, limit: float) -> list[Locator] | None:
+    async def tool_slots(self, name: str, next_id: Any, limit: float) -> list[PathSlot] | None:
         """Where the paths are in tool ``name``'s arguments, from the child's tools/list (asked once, again
         after a list_changed); None when the child does not list that tool."""
         async with self._tools_lock:
             if self._tools is None:
-                tools: dict[str, list[Locator]] = {}
+                tools: dict[str, list[PathSlot]] = {}
                 cursor: object = None
                 for _ in range(_MAX_TOOL_PAGES):
                     answer = await self.ask(
@@ -162,7 +162,8 @@ class Child:
                         break
                     for tool in listed.get("tools") or []:
                         if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-                            tools[tool["name"]] = path_locators(tool.get("inputSchema"))
+                            schema = tool.get("inputSchema")
+                            tools[tool["name"]] = path_slots(schema if isinstance(schema, dict) else {})
                     cursor = listed.get("nextCursor")
                     if not cursor:
                         break
