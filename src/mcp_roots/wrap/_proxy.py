@@ -377,9 +377,7 @@ class Proxy:
                     if routed is None:
                         return
                     child, message = routed
-                    refusal = await checks.refusal(
-                        child, message, lambda: next(self._ids), self.options.start_timeout
-                    )
+                    refusal = await checks.refusal(child, message, self._next_id, self.options.start_timeout)
                 except ChildFailed as exc:
                     await self._host_error(host_id, INTERNAL, str(exc))
                     return
