@@ -39,7 +39,7 @@ demo: $(DEMO_STAMP)
 # main venv's parallel run and its path table beside the mcp 1.x venv's, and last the serial tests alone.
 # --output-sync keeps each part's output in one piece.
 test:
-	$(MAKE) -j4 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP) $(COMPAT_STAMPS)
+	$(MAKE) -j5 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP) $(COMPAT_STAMPS) $(GIT_SERVER_STAMP)
 	$(MAKE) -j3 --output-sync=target lint typecheck docs pytest-warm
 	$(MAKE) -j3 --output-sync=target pytest-parallel pytest-table pytest-mcp1 compat
 	$(MAKE) pytest-serial
@@ -157,6 +157,15 @@ pytest-mcp1: $(MCP1_STAMP)
 	$(MKTMP); $(MCP1_VENV)/bin/pytest -n $(PYTEST_WORKERS) --basetemp="$$tmp/t" tests/mcp1; status=$$?; rm -rf "$$tmp"; \
 	  exit $$status
 
+# The official git MCP server from PyPI, pinned, in a venv of its own (it brings its own mcp and pydantic), for
+# the wrap tests (tests/test_wrap_interop.py skips its rows without it).
+GIT_SERVER_VENV := .venv-git-server
+GIT_SERVER_STAMP := $(GIT_SERVER_VENV)/.installed
+$(GIT_SERVER_STAMP): requirements/git-server.txt
+	$(PYTHON) -m venv $(GIT_SERVER_VENV)
+	$(GIT_SERVER_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements/git-server.txt
+	touch $(GIT_SERVER_STAMP)
+
 $(NODE_STAMP): tests/interop/package.json tests/interop/package-lock.json
 	npm ci --prefix tests/interop --no-audit --no-fund
 	touch $(NODE_STAMP)
@@ -221,4 +230,4 @@ lock-mcp1:
 	rm -rf .lockvenv-mcp1
 
 clean:
-	rm -rf $(VENV) $(MCP1_VENV) $(foreach e,$(COMPAT_ENDS),.venv-$(e)) $(DEMO_VENV) $(DOCS_VENV) site .mypy_cache .ruff_cache .pytest_cache .hypothesis tests/interop/node_modules tests/interop/inspector/node_modules
+	rm -rf $(VENV) $(MCP1_VENV) $(foreach e,$(COMPAT_ENDS),.venv-$(e)) $(DEMO_VENV) $(DOCS_VENV) $(GIT_SERVER_VENV) site .mypy_cache .ruff_cache .pytest_cache .hypothesis tests/interop/node_modules tests/interop/inspector/node_modules

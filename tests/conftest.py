@@ -23,6 +23,8 @@ SERIAL: dict[str, tuple[str, ...] | None] = {
     # the control: the official server applies client roots in the background after `initialized`, and its
     # first call must already see them
     "test_filesystem_diff": ("widen_the_official_server",),
+    "test_wrap_interop": ("probe",),  # the control: the official server loses a swap race bare
+    "test_wrap": ("cancelled", "drain"),  # a call that must end within a drain; progress that must stop
 }
 
 

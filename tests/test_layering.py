@@ -3,7 +3,7 @@
 Every module under src/mcp_roots is parsed (not imported). The package is a handful of tiers (TIERS, lowest
 first); a module may import from its own tier's earlier members or from a lower tier, never upward. Inside
 every package the modules have an order too (INSIDE): a module imports only from its own rung or a lower
-one. The applications (filesystem, probe, testing, cli, __main__) use the public face (``mcp_roots``,
+one. The applications (filesystem, probe, wrap, testing, cli, __main__) use the public face (``mcp_roots``,
 ``mcp_roots.errors``) and the internal API named in APP_API, never another package's private modules. Only
 the SDK-facing modules import an MCP SDK or pydantic; only _sys/ imports ctypes; no module reads a sibling
 module's underscore name (``from ._x import _y``, ``_x._y``); no modules import each other in a circle (lazy
@@ -35,7 +35,7 @@ TIERS: list[tuple[str, tuple[str, ...]]] = [
     ("broker", ("broker",)),  # client-brokered files/*
     ("facade", ("_rootsguard",)),  # RootsGuard: installs an adapter and the broker
     ("public", ("__init__",)),  # the curated public API
-    ("applications", ("filesystem", "probe", "testing", "cli", "__main__")),
+    ("applications", ("filesystem", "probe", "wrap", "testing", "cli", "__main__")),
 ]
 
 #: Inside each package, its modules' order (lowest first; one tuple is one rung, whose modules may import
@@ -98,6 +98,13 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_race",),
         ("_discover", "_techniques", "_fastmcp4", "_mcp1", "_mcp2"),
         ("_targets", "_runner"),
+        ("command", "__init__"),
+    ],
+    "wrap": [
+        ("_wire", "_schema", "_plan"),
+        ("_child",),
+        ("_modern", "_checks"),
+        ("_proxy",),
         ("command", "__init__"),
     ],
 }

@@ -483,6 +483,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .probe import command
 
         return command.main(arguments[1:])
+    if arguments[:1] == ["wrap"]:  # mcp_roots.wrap: any MCP server confined to the client's roots
+        from .wrap import command as wrap_command
+
+        return wrap_command.main(arguments[1:])
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -7,11 +7,12 @@ in a parameter's type), ``_values`` (the values at a locator, read or replaced i
 in a tool's JSON input schema, by the same name rule and locators), ``_argcheck`` (the checks of a guarded
 function's arguments), ``_calls`` (the guarded call, written once; adapters are its ports), ``_port`` (what
 every adapter's port shares: the audit at the first message, the legacy lifecycle facts). This face is the
-guard's internal API for the applications: the names below, nothing else.
+guard's internal API for the applications (the probe, wrap): the names below, nothing else.
 """
 
 from __future__ import annotations
 
+from ._pathlike import is_path_name
 from ._schema import PathSlot, SchemaPaths, path_slots, slot_at, walk_schema
 
-__all__ = ["PathSlot", "SchemaPaths", "path_slots", "slot_at", "walk_schema"]
+__all__ = ["PathSlot", "SchemaPaths", "is_path_name", "path_slots", "slot_at", "walk_schema"]

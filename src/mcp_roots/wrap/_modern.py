@@ -1,0 +1,185 @@
+"""The 2026-07-28 era toward the host: ``server/discover`` answered for the child, each file request's roots
+asked by multi-round-trip (an ``input_required`` result with a ``roots/list`` input request, answered in the
+client's retry), and a small bounded pool of children keyed by those roots. The children stay legacy: wrap
+initializes them itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import anyio.to_thread
+
+from .. import RootSet, clip_to_ceiling
+from ..errors import InvalidPath, InvalidRootURI
+from ._child import Child
+
+__all__ = [
+    "MODERN",
+    "POOL_SIZE",
+    "ROOTS_KEY",
+    "Pool",
+    "complete",
+    "discover_result",
+    "init_params",
+    "is_modern",
+    "roots_answer_of",
+    "roots_from_answer",
+    "roots_input_required",
+    "wants_roots",
+    "without_round_trip",
+]
+
+logger = logging.getLogger("mcp_roots.wrap")
+
+MODERN = "2026-07-28"
+PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
+CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+#: The key of wrap's roots/list input request (and of the client's answer in its retry).
+ROOTS_KEY = "mcp-roots-wrap/roots"
+#: The versions wrap speaks to a host: the modern one (per-request roots) and the legacy ones.
+SUPPORTED = [MODERN, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
+#: Children kept at once for distinct roots sets (the least recently used is retired first).
+POOL_SIZE = 4
+MAX_ROOTS = 1000
+#: The methods whose 2026-07-28 results say how long they may be cached.
+CACHEABLE = frozenset(
+    {"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
+)
+#: The legacy version wrap initializes its children with on this era.
+CHILD_VERSION = "2025-11-25"
+
+
+def _meta(params: object) -> Mapping[str, Any]:
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def is_modern(message: Mapping[str, Any]) -> bool:
+    """A 2026-07-28 request: ``server/discover``, or one that names that version in its ``_meta``."""
+    return (
+        message.get("method") == "server/discover"
+        or _meta(message.get("params")).get(PROTOCOL_VERSION_KEY) == MODERN
+    )
+
+
+def init_params(message: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``initialize`` parameters wrap gives its legacy children, from a modern request's ``_meta``."""
+    info = _meta(message.get("params")).get(CLIENT_INFO_KEY)
+    if not isinstance(info, Mapping):
+        info = {"name": "mcp-roots-wrap", "version": "0"}
+    return {"protocolVersion": CHILD_VERSION, "capabilities": {}, "clientInfo": dict(info)}
+
+
+def wants_roots(message: Mapping[str, Any]) -> bool:
+    """Whether the client says (per request) that it can answer roots/list."""
+    capabilities = _meta(message.get("params")).get(CLIENT_CAPABILITIES_KEY)
+    return isinstance(capabilities, Mapping) and isinstance(capabilities.get("roots"), Mapping)
+
+
+def discover_result(child: Child) -> dict[str, Any]:
+    init = child.init_result or {}
+    result: dict[str, Any] = {
+        "supportedVersions": SUPPORTED,
+        "capabilities": init.get("capabilities") or {},
+        "resultType": "complete",
+        "ttlMs": 0,
+        "cacheScope": "private",
+    }
+    if isinstance(init.get("instructions"), str):
+        result["instructions"] = init["instructions"]
+    if isinstance(init.get("serverInfo"), Mapping):
+        result["_meta"] = {SERVER_INFO_KEY: init["serverInfo"]}
+    return result
+
+
+def complete(answer: dict[str, Any], method: str) -> dict[str, Any]:
+    """A legacy child's answer as the 2026-07-28 wire needs it: a result says ``resultType``, and a
+    cacheable one how long it may be cached (not at all, and only by this client: wrap cannot know more)."""
+    value = answer.get("result")
+    if not isinstance(value, dict):
+        return answer
+    extra: dict[str, Any] = {"resultType": "complete"}
+    if method in CACHEABLE:
+        extra.update(ttlMs=0, cacheScope="private")
+    return {**answer, "result": {**extra, **value}}
+
+
+def roots_input_required() -> dict[str, Any]:
+    """The answer that asks the client for its roots (it retries the request with them)."""
+    return {
+        "resultType": "input_required",
+        "inputRequests": {ROOTS_KEY: {"method": "roots/list", "params": {}}},
+    }
+
+
+def roots_answer_of(message: Mapping[str, Any]) -> object:
+    """The client's answer to wrap's roots/list input request in a retried request, or None."""
+    params = message.get("params")
+    responses = params.get("inputResponses") if isinstance(params, Mapping) else None
+    return responses.get(ROOTS_KEY) if isinstance(responses, Mapping) else None
+
+
+def without_round_trip(message: dict[str, Any]) -> dict[str, Any]:
+    """The request as the child gets it: no input responses or request state (they were wrap's)."""
+    params = message.get("params")
+    if not isinstance(params, Mapping):
+        return message
+    kept = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}
+    return {**message, "params": kept}
+
+
+def _build(entries: list[object], ceiling: RootSet) -> RootSet:
+    return clip_to_ceiling(RootSet.from_uris(entries, strict=False, source="client"), ceiling)
+
+
+async def roots_from_answer(answer: object, ceiling: RootSet) -> RootSet:
+    """The effective roots of a client's roots/list answer (clipped to the ceiling), built in a worker thread;
+    ValueError naming the rule for a malformed answer."""
+    entries = answer.get("roots") if isinstance(answer, Mapping) else None
+    if not isinstance(entries, list):
+        raise ValueError("the roots/list answer has no 'roots' list")
+    if len(entries) > MAX_ROOTS:
+        raise ValueError(f"the roots/list answer has {len(entries)} entries, more than {MAX_ROOTS}")
+    if not all(isinstance(e, Mapping) and isinstance(e.get("uri"), str) for e in entries):
+        raise ValueError("a roots/list entry is not an object with a string 'uri'")
+    try:
+        return await anyio.to_thread.run_sync(functools.partial(_build, list(entries), ceiling))
+    except (InvalidPath, InvalidRootURI) as exc:  # pragma: no cover - from_uris(strict=False) skips these
+        raise ValueError(str(exc)) from None
+
+
+class Pool:
+    """Children by roots set, at most ``size``; the least recently used leaves first."""
+
+    def __init__(self, size: int = POOL_SIZE) -> None:
+        self.size = size
+        self._children: OrderedDict[tuple[str, ...], Child] = OrderedDict()
+
+    @staticmethod
+    def key(roots: RootSet) -> tuple[str, ...]:
+        return tuple(str(p) for p in roots.paths)
+
+    def get(self, roots: RootSet) -> Child | None:
+        key = self.key(roots)
+        child = self._children.get(key)
+        if child is None or not child.alive:
+            self._children.pop(key, None)
+            return None
+        self._children.move_to_end(key)
+        return child
+
+    def put(self, child: Child) -> list[Child]:
+        """Keep ``child``; the children it pushes out (to be retired)."""
+        self._children[self.key(child.roots)] = child
+        self._children.move_to_end(self.key(child.roots))
+        out: list[Child] = []
+        while len(self._children) > self.size:
+            out.append(self._children.popitem(last=False)[1])
+        return out

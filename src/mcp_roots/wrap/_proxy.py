@@ -1,0 +1,527 @@
+"""The proxy: host <-> wrap <-> child as raw JSON-RPC. Wrap is a server to the host (it records the host's
+``initialize``, asks its roots, follows ``list_changed`` through RootsCache) and a client to a child confined
+to the effective roots; it replaces the child when they change, checks path arguments before forwarding,
+answers the child's roots/list itself and passes everything else through with the ids kept apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from .. import RootsCache, RootSet, clip_to_ceiling
+from ..errors import RootsError, RootsUnavailable
+from . import _checks as checks
+from . import _modern as modern
+from ._child import Child, ChildFailed, Forwarded, roots_answer
+from ._plan import Plan
+from ._wire import DEFAULT_MAX_MESSAGE_BYTES, Lines, Message, Writer, error, request, result
+
+__all__ = ["Options", "Proxy"]
+
+logger = logging.getLogger("mcp_roots.wrap")
+
+INTERNAL = -32603
+INVALID_PARAMS = -32602
+NOT_INITIALIZED = -32002
+METHOD_NOT_FOUND = -32601
+NO_ROOTS = "Access denied: the client sent no roots and wrap was given no --roots"
+MAX_SUBSCRIPTIONS = 1000
+BUSY = -32000
+#: Requests that read or write files on the host's behalf: they wait for the roots in force (a refresh a
+#: list_changed triggered) and their paths are checked first.
+NEEDS_ROOTS = frozenset({"tools/call", "resources/read", "resources/subscribe"})
+
+
+@dataclass(frozen=True)
+class Options:
+    """The operator's bounds for one wrap."""
+
+    plan: Plan
+    ceiling: RootSet
+    fallback: RootSet | None = None  # --roots, clipped; None: a client without roots is refused
+    write: bool = True
+    network: bool = True
+    drain: float = 5.0  # seconds an old child keeps its in-flight calls after the roots change
+    start_timeout: float = 30.0  # seconds a new child has to answer initialize
+    max_in_flight: int = 64
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    restart_interval: float = 0.1  # the least time between two child starts (a flapping client's bound)
+    roots_timeout: float = 10.0  # how long a call waits for the client's roots
+
+
+class Proxy:
+    """One host connection (this process's stdio) and the children serving it."""
+
+    def __init__(self, options: Options, host_in: int, host_out: int) -> None:
+        self.options = options
+        self.host = Lines(host_in, "the host", options.max_message_bytes)
+        self.host_writer = Writer(host_out)
+        self._ids = itertools.count(1)
+        self._host_ids = itertools.count(1)
+        self._to_host: dict[str, tuple[Child | None, object, anyio.Event | None, list[Message]]] = {}
+        self.init_params: dict[str, Any] | None = None
+        self.current: Child | None = None
+        self.children: list[Child] = []
+        self._start_lock = anyio.Lock()
+        self._last_start = -math.inf
+        self._in_flight = 0
+        self._scopes: dict[Any, anyio.CancelScope] = {}  # host id -> a request still being routed
+        self._log_level: object = None
+        self.era: str | None = None  # "legacy" after initialize, modern.MODERN after a 2026-07-28 request
+        self.pool = modern.Pool()
+        self._subscriptions: dict[str, None] = {}
+        fallback = options.fallback
+        self.cache = RootsCache(
+            self._ask_host_roots,
+            fallback=fallback,
+            transform=lambda roots: clip_to_ceiling(roots, options.ceiling),
+            timeout=options.roots_timeout,
+        )
+        self.cache.on_change(self._roots_changed)
+        self._group: TaskGroup | None = None
+        self._roots_known = False  # some roots have been in force: later requests wait for a refresh
+
+    # -- running --
+
+    async def run(self) -> None:
+        async with anyio.create_task_group() as group:
+            self._group = group
+            group.start_soon(self.cache.run)
+            try:
+                while True:
+                    message = await self.host.receive()
+                    if message is None:
+                        break
+                    await self._from_host(message)
+            finally:
+                group.cancel_scope.cancel()
+                with anyio.CancelScope(shield=True):
+                    for child in list(self.children):
+                        await self._drop(child)
+
+    def _want(self) -> RootSet:
+        """The roots a child should have now: the effective roots, or none before they are known."""
+        try:
+            return self.cache.current()
+        except RootsUnavailable:
+            return RootSet.empty(source="not known yet")
+
+    def _roots_changed(self, old: RootSet | None, new: RootSet | None) -> None:
+        self._roots_known = self._roots_known or new is not None
+        logger.info("effective roots now: %s", new.describe() if new is not None else "none")
+        if self._group is not None and self.init_params is not None:
+            self._group.start_soon(self._replace_quietly)
+
+    async def _replace_quietly(self) -> None:
+        try:
+            await self.child_now()
+        except ChildFailed as exc:
+            logger.warning("%s", exc)
+
+    # -- children --
+
+    async def child_now(self) -> Child:
+        """The child confined to the roots wanted now, started (and the old one retired) when needed."""
+        while True:
+            child = self.current
+            if child is not None and child.alive and child.roots == self._want():
+                return child
+            async with self._start_lock:
+                child = self.current
+                want = self._want()
+                if child is not None and child.alive and child.roots == want:
+                    return child
+                wait = self._last_start + self.options.restart_interval - anyio.current_time()
+                if wait > 0:
+                    await anyio.sleep(wait)
+                    want = self._want()
+                self._last_start = anyio.current_time()
+                new = await self._start(want)
+                old, self.current = self.current, new
+                if old is not None and self._group is not None:
+                    self._group.start_soon(self._retire, old)
+            if new.roots == self._want():
+                return new
+
+    async def _start(self, roots: RootSet) -> Child:
+        assert self.init_params is not None
+        assert self._group is not None
+        options = self.options
+        child = await Child.spawn(
+            options.plan,
+            roots,
+            next(self._ids),
+            write=options.write,
+            network=options.network,
+            max_bytes=options.max_message_bytes,
+        )
+        self.children.append(child)
+        self._group.start_soon(self._read_child, child)
+        params = dict(self.init_params)
+        capabilities = dict(params.get("capabilities") or {})
+        capabilities["roots"] = {"listChanged": True}  # wrap answers the child's roots/list itself
+        params["capabilities"] = capabilities
+        try:
+            answer = await child.ask(next(self._ids), "initialize", params, options.start_timeout)
+            if "result" not in answer:
+                raise ChildFailed(f"the wrapped server refused initialize: {_error_text(answer)}")
+            child.init_result = answer["result"]
+            await child.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            if self._log_level is not None:
+                await child.ask(
+                    next(self._ids), "logging/setLevel", {"level": self._log_level}, options.start_timeout
+                )
+            for uri in list(self._subscriptions):
+                await child.ask(next(self._ids), "resources/subscribe", {"uri": uri}, options.start_timeout)
+        except ChildFailed:
+            await self._drop(child)
+            raise
+        return child
+
+    async def _retire(self, child: Child) -> None:
+        """Let an old child finish its calls (at most the drain), then kill it and answer what is left."""
+        with anyio.move_on_after(self.options.drain):
+            await child.drained()
+        lost = dict(child.forwarded)
+        child.forwarded.clear()
+        await self._drop(child)
+        for call in lost.values():
+            self._in_flight -= 1
+            await self._host_error(
+                call.host_id,
+                INTERNAL,
+                f"the roots changed and {call.method} did not finish within the drain "
+                f"({self.options.drain:g}s); the server confined to the old roots was stopped",
+            )
+
+    async def _drop(self, child: Child) -> None:
+        await child.kill()
+        if child in self.children:
+            self.children.remove(child)
+        if self.current is child:
+            self.current = None
+        for host_id, pending in list(self._to_host.items()):
+            if pending[0] is child:  # its requests to the host: a late answer has nowhere to go
+                del self._to_host[host_id]
+
+    def _next_id(self) -> int:
+        return next(self._ids)
+
+    @staticmethod
+    async def _tell(child: Child, message: Message) -> None:
+        """Send to a child that may have gone (its reader reports that)."""
+        with contextlib.suppress(ChildFailed):
+            await child.send(message)
+
+    async def _read_child(self, child: Child) -> None:
+        while True:
+            message = await child.lines.receive()
+            if message is None:
+                break
+            await self._from_child(child, message)
+        await child.note_exit()
+        lost = dict(child.forwarded)
+        child.forwarded.clear()
+        for call in lost.values():
+            self._in_flight -= 1
+            await self._host_error(call.host_id, INTERNAL, f"the wrapped server failed: {child.exit_note}")
+        if self.current is child:
+            logger.warning(
+                "the wrapped server (child #%d) stopped: %s; the next call starts it again",
+                child.generation,
+                child.exit_note,
+            )
+
+    # -- from the child --
+
+    async def _from_child(self, child: Child, message: Message) -> None:
+        method = message.get("method")
+        if method is None:
+            call = child.take_answer(message)
+            if call is not None:
+                self._in_flight -= 1
+                answer = {k: v for k, v in message.items() if k != "id"}
+                if self.era == modern.MODERN:
+                    answer = modern.complete(answer, call.method)
+                await self._to_host_send({"id": call.host_id, **answer})
+            return
+        if "id" in message:  # a request from the child
+            if method == "roots/list":
+                await self._tell(child, result(message["id"], roots_answer(child.roots)))
+            elif method == "ping":
+                await self._tell(child, result(message["id"], {}))
+            elif self.era == modern.MODERN:
+                # No back-channel on 2026-07-28 outside a call's round trip; wrap does not carry these.
+                await self._tell(
+                    child, error(message["id"], METHOD_NOT_FOUND, f"{method}: not available (2026-07-28)")
+                )
+            elif len(self._to_host) >= self.options.max_in_flight:
+                await self._tell(
+                    child, error(message["id"], BUSY, "too many requests to the client in flight")
+                )
+            else:
+                host_id = f"mcp-roots-wrap-{next(self._host_ids)}"
+                self._to_host[host_id] = (child, message["id"], None, [])
+                await self._to_host_send({**message, "id": host_id})
+            return
+        if method == "notifications/cancelled":
+            params = message.get("params")
+            if isinstance(params, dict):
+                for host_id, (owner, child_id, _, _) in list(self._to_host.items()):
+                    if owner is child and child_id == params.get("requestId"):
+                        self._to_host.pop(host_id, None)
+                        await self._to_host_send({**message, "params": {**params, "requestId": host_id}})
+                        return
+            return
+        if method == "notifications/tools/list_changed":
+            child.tools_changed()
+        if child is self.current or method in ("notifications/progress", "notifications/message"):
+            await self._to_host_send(message)
+
+    # -- from the host --
+
+    async def _from_host(self, message: Message) -> None:
+        method = message.get("method")
+        if method is None:
+            pending = (
+                self._to_host.pop(str(message.get("id")), None)
+                if isinstance(message.get("id"), str)
+                else None
+            )
+            if pending is None:
+                return
+            child, child_id, event, slot = pending
+            if event is not None:
+                slot.append(message)
+                event.set()
+            elif child is not None and child.alive:
+                await self._tell(child, {**{k: v for k, v in message.items() if k != "id"}, "id": child_id})
+            return
+        if "id" not in message:
+            await self._host_notification(method, message)
+            return
+        if method == "initialize":
+            await self._initialize(message)
+            return
+        if self._in_flight >= self.options.max_in_flight:
+            await self._host_error(
+                message["id"], BUSY, f"too many requests in flight (at most {self.options.max_in_flight})"
+            )
+            return
+        self._in_flight += 1
+        assert self._group is not None
+        self._group.start_soon(self._forward, message)
+
+    async def _host_notification(self, method: str, message: Message) -> None:
+        if method == "notifications/initialized":
+            self.cache.start()  # the child was initialized by wrap already
+        elif method == "notifications/roots/list_changed":
+            self.cache.notify_changed()
+        elif method == "notifications/cancelled":
+            params = message.get("params")
+            target = params.get("requestId") if isinstance(params, dict) else None
+            scope = self._scopes.get(target)
+            if scope is not None:
+                scope.cancel()
+                return
+            for child in self.children:
+                for child_id, call in list(child.forwarded.items()):
+                    if call.host_id == target and isinstance(params, dict):
+                        # A cancelled request is answered by no one: it stops counting now, and a late
+                        # answer from the child is dropped.
+                        child.take_answer({"id": child_id})
+                        self._in_flight -= 1
+                        await self._tell(child, {**message, "params": {**params, "requestId": child_id}})
+                        return
+        elif self.current is not None and self.current.alive:
+            await self._tell(self.current, message)
+
+    async def _initialize(self, message: Message) -> None:
+        params = message.get("params")
+        if self.init_params is not None or not isinstance(params, dict):
+            await self._host_error(
+                message["id"], INVALID_PARAMS, "initialize: already initialized, or no params"
+            )
+            return
+        self.init_params = params
+        self.era = "legacy"
+        capabilities = params.get("capabilities")
+        roots = capabilities.get("roots") if isinstance(capabilities, dict) else None
+        self.cache.set_capabilities(
+            roots=isinstance(roots, dict),
+            list_changed=isinstance(roots, dict) and bool(roots.get("listChanged")),
+        )
+        try:
+            child = await self.child_now()
+        except ChildFailed as exc:
+            await self._host_error(message["id"], INTERNAL, str(exc))
+            return
+        await self._to_host_send(result(message["id"], child.init_result))
+
+    async def _forward(self, message: Message) -> None:
+        host_id, method = message["id"], str(message["method"])
+        forwarded = False
+        try:
+            with anyio.CancelScope() as scope:
+                self._scopes[host_id] = scope
+                try:
+                    routed = await self._route(message)
+                    if routed is None:
+                        return
+                    child, message = routed
+                    refusal = await checks.refusal(child, message, self._next_id, self.options.start_timeout)
+                except ChildFailed as exc:
+                    await self._host_error(host_id, INTERNAL, str(exc))
+                    return
+                except Exception:  # a bug: one request fails, the connection stays up
+                    logger.exception("wrap: unexpected error while routing %s", method)
+                    await self._host_error(host_id, INTERNAL, f"wrap: internal error while routing {method}")
+                    return
+                if refusal is not None:
+                    await self._refuse(message, refusal)
+                    return
+                child_id = next(self._ids)
+                child.forwarded[child_id] = Forwarded(host_id, method)
+                forwarded = True
+                try:
+                    await child.send({**message, "id": child_id})
+                except ChildFailed as exc:
+                    child.forwarded.pop(child_id, None)
+                    forwarded = False
+                    await self._host_error(host_id, INTERNAL, str(exc))
+                    return
+                self._remember(method, message.get("params"))
+        finally:
+            self._scopes.pop(host_id, None)
+            if not forwarded:
+                self._in_flight -= 1
+
+    async def _route(self, message: Message) -> tuple[Child, Message] | None:
+        """The child that serves a host request (and the request as it gets it), or None when wrap answered
+        it already (a refusal, an error, a 2026-07-28 roots round trip)."""
+        host_id, method = message["id"], message["method"]
+        if self.init_params is None and modern.is_modern(message):
+            self.era = modern.MODERN
+            self.init_params = modern.init_params(message)
+        if self.init_params is None:
+            await self._host_error(host_id, NOT_INITIALIZED, "wrap: initialize first (no session)")
+            return None
+        if self.era == modern.MODERN:
+            return await self._route_modern(message)
+        if method in NEEDS_ROOTS:
+            refusal = await self._roots_refusal()
+            if refusal is not None:
+                await self._refuse(message, refusal)
+                return None
+        elif self._roots_known and self.cache.fresh_now() is None:
+            # Any request after a list_changed waits for its refresh too (a prompt may read files): the
+            # child confined to the revoked roots serves nothing that arrived after the change.
+            with contextlib.suppress(RootsError):
+                await self.cache.fresh()
+        return await self.child_now(), message
+
+    async def _route_modern(self, message: Message) -> tuple[Child, Message] | None:
+        """2026-07-28: no session, so a file request's roots come with it, by one round trip; other
+        requests go to the child confined to no roots."""
+        host_id, method = message["id"], message["method"]
+        if method == "server/discover":
+            await self._to_host_send(result(host_id, modern.discover_result(await self.child_now())))
+            return None
+        if method not in NEEDS_ROOTS:
+            return await self.child_now(), message
+        answer = modern.roots_answer_of(message)
+        if answer is not None:
+            try:
+                roots = await modern.roots_from_answer(answer, self.options.ceiling)
+            except ValueError as exc:
+                await self._host_error(host_id, INVALID_PARAMS, f"roots/list answer refused: {exc}")
+                return None
+        elif modern.wants_roots(message):
+            await self._to_host_send(result(host_id, modern.roots_input_required()))
+            return None
+        elif self.options.fallback is not None:
+            roots = self.options.fallback
+        else:
+            await self._refuse(message, NO_ROOTS)
+            return None
+        return await self._pool_child(roots), modern.without_round_trip(message)
+
+    async def _pool_child(self, roots: RootSet) -> Child:
+        async with self._start_lock:
+            child = self.pool.get(roots)
+            if child is not None:
+                return child
+            wait = self._last_start + self.options.restart_interval - anyio.current_time()
+            if wait > 0:
+                await anyio.sleep(wait)
+            self._last_start = anyio.current_time()
+            child = await self._start(roots)
+            for old in self.pool.put(child):
+                assert self._group is not None
+                self._group.start_soon(self._retire, old)
+            return child
+
+    def _remember(self, method: str, params: object) -> None:
+        """What a replacement child is told again: the logging level, the resource subscriptions."""
+        if not isinstance(params, dict):
+            return
+        if method == "logging/setLevel":
+            self._log_level = params.get("level")
+        elif method == "resources/subscribe" and isinstance(params.get("uri"), str):
+            if len(self._subscriptions) < MAX_SUBSCRIPTIONS:
+                self._subscriptions[params["uri"]] = None
+        elif method == "resources/unsubscribe":
+            self._subscriptions.pop(str(params.get("uri")), None)
+
+    async def _roots_refusal(self) -> str | None:
+        try:
+            roots = await self.cache.fresh()
+        except RootsUnavailable as exc:
+            return f"Access denied: {exc}"
+        if roots.source == "no fallback roots":
+            return NO_ROOTS
+        return None
+
+    async def _refuse(self, message: Message, text: str) -> None:
+        if message["method"] == "tools/call":
+            refusal = result(message["id"], {"content": [{"type": "text", "text": text}], "isError": True})
+            await self._to_host_send(
+                modern.complete(refusal, "tools/call") if self.era == modern.MODERN else refusal
+            )
+        else:
+            await self._host_error(message["id"], INVALID_PARAMS, text)
+
+    # -- to the host --
+
+    async def _ask_host_roots(self) -> object:
+        host_id = f"mcp-roots-wrap-{next(self._host_ids)}"
+        event = anyio.Event()
+        slot: list[Message] = []
+        self._to_host[host_id] = (None, None, event, slot)
+        await self._to_host_send(request(host_id, "roots/list"))
+        await event.wait()
+        answer = slot[0]
+        if "result" not in answer:
+            raise RootsError(f"roots/list failed: {_error_text(answer)}")
+        return answer["result"]
+
+    async def _host_error(self, host_id: object, code: int, text: str) -> None:
+        await self._to_host_send(error(host_id, code, text))
+
+    async def _to_host_send(self, message: Message) -> None:
+        await self.host_writer.send({"jsonrpc": "2.0", **message})
+
+
+def _error_text(answer: Message) -> str:
+    problem = answer.get("error")
+    if isinstance(problem, dict):
+        return str(problem.get("message", problem))[:500]
+    return "no result"

@@ -1,0 +1,219 @@
+"""``mcp-roots wrap``: its options, the checks before anything starts, and the run (this process's stdio is
+the host's channel; the wrapped server is a confined child).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator, Sequence
+
+import anyio
+
+from .. import RootSet, clip_to_ceiling, fallback_roots
+from ..errors import ConfigError, RootsError
+from ..sandbox import support
+from ._plan import make_plan, prepare_cache, refuse_container
+from ._proxy import Options, Proxy
+from ._wire import DEFAULT_MAX_MESSAGE_BYTES
+
+__all__ = ["build_parser", "main"]
+
+PROG = "mcp-roots wrap"
+EXIT_OK = 0
+EXIT_ERROR = 2
+logger = logging.getLogger("mcp_roots")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Run an MCP server over stdio, confined by the kernel to the client's roots clipped to "
+        "the ceiling (before the client has sent them: to none). The host starts wrap in place of the "
+        "server; wrap replaces the server when the roots change and checks every path argument first.",
+        epilog="example: mcp-roots wrap --ceiling ~/code -- npx -y @modelcontextprotocol/server-filesystem "
+        "~/code   (docs/wrap.md has the host configurations)",
+    )
+    parser.add_argument(
+        "--ceiling",
+        action="append",
+        required=True,
+        metavar="DIR",
+        help="the most the client's roots may reach (required, repeatable)",
+    )
+    parser.add_argument(
+        "--roots",
+        action="append",
+        metavar="DIR",
+        help="roots for a client that sends none (clipped to the ceiling)",
+    )
+    parser.add_argument(
+        "--read",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also readable by the server (its runtime, data it needs)",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="pass this environment variable through (the rest is cleared)",
+    )
+    parser.add_argument("--read-only", action="store_true", help="the roots are read-only for the server")
+    parser.add_argument("--network", action="store_true", help="let the server open sockets (default: none)")
+    parser.add_argument(
+        "--allow-container",
+        action="store_true",
+        help="allow docker/podman run (then only the argument checks hold)",
+    )
+    parser.add_argument(
+        "--drain",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="how long calls in flight may finish after the roots change (default 5)",
+    )
+    parser.add_argument(
+        "--start-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long a new server has to answer initialize (default 30)",
+    )
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=64,
+        metavar="N",
+        help="requests from the host in flight at once (default 64)",
+    )
+    parser.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=DEFAULT_MAX_MESSAGE_BYTES,
+        metavar="N",
+        help="the longest message either side may send (default 32 MiB)",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="where the private cache folders live (default ~/.cache/mcp-roots/wrap)",
+    )
+    parser.add_argument(
+        "--print-policy", action="store_true", help="print what the server may touch, and exit"
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
+    return parser
+
+
+def options_from(args: argparse.Namespace) -> tuple[Options, str]:
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not args.allow_container:
+        refuse_container(command)
+    elif not command:
+        raise ConfigError("wrap: no COMMAND after '--'")
+    for value, name in ((args.drain, "--drain"), (args.start_timeout, "--start-timeout")):
+        if not value > 0:
+            raise ConfigError(f"wrap: {name} must be a number of seconds > 0, not {value!r}")
+    for count, name in (
+        (args.max_in_flight, "--max-in-flight"),
+        (args.max_message_bytes, "--max-message-bytes"),
+    ):
+        if count < 1:
+            raise ConfigError(f"wrap: {name} must be at least 1, not {count}")
+    # Relative folders are taken against the working folder the host started wrap in (its project).
+    ceiling = fallback_roots(_folders(args.ceiling)).with_source("ceiling")
+    fallback: RootSet | None = None
+    if args.roots:
+        fallback = clip_to_ceiling(fallback_roots(_folders(args.roots)), ceiling)
+    plan = make_plan(
+        command, extra_read=args.read, env_names=args.env, cache_base=args.cache_dir, network=args.network
+    )
+    options = Options(
+        plan=plan,
+        ceiling=ceiling,
+        fallback=fallback,
+        write=not args.read_only,
+        network=args.network,
+        drain=args.drain,
+        start_timeout=args.start_timeout,
+        max_in_flight=args.max_in_flight,
+        max_message_bytes=args.max_message_bytes,
+    )
+    policy = plan.describe([str(p) for p in ceiling.paths], options.write, options.network)
+    if fallback is not None:
+        policy += f"\nroots for a client that sends none: {fallback.describe()}"
+    return options, policy
+
+
+def _folders(values: Sequence[str]) -> list[str]:
+    """``--ceiling a,b --ceiling c``: each folder, made absolute against the working folder."""
+    folders = [os.path.abspath(part) for value in values for part in value.split(",") if part]
+    if not folders:
+        raise ConfigError("wrap: an empty folder list (--ceiling '' or --roots '')")
+    return folders
+
+
+@contextlib.contextmanager
+def _claim_stdio() -> Iterator[tuple[int, int]]:
+    """The host's channel on private descriptors; fd 0 reads /dev/null and fd 1 goes to stderr, so that
+    nothing else in this process can read or corrupt it."""
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(2, 1)
+        yield wire_in, wire_out
+    finally:
+        os.close(wire_in)
+        os.close(wire_out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("mcp-roots wrap: %(levelname)s: %(message)s"))
+    logger.addHandler(handler)
+    if logger.level == logging.NOTSET or logger.level > logging.WARNING:
+        logger.setLevel(logging.WARNING)
+    try:
+        options, policy = options_from(args)
+        if args.print_policy:
+            sys.stdout.write(policy + "\n")
+            return EXIT_OK
+        kernel = support()
+        if not kernel.complete:
+            raise ConfigError(
+                f"wrap: this kernel cannot confine the server: {kernel.reason or kernel.filter_reason}"
+            )
+        prepare_cache(options.plan)
+        with _claim_stdio() as (wire_in, wire_out):
+            anyio.run(_serve, options, wire_in, wire_out)
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+    except (RootsError, OSError) as exc:
+        sys.stderr.write(f"mcp-roots: error: {exc}\n")
+        return EXIT_ERROR
+    except Exception as exc:  # no traceback ever reaches the user
+        sys.stderr.write(
+            f"mcp-roots: error: unexpected {type(exc).__name__}: {exc} (a bug; please report it)\n"
+        )
+        return EXIT_ERROR
+    finally:
+        logger.removeHandler(handler)
+
+
+async def _serve(options: Options, wire_in: int, wire_out: int) -> None:
+    await Proxy(options, wire_in, wire_out).run()
