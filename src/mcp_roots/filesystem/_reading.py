@@ -22,6 +22,7 @@ from pydantic import Field
 
 from .. import PathOutsideRoots, RootsError, RootSet, path_to_uri
 from . import _text
+from ._budget import BudgetExceeded, Ledger, escape_overhead, ledger_of, text_answer_bytes
 from ._results import (
     INLINE_READ_BYTES,
     READ,
@@ -59,8 +60,42 @@ _READ_TEXT = (
 )
 
 
-async def read_text(roots: RootSet, settings: Settings, path: str, tail: int, head: int) -> CallToolResult:
-    """read_text_file: the whole file, or its first ``head`` / last ``tail`` lines, within the byte cap."""
+def answers_of(ctx: Context) -> Ledger | None:
+    """The answer budget's ledger of the HTTP request this call came in (None over stdio)."""
+    return ledger_of(ctx.request_context.request)
+
+
+async def reserve(answers: Ledger | None, size: int) -> CallToolResult | None:
+    """Room for ``size`` more bytes of this call's answer in the budget, or the failure to answer with."""
+    if answers is None or size <= 0:
+        return None
+    try:
+        await answers.reserve(size)
+    except BudgetExceeded as exc:
+        return failure(str(exc))
+    return None
+
+
+async def reserve_text(answers: Ledger | None, text: str, reserved: int) -> CallToolResult | None:
+    """Top ``reserved`` up to what the answer carrying ``text`` takes serialized (escapes included)."""
+    if answers is None:
+        return None
+    needed = text_answer_bytes(
+        len(text.encode("utf-8", "surrogatepass")) if not text.isascii() else len(text)
+    )
+    return await reserve(answers, needed + 2 * escape_overhead(text) - reserved)
+
+
+async def read_text(
+    roots: RootSet,
+    settings: Settings,
+    path: str,
+    tail: int,
+    head: int,
+    answers: Ledger | None = None,
+) -> CallToolResult:
+    """read_text_file: the whole file, or its first ``head`` / last ``tail`` lines, within the byte cap;
+    over HTTP, room for the whole file's answer is reserved in ``answers`` before it is read."""
     if head and tail:
         return failure("Cannot specify both head and tail parameters simultaneously")
     if head < 0 or tail < 0:
@@ -73,6 +108,11 @@ async def read_text(roots: RootSet, settings: Settings, path: str, tail: int, he
         return opened
     with opened as stream:
         size = os.fstat(stream.fileno()).st_size
+        # head and tail: the lines kept are not known before the read; their answer is reserved after it.
+        reserved = 0 if head or tail else text_answer_bytes(min(size, cap))
+        refused = await reserve(answers, reserved)
+        if refused is not None:
+            return refused
 
         def work(stop: threading.Event) -> str:
             if tail:
@@ -82,7 +122,9 @@ async def read_text(roots: RootSet, settings: Settings, path: str, tail: int, he
             return _text.decode_text(read_stream(stream, path, cap, size))
 
         result = await run_blocking(work, path, inline=size <= INLINE_READ_BYTES)
-    return result if isinstance(result, CallToolResult) else ok(result)
+    if isinstance(result, CallToolResult):
+        return result
+    return await reserve_text(answers, result, reserved) or ok(result)
 
 
 def media_result(path: str, data: bytes) -> CallToolResult:
@@ -154,7 +196,7 @@ def register(box: Toolbox) -> None:
             int, Field(description="If provided, returns only the first N lines of the file")
         ] = 0,
     ) -> TextOutput:
-        return await read_text(await guard.roots(ctx), settings, path, tail, head)
+        return await read_text(await guard.roots(ctx), settings, path, tail, head, answers_of(ctx))
 
     @box.tool(
         "read_media_file",
@@ -167,7 +209,11 @@ def register(box: Toolbox) -> None:
     async def read_media_file(path: str, ctx: Context) -> MediaOutput:
         roots = await guard.roots(ctx)
         data = await run_blocking(lambda _: read_capped(roots, path, settings.max_read_bytes), path)
-        return data if isinstance(data, CallToolResult) else media_result(path, data)
+        if isinstance(data, CallToolResult):
+            return data
+        # base64 (4 bytes for 3) in the content block and again in the structured result
+        refused = await reserve(answers_of(ctx), 2 * 4 * ((len(data) + 2) // 3) + 2048)
+        return refused or media_result(path, data)
 
     @box.tool(
         "read_multiple_files",
@@ -194,4 +240,6 @@ def register(box: Toolbox) -> None:
         result = await run_blocking(
             lambda stop: read_several(roots, settings, paths, stop), "read_multiple_files"
         )
-        return result if isinstance(result, CallToolResult) else ok(result)
+        if isinstance(result, CallToolResult):
+            return result
+        return await reserve_text(answers_of(ctx), result, 0) or ok(result)
