@@ -24,17 +24,20 @@ __all__ = [
     "AnswerBudget",
     "BudgetExceeded",
     "Ledger",
+    "answer_bytes",
     "escape_overhead",
     "ledger_of",
-    "text_answer_bytes",
 ]
 
 MIB = 1024 * 1024
-#: All answers in flight in one process. A 16 MiB file's answer takes about 32 MiB (the text is in
-#: ``content`` and in ``structuredContent``).
-DEFAULT_PROCESS_BYTES = 256 * MIB
+#: What an answer holds per byte of the text it carries, until the client has read it: the text is in
+#: ``content`` and in ``structuredContent`` (as the official server answers), and the serialized answer is
+#: held twice, by the response and by the server's write buffer (measured: tests/test_serve_http_limits.py).
+HELD_COPIES = 4
+#: All answers in flight in one process: four reads of the largest file (16 MiB: 64 MiB held each).
+DEFAULT_PROCESS_BYTES = 320 * MIB
 #: One session's (or one connection's) answers in flight: room for one read of the largest file.
-DEFAULT_SESSION_BYTES = 40 * MIB
+DEFAULT_SESSION_BYTES = 80 * MIB
 #: How long a read waits for room before it fails.
 DEFAULT_WAIT_SECONDS = 5.0
 #: An answer's envelope: the JSON-RPC and SSE framing around the text, the tool's structured result.
@@ -56,10 +59,10 @@ def escape_overhead(text: str) -> int:
     return short + 5 * len(_LONG_ESCAPES.findall(text))
 
 
-def text_answer_bytes(size: int) -> int:
-    """What an answer carrying ``size`` bytes of text takes serialized, before escapes: the text twice
-    (``content`` and ``structuredContent``, as the official server answers) and the envelope."""
-    return 2 * size + ENVELOPE_BYTES
+def answer_bytes(size: int) -> int:
+    """What the process holds for an answer carrying ``size`` bytes of serialized text (or base64) until
+    the client has read it: ``HELD_COPIES`` of it and the envelope."""
+    return HELD_COPIES * size + ENVELOPE_BYTES
 
 
 class AnswerBudget:
@@ -94,7 +97,7 @@ class AnswerBudget:
         if size > self.session_bytes:
             self.refused += 1
             raise BudgetExceeded(
-                f"the answer would take {size} bytes, more than the {self.session_bytes} bytes one session "
+                f"the answer would hold {size} bytes, more than the {self.session_bytes} bytes one session "
                 "may have in flight (serve --max-session-answer-bytes); read less at once (head, tail)"
             )
         with anyio.move_on_after(self.wait_seconds):

@@ -22,7 +22,7 @@ from pydantic import Field
 
 from .. import PathOutsideRoots, RootsError, RootSet, path_to_uri
 from . import _text
-from ._budget import BudgetExceeded, Ledger, escape_overhead, ledger_of, text_answer_bytes
+from ._budget import BudgetExceeded, Ledger, answer_bytes, escape_overhead, ledger_of
 from ._results import (
     INLINE_READ_BYTES,
     READ,
@@ -77,13 +77,11 @@ async def reserve(answers: Ledger | None, size: int) -> CallToolResult | None:
 
 
 async def reserve_text(answers: Ledger | None, text: str, reserved: int) -> CallToolResult | None:
-    """Top ``reserved`` up to what the answer carrying ``text`` takes serialized (escapes included)."""
+    """Top ``reserved`` up to what the answer carrying ``text`` holds (its escapes included)."""
     if answers is None:
         return None
-    needed = text_answer_bytes(
-        len(text.encode("utf-8", "surrogatepass")) if not text.isascii() else len(text)
-    )
-    return await reserve(answers, needed + 2 * escape_overhead(text) - reserved)
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    return await reserve(answers, answer_bytes(size + escape_overhead(text)) - reserved)
 
 
 async def read_text(
@@ -109,7 +107,7 @@ async def read_text(
     with opened as stream:
         size = os.fstat(stream.fileno()).st_size
         # head and tail: the lines kept are not known before the read; their answer is reserved after it.
-        reserved = 0 if head or tail else text_answer_bytes(min(size, cap))
+        reserved = 0 if head or tail else answer_bytes(min(size, cap))
         refused = await reserve(answers, reserved)
         if refused is not None:
             return refused
@@ -211,8 +209,8 @@ def register(box: Toolbox) -> None:
         data = await run_blocking(lambda _: read_capped(roots, path, settings.max_read_bytes), path)
         if isinstance(data, CallToolResult):
             return data
-        # base64 (4 bytes for 3) in the content block and again in the structured result
-        refused = await reserve(answers_of(ctx), 2 * 4 * ((len(data) + 2) // 3) + 2048)
+        # base64: 4 bytes for 3
+        refused = await reserve(answers_of(ctx), answer_bytes(4 * ((len(data) + 2) // 3)))
         return refused or media_result(path, data)
 
     @box.tool(
