@@ -23,8 +23,9 @@ import timeit
 from collections.abc import Callable
 from pathlib import Path
 
-from mcp_roots import RootSet, _beneath
+from mcp_roots import RootSet
 from mcp_roots._sys import linux
+from mcp_roots.paths import _beneath
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 import anyio.from_thread
 
 from mcp_roots import RootSet
-from mcp_roots._sandbox import support
+from mcp_roots.sandbox._sandbox import support
 
 
 def children_cpu() -> float:

@@ -1,7 +1,7 @@
 """A manual clock for RootsCache's timing tests: time moves only when the test says, on asyncio and trio.
 
-The cache reads the time and waits through its ``clock`` (mcp_roots._cache.Clock); this one never moves on
-its own, so a test of "after 3 x timeout" takes no wall-clock time and no margin a loaded machine breaks.
+The cache reads the time and waits through its ``clock`` (mcp_roots.roots._cache.Clock); this one never moves
+on its own, so a test of "after 3 x timeout" takes no wall-clock time and no margin a loaded machine breaks.
 """
 
 from __future__ import annotations

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from mcp_roots import RootSet
-from mcp_roots._beneath import forced
 from mcp_roots._sys import linux
 from mcp_roots._sys.posix import O_PATH_NATIVE
+from mcp_roots.paths._beneath import forced
 
 INSIDE = "inside"
 OUTSIDE = "outside"

@@ -25,7 +25,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
 from mcp_roots import RootSet, RootsGuard
-from mcp_roots._answers import LastAnswers, answer_key, check_roots_answer
+from mcp_roots.roots._answers import LastAnswers, answer_key, check_roots_answer
 
 from .serverkit import RootsCallback, text_of
 

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from mcp_roots import Entry, FileTooLarge, InvalidPath, PathOutsideRoots, RootSet, _beneath
-from mcp_roots._canonical import canonicalize
-from mcp_roots._descriptors import MAX_OPEN_ROOTS
-from mcp_roots._fold import folding_for
-from mcp_roots._router import RootIndex
+from mcp_roots import Entry, FileTooLarge, InvalidPath, PathOutsideRoots, RootSet
 from mcp_roots._sys import linux
+from mcp_roots.paths import _beneath
+from mcp_roots.paths._canonical import canonicalize
+from mcp_roots.paths._descriptors import MAX_OPEN_ROOTS
+from mcp_roots.paths._fold import folding_for
+from mcp_roots.paths._router import RootIndex
 from tests.corpus import STRATEGIES, strategy_in_force
 
 

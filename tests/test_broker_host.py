@@ -534,7 +534,7 @@ def test_the_broker_has_no_rename_or_file_kind_rule_of_its_own() -> None:
 
 @pytest.mark.parametrize("strategy", ["openat2", "walk", "walk-no-opath"])
 async def test_changes_work_under_every_resolution_strategy(root: Path, strategy: str) -> None:
-    from mcp_roots._beneath import forced
+    from mcp_roots.paths._beneath import forced
 
     with forced(strategy):
         broker = FileBroker(RootSet.from_paths([root]), rate=None)
@@ -553,7 +553,7 @@ async def test_create_with_parents_checks_the_deepest_folder_that_exists(root: P
     """files/create with parents: the missing folders are made from the deepest folder that exists, after
     it is checked (a revoked one makes nothing), through a symlink that stays inside the root, and a file
     in the way is refused."""
-    from mcp_roots._beneath import forced
+    from mcp_roots.paths._beneath import forced
 
     (root / "kept" / "deep").mkdir(parents=True)
     (root / "private").mkdir()

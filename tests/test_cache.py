@@ -18,8 +18,8 @@ import anyio
 import pytest
 
 from mcp_roots import RootsCache, RootSet, RootsUnavailable, path_to_uri
-from mcp_roots._answers import MAX_ROOTS
-from mcp_roots._cache import MAX_OUTSTANDING, Phase
+from mcp_roots.roots._answers import MAX_ROOTS
+from mcp_roots.roots._cache import MAX_OUTSTANDING, Phase
 
 from .clockkit import ManualClock
 

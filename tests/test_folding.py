@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from mcp_roots import RootSet
-from mcp_roots._fold import folding_for
-from mcp_roots._router import RootIndex
+from mcp_roots.paths._fold import folding_for
+from mcp_roots.paths._router import RootIndex
 
 NFC = "caf\u00e9"
 NFD = "cafe\u0301"

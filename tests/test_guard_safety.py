@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from mcp_roots import RootsGuard, path_to_uri
-from mcp_roots._audit import guarded_function_of
+from mcp_roots.guard._audit import guarded_function_of
 
 from .serverkit import RootsCallback, Tree, lowlevel_server, text_of
 

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from mcp_roots import InvalidPath, PathOutsideRoots, RootSet, _beneath
-from mcp_roots._canonical import canonicalize
-from mcp_roots._descriptors import open_root
+from mcp_roots import InvalidPath, PathOutsideRoots, RootSet
 from mcp_roots._sys import linux
+from mcp_roots.paths import _beneath
+from mcp_roots.paths._canonical import canonicalize
+from mcp_roots.paths._descriptors import open_root
 from tests.corpus import STRATEGIES, strategy_in_force
 
 needs_openat2 = pytest.mark.skipif(linux.OPENAT2 is None, reason="openat2 is not available here")

@@ -1,10 +1,13 @@
-"""The layering of docs/design.md ("Layers", from ../shared/DESIGN.md), checked on the imports themselves.
+"""The layering of docs/design.md ("How it fits together"), checked on the imports themselves.
 
-Every module under src/mcp_roots is parsed (not imported). A module may import from its own layer or a
-lower one, never a higher one; only the SDK-facing modules may import an MCP SDK or pydantic; only _sys/
-may import ctypes; no module reads a sibling module's underscore name (``from ._x import _y``, ``_x._y``);
-no modules import each other in a circle (lazy imports included); every module is at most 600 lines. The
-layers are a table: a new module is one entry in it.
+Every module under src/mcp_roots is parsed (not imported). The package is a handful of tiers (TIERS, lowest
+first); a module may import from its own tier's earlier members or from a lower tier, never upward. Inside
+every package the modules have an order too (INSIDE): a module imports only from its own rung or a lower
+one. The applications (filesystem, probe, testing, cli, __main__) use the public face (``mcp_roots``,
+``mcp_roots.errors``) and the internal API named in APP_API, never another package's private modules. Only
+the SDK-facing modules import an MCP SDK or pydantic; only _sys/ imports ctypes; no module reads a sibling
+module's underscore name (``from ._x import _y``, ``_x._y``); no modules import each other in a circle (lazy
+imports included); every module is at most 600 lines. A new module is one entry in a table.
 """
 
 from __future__ import annotations
@@ -19,56 +22,112 @@ import pytest
 SRC = Path(__file__).resolve().parent.parent / "src" / "mcp_roots"
 PACKAGE = "mcp_roots"
 
-#: Lowest first. A module's layer is named by its first component under mcp_roots (a module or a
-#: sub-package). Modules on one line are one layer: they may import each other.
-LAYERS: list[tuple[str, ...]] = [
-    ("_errors",),
-    ("_pathtext", "_pathlike"),  # _pathlike: which parts of a parameter are paths; pure, SDK-free
-    ("_uri", "_fold"),
-    ("_sys",),
-    ("_beneath",),
-    ("_canonical", "_tree"),
-    ("_fileops",),
-    ("_descriptors",),
-    ("_sandbox",),  # takes root paths; RootSet.run hands its paths down
-    ("_router",),
-    ("_ops",),
-    ("_rootset",),
-    ("_sources",),
-    ("_owned",),  # the task group an object owns while open (anyio only)
-    ("_answers",),
-    ("_cache",),
-    ("_policy",),  # which RootSet is in force
-    ("_audit",),  # guarded or exempt: the record @guard.paths leaves, read by the calls and the audit
-    ("_argcheck",),  # which parts of a guarded function's arguments are paths, and their checks
-    ("_calls",),  # the guarded call, once; adapters are its ports
-    ("adapters",),
-    ("_provider",),
-    ("broker",),
-    ("_guard",),  # the RootsGuard facade: installs an adapter, enables the broker
-    ("__init__",),
-    ("filesystem",),  # built on the public API (import mcp_roots), as a user would write a server
-    ("probe",),  # mcp-roots probe: a client of any server; uses _sys.linux's renameat2 for its swap race
-    ("testing",),  # the opt-in pytest plugin over the probe
-    ("cli", "__main__"),  # the command uses the public API, as a user would
+#: The tiers, lowest first. A module's place is named by its first component under mcp_roots (a module or a
+#: package); the members of one tier are ordered too (the applications: filesystem below probe below cli).
+TIERS: list[tuple[str, tuple[str, ...]]] = [
+    ("errors", ("errors",)),  # the public exception hierarchy
+    ("platform", ("_sys",)),  # ctypes, syscall numbers, /proc and statfs facts
+    ("sandbox", ("sandbox",)),  # children confined by the kernel; needs only _sys and errors
+    ("paths", ("paths",)),  # text rules, URIs, RootSet, race-free operations
+    ("roots", ("roots",)),  # where roots come from, the legacy lifecycle, which roots a request gets
+    ("guard", ("guard",)),  # which parameters are paths, the audit, the guarded call
+    ("adapters", ("adapters",)),  # one port and one SDK seam per framework
+    ("broker", ("broker",)),  # client-brokered files/*
+    ("facade", ("_rootsguard",)),  # RootsGuard: installs an adapter and the broker
+    ("public", ("__init__",)),  # the curated public API
+    ("applications", ("filesystem", "probe", "testing", "cli", "__main__")),
 ]
 
-LEVEL = {name: level for level, names in enumerate(LAYERS) for name in names}
+#: Inside each package, its modules' order (lowest first; one tuple is one rung, whose modules may import
+#: each other). ``__init__`` is the package's face.
+INSIDE: dict[str, list[tuple[str, ...]]] = {
+    "_sys": [("posix", "linux", "landlock", "seccomp"), ("__init__",)],
+    "sandbox": [("_sandbox",), ("__init__",)],
+    "paths": [
+        ("_text", "_fold"),
+        ("_uri",),
+        ("_beneath", "_tree"),
+        ("_canonical", "_fileops", "_descriptors"),
+        ("_router",),
+        ("_ops",),
+        ("_rootset",),
+        ("__init__",),
+    ],
+    "roots": [("_owned",), ("_answers", "_sources"), ("_cache",), ("_policy", "_provider"), ("__init__",)],
+    "guard": [("_pathlike",), ("_audit",), ("_argcheck",), ("_calls",), ("__init__",)],
+    "adapters": [("mcp2_sdk",), ("mcp2_connections", "mcp1"), ("mcp2",), ("fastmcp4",), ("__init__",)],
+    "broker": [
+        ("_protocol", "_consent"),
+        ("_wire", "_grants"),
+        ("_reasons", "_hostops", "_sdk"),
+        ("_locator", "_uploads", "_watch", "_server"),
+        ("_methods",),
+        ("_host",),
+        ("__init__",),
+    ],
+    "filesystem": [
+        ("_globs", "_text", "_state"),
+        ("_walk", "_results"),
+        ("_toolbox",),
+        ("_listing", "_reading", "_writing"),
+        ("_server", "_stdio"),
+        ("_command",),
+        ("__init__",),
+    ],
+    "probe": [
+        ("_session", "_procs", "_report", "_scratch"),
+        ("_discover", "_techniques", "_fastmcp4", "_mcp1", "_mcp2"),
+        ("_targets", "_runner"),
+        ("command", "__init__"),
+    ],
+}
+
+APPLICATIONS = dict(TIERS)["applications"]
+
+#: What an application may import below its own tier, beyond the public face (``mcp_roots`` and
+#: ``mcp_roots.errors``): each package's face is its internal API, named here with what it is for.
+APP_API: dict[str, str] = {
+    "errors": "the public exception hierarchy",
+    "__init__": "the public API",
+    "sandbox": "mcp-roots run and doctor: spawn confined, the kernel's support",
+    "roots": "the operator's configuration: fallback roots, the ceiling, the config file and variables",
+    "guard": "the schema walk: every path in a tool's input schema (the probe, wrap)",
+    "adapters": "serve's stdio transport: the low-level server behind an MCPServer, checked",
+    "_rootsguard": "mcp-roots audit: audit_server and format_audit (the facade's audit of any server)",
+    "_sys.linux": "renameat2 for the probe's swap race",
+}
 
 #: Third-party modules that are an MCP framework (or its data layer), and where they may be imported.
 SDKS = ("mcp", "mcp_types", "fastmcp", "pydantic")
-#: probe/: its clients (_mcp2, _mcp1, _fastmcp4) speak MCP through each SDK's own client, loaded only
-#: when a probe runs.
-SDK_HOMES = ("adapters", "broker", "_provider", "filesystem", "probe")
+#: The modules (or packages) that may import an SDK: the adapters, the broker, the client-side provider and
+#: the applications (the probe's clients load theirs only when a probe runs).
+SDK_HOMES = ("adapters", "broker", "roots._provider", "filesystem", "probe")
 #: ctypes (and with it syscall numbers) lives in _sys/ only.
 CTYPES_HOMES = ("_sys",)
+
+RANK = {member: (tier, i) for tier, (_, members) in enumerate(TIERS) for i, member in enumerate(members)}
+TIER_OF = {member: name for name, members in TIERS for member in members}
+
+
+def inner_rank(module: str) -> int | None:
+    """The rung of a package's module inside its package (``paths._rootset`` -> 6), else None."""
+    top, _, rest = module.partition(".")
+    name = rest.split(".")[0] if rest else "__init__"
+    for rung, names in enumerate(INSIDE.get(top, [])):
+        if name in names:
+            return rung
+    return None
+
+
+def in_homes(module: str, homes: tuple[str, ...]) -> bool:
+    return any(module == h or module.startswith(h + ".") for h in homes)
 
 
 @dataclass(frozen=True)
 class Import:
     module: str  # the importing module, dotted under mcp_roots ("_rootset", "broker._host")
     line: int
-    target: str  # the imported module, absolute ("mcp_roots._beneath", "ctypes")
+    target: str  # the imported module, absolute ("mcp_roots.paths._beneath", "ctypes")
     names: tuple[str, ...]  # the names taken from it (from-imports), else ()
     lazy: bool = False  # inside a function or under 'if TYPE_CHECKING': not run when the module loads
 
@@ -170,6 +229,30 @@ def own(target: str) -> str | None:
     return None
 
 
+def edge_violation(module: str, target: str) -> str | None:
+    """Why ``module`` may not import ``target`` (both dotted under mcp_roots), or None."""
+    top, other = layer_of(module), layer_of(target)
+    if top == other:
+        if top not in INSIDE:
+            return None  # a single module
+        mine, theirs = inner_rank(module), inner_rank(target)
+        if mine is None or theirs is None:
+            missing = module if mine is None else target
+            return f"{missing} is not in the INSIDE table of {top}"
+        if theirs > mine:
+            return f"upward import inside {top} ({module} below {target})"
+        return None
+    if RANK[other] > RANK[top]:
+        return f"upward import ({TIER_OF[top]}: {top} below {TIER_OF[other]}: {other})"
+    if top in APPLICATIONS and other not in APPLICATIONS:
+        face = target if target in APP_API else other if other in APP_API and target == other else None
+        if face is None:
+            return (
+                f"an application imports {target}, which is not the public face or the internal API (APP_API)"
+            )
+    return None
+
+
 def violations() -> list[str]:
     found: list[str] = []
     for path in modules():
@@ -177,15 +260,20 @@ def violations() -> list[str]:
         module = dotted(path)
         layer = layer_of(module)
         where = f"{path.relative_to(SRC.parent)}"
-        if layer not in LEVEL:
-            found.append(f"{where}: module layer {layer!r} is not in the LAYERS table")
+        if layer not in RANK:
+            found.append(f"{where}: {layer!r} is not in the TIERS table")
+            continue
+        if layer in INSIDE and inner_rank(module) is None:
+            found.append(f"{where}: {module} is not in the INSIDE table of {layer}")
             continue
         for imp in imports:
             mine = own(imp.target)
             if mine is not None:
                 other = layer_of(mine)
-                if other in LEVEL and LEVEL[other] > LEVEL[layer]:
-                    found.append(f"{where}:{imp.line}: upward import of {imp.target} ({layer} < {other})")
+                if other in RANK and mine != module:
+                    why = edge_violation(module, mine)
+                    if why:
+                        found.append(f"{where}:{imp.line}: {why}")
                 private = [n for n in imp.names if n.startswith("_") and not n.startswith("__")]
                 private = [n for n in private if not _is_module(f"{imp.target}.{n}")]
                 if private and mine != module:
@@ -194,9 +282,9 @@ def violations() -> list[str]:
                     )
                 continue
             top = imp.target.split(".")[0]
-            if top in SDKS and layer not in SDK_HOMES:
+            if top in SDKS and not in_homes(module, SDK_HOMES):
                 found.append(f"{where}:{imp.line}: imports the SDK module {imp.target} outside {SDK_HOMES}")
-            if top == "ctypes" and layer not in CTYPES_HOMES:
+            if top == "ctypes" and not in_homes(module, CTYPES_HOMES):
                 found.append(f"{where}:{imp.line}: imports ctypes outside _sys/")
         for line, target, attr in reads:
             if own(target) != module:
@@ -264,9 +352,20 @@ def test_every_module_is_at_most_600_lines() -> None:
     assert not long, f"split these by job (at most {MAX_LINES} lines each): {long}"
 
 
-def test_the_layer_table_names_every_module() -> None:
-    missing = {layer_of(dotted(p)) for p in modules()} - set(LEVEL)
-    assert not missing, f"add these to LAYERS: {sorted(missing)}"
+def test_the_tables_name_every_module() -> None:
+    missing = {layer_of(dotted(p)) for p in modules()} - set(RANK)
+    assert not missing, f"add these to TIERS: {sorted(missing)}"
+    unplaced = [
+        dotted(p) for p in modules() if layer_of(dotted(p)) in INSIDE and inner_rank(dotted(p)) is None
+    ]
+    assert not unplaced, f"add these to INSIDE: {unplaced}"
+    assert not set(INSIDE) - set(RANK), "INSIDE names a package that TIERS does not"
+
+
+def test_the_top_shows_the_concepts() -> None:
+    """At most five modules at the top beside __init__.py and __main__.py; the rest live in packages."""
+    top = sorted(p.name for p in SRC.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert len(top) <= 5, top
 
 
 def test_imports_follow_the_layers() -> None:
@@ -276,31 +375,57 @@ def test_imports_follow_the_layers() -> None:
 
 # --- the checker itself must see what it is meant to see ---------------------------------------------------
 
+FAKE_MODULES = (
+    "__init__.py",
+    "errors.py",
+    "_rootsguard.py",
+    "cli.py",
+    "paths/__init__.py",
+    "paths/_rootset.py",
+    "paths/_beneath.py",
+    "roots/__init__.py",
+    "roots/_cache.py",
+    "sandbox/__init__.py",
+    "sandbox/_sandbox.py",
+    "_sys/__init__.py",
+    "_sys/linux.py",
+)
+
+
+def fake_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> None:
+    fake = tmp_path / "mcp_roots"
+    for name in FAKE_MODULES:
+        (fake / name).parent.mkdir(parents=True, exist_ok=True)
+        (fake / name).write_text("")
+    for name, source in files.items():
+        (fake / name).parent.mkdir(parents=True, exist_ok=True)
+        (fake / name).write_text(source)
+    monkeypatch.setattr(sys.modules[__name__], "SRC", fake)
+
 
 @pytest.mark.parametrize(
     ("source", "module", "expected"),
     [
-        ("from ._rootset import RootSet\n", "_beneath.py", "upward import"),
-        ("from ._beneath import _magic\n", "_rootset.py", "underscore name"),
-        ("from . import _beneath\nx = _beneath._active\n", "_rootset.py", "reads the underscore name"),
-        ("import ctypes\n", "_beneath.py", "ctypes outside"),
-        ("import mcp.server\n", "_rootset.py", "SDK module"),
-        ("from pydantic import BaseModel\n", "_cache.py", "SDK module"),
-        # A lazy edge of the table is upward all the same when it runs at import time...
-        ("from . import broker\n", "_guard.py", "upward import"),
-        # ...and a function-local import is no excuse for an edge the table does not name.
-        ("def f():\n    from ._rootset import RootSet\n", "_beneath.py", "upward import"),
+        ("from ._rootset import RootSet\n", "paths/_beneath.py", "upward import inside paths"),
+        ("from ..roots._cache import RootsCache\n", "paths/_rootset.py", "upward import (paths"),
+        ("from ._beneath import _magic\n", "paths/_rootset.py", "underscore name"),
+        ("from . import _beneath\nx = _beneath._active\n", "paths/_rootset.py", "reads the underscore name"),
+        ("import ctypes\n", "paths/_beneath.py", "ctypes outside"),
+        ("import mcp.server\n", "paths/_rootset.py", "SDK module"),
+        ("from pydantic import BaseModel\n", "roots/_cache.py", "SDK module"),
+        # A function-local import is no excuse for an edge the tables do not name.
+        ("def f():\n    from .. import cli\n", "paths/_rootset.py", "upward import"),
+        # An application uses the public face and the named internal API, not a package's private modules.
+        ("from .paths._rootset import RootSet\n", "cli.py", "not the public face"),
+        ("def f():\n    from .roots import _cache\n", "cli.py", "not the public face"),
+        # A module the INSIDE table does not place is refused until it is placed.
+        ("", "paths/_new.py", "not in the INSIDE table"),
     ],
 )
 def test_the_checker_sees_each_kind_of_violation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, module: str, expected: str
 ) -> None:
-    fake = tmp_path / "mcp_roots"
-    fake.mkdir()
-    for name in ("__init__.py", "_rootset.py", "_beneath.py", "_cache.py", "_sandbox.py", "_guard.py"):
-        (fake / name).write_text("")
-    (fake / module).write_text(source)
-    monkeypatch.setattr(sys.modules[__name__], "SRC", fake)
+    fake_tree(tmp_path, monkeypatch, {module: source})
     found = violations()
     assert any(expected in v for v in found), found
 
@@ -312,19 +437,22 @@ def test_the_circle_finder_sees_a_circle_through_a_lazy_import() -> None:
 
 
 def test_the_checker_accepts_clean_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = tmp_path / "mcp_roots"
-    (fake / "_sys").mkdir(parents=True)
-    (fake / "__init__.py").write_text("from ._rootset import RootSet\n")
-    (fake / "_rootset.py").write_text("from ._beneath import open_beneath\nfrom . import _beneath\n")
-    (fake / "_beneath.py").write_text("from ._sys import linux\nfrom ._errors import InvalidPath\n")
-    (fake / "_errors.py").write_text("")
-    (fake / "_sys" / "__init__.py").write_text("")
-    (fake / "_sys" / "linux.py").write_text("import ctypes\n")
-    (fake / "_sandbox.py").write_text("from ._errors import SandboxUnavailable\n")
-    (fake / "_rootset.py").write_text(
-        "from typing import TYPE_CHECKING\nfrom ._beneath import open_beneath\nfrom . import _beneath\n"
-        "if TYPE_CHECKING:\n    from ._sandbox import run\n"
-        "def run_here():\n    from . import _sandbox\n"
+    fake_tree(
+        tmp_path,
+        monkeypatch,
+        {
+            "__init__.py": "from .paths._rootset import RootSet\n",
+            "paths/_rootset.py": (
+                "from typing import TYPE_CHECKING\nfrom ._beneath import open_beneath\n"
+                "from . import _beneath\nfrom ..errors import InvalidPath\n"
+                "if TYPE_CHECKING:\n    from ..sandbox._sandbox import run\n"
+                "def run_here():\n    from ..sandbox import _sandbox\n"
+            ),
+            "paths/_beneath.py": "from .._sys import linux\nfrom ..errors import InvalidPath\n",
+            "_sys/linux.py": "import ctypes\n",
+            "sandbox/__init__.py": "from ._sandbox import run\n",
+            "sandbox/_sandbox.py": "from ..errors import SandboxUnavailable\n",
+            "cli.py": "from . import RootSet\nfrom .errors import ConfigError\nfrom .sandbox import run\n",
+        },
     )
-    monkeypatch.setattr(sys.modules[__name__], "SRC", fake)
     assert violations() == []

@@ -741,7 +741,7 @@ def test_remove_recursive_1200_deep(tmp_path: Path, strategy: str) -> None:
 
 def test_a_directory_moved_out_of_a_tree_being_removed_stops_the_removal(tmp_path: Path) -> None:
     """Going back up, the removal opens '..' and checks it is the directory it came down from."""
-    from mcp_roots import _beneath
+    from mcp_roots.paths import _beneath
 
     make_dirs(tmp_path, "top/a/b")
     (tmp_path / "top" / "a" / "b" / "f").write_bytes(b"x")

@@ -1,4 +1,4 @@
-"""Which parts of a tool parameter are paths (mcp_roots._pathlike): the name rule, locators into real
+"""Which parts of a tool parameter are paths (mcp_roots.guard._pathlike): the name rule, locators into real
 pydantic v2 models, dataclasses, TypedDicts and NamedTuples, and values read and replaced without mutation.
 """
 
@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, Field, RootModel
 
-from mcp_roots._pathlike import (
+from mcp_roots.guard._pathlike import (
     MAX_DEPTH,
     Locator,
     is_path_name,
@@ -35,7 +35,7 @@ from mcp_roots._pathlike import (
 
 # --- The name rule -----------------------------------------------------------------------------------
 
-#: The audit's name rule before this module (mcp_roots/_guard.py on main), kept here as the naive control.
+#: The audit's name rule before this module (the facade module on main), kept here as the naive control.
 OLD_NAMES = {"path", "paths", "file", "files", "filename", "filepath", "dir", "dirs", "directory", "folder"}
 OLD_NAMES |= {"src", "source", "dest", "destination", "target", "root", "cwd", "workdir", "uri"}
 OLD_SUFFIXES = ("_path", "_paths", "_dir", "_dirs", "_file", "_files", "_directory", "_folder", "_root")
@@ -525,7 +525,7 @@ def test_is_path_value() -> None:
 
 def test_importing_it_loads_no_pydantic() -> None:
     code = (
-        "import sys, mcp_roots._pathlike as p\n"
+        "import sys, mcp_roots.guard._pathlike as p\n"
         "assert p.path_locators(list[str], 'paths') == ['paths[]']\n"
         "assert 'pydantic' not in sys.modules, sorted(m for m in sys.modules if 'pydantic' in m)\n"
     )

@@ -126,7 +126,7 @@ def test_a_newline_root_would_forge_a_line_without_the_rule(tmp_path: Path) -> N
 @pytest.mark.parametrize("name", ["openat2", "walk", "walk-no-opath", "bogus"])
 def test_mcp_roots_resolve_chooses_the_strategy_at_import(tmp_path: Path, name: str) -> None:
     code = (
-        "import mcp_roots, sys; from mcp_roots import _beneath; "
+        "import mcp_roots, sys; from mcp_roots.paths import _beneath; "
         "r = mcp_roots.RootSet.from_paths([sys.argv[1]]); "
         "print(_beneath.strategy().name, r.read_text('f'), _beneath.self_checking())"
     )

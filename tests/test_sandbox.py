@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from mcp_roots import RootSet
-from mcp_roots._sandbox import support
+from mcp_roots.sandbox._sandbox import support
 
 from .tree import SECRET, SandboxTree
 
@@ -374,8 +374,8 @@ def test_a_root_swapped_for_a_symlink_after_the_rootset_was_built_is_refused(tre
     import dataclasses
 
     from mcp_roots import SandboxUnavailable
-    from mcp_roots._sandbox import _spawn_confined, plan
     from mcp_roots._sys.landlock import EXACT_PATH
+    from mcp_roots.sandbox._sandbox import _spawn_confined, plan
 
     roots = tree.roots
     tree.root.rename(tree.base / "root.real")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from mcp_roots import ConfigError, RootSet, clip_to_ceiling, fallback_roots
-from mcp_roots._sources import (
+from mcp_roots.roots._sources import (
     CONFIG_FILE_ENV_VAR,
     ENV_VAR,
     SOURCE_ENVIRONMENT,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mcp_roots import PathOutsideRoots, RootSet, TreeEntry
-from mcp_roots._tree import descend, walk
+from mcp_roots.paths._tree import descend, walk
 
 
 def _tree(base: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from mcp_roots import RootSet
-from mcp_roots._fileops import keep_metadata
+from mcp_roots.paths._fileops import keep_metadata
 
 OTHER_UID, OTHER_GID = 4321, 4322
 

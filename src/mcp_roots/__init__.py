@@ -7,8 +7,8 @@ and the ``mcp-roots`` command work without loading (or having) an SDK.
 
 from typing import TYPE_CHECKING, Any
 
-from ._cache import RootsCache
-from ._errors import (
+from ._rootsguard import RootsGuard
+from .errors import (
     BrokerError,
     BrokeringUnavailable,
     ConfigError,
@@ -21,18 +21,18 @@ from ._errors import (
     SandboxUnavailable,
     SDKChanged,
 )
-from ._guard import RootsGuard
-from ._rootset import Root, RootSet
-from ._sources import clip_to_ceiling, fallback_roots
-from ._tree import Entry, TreeEntry
-from ._uri import path_to_uri, uri_to_path
+from .paths._rootset import Root, RootSet
+from .paths._tree import Entry, TreeEntry
+from .paths._uri import path_to_uri, uri_to_path
+from .roots._cache import RootsCache
+from .roots._sources import clip_to_ceiling, fallback_roots
 
 if TYPE_CHECKING:
-    from ._provider import ConsentRequest, RootsProvider
+    from .roots._provider import ConsentRequest, RootsProvider
 
 __version__ = "0.1.0.dev0"
 
-_LAZY = {"ConsentRequest": "._provider", "RootsProvider": "._provider"}
+_LAZY = {"ConsentRequest": ".roots._provider", "RootsProvider": ".roots._provider"}
 
 
 def __getattr__(name: str) -> Any:

@@ -14,10 +14,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import __version__
-from ._errors import ConfigError, InvalidPath, PathOutsideRoots, RootsError
-from ._rootset import RootSet
-from ._sources import (
+from . import RootSet, __version__
+from .errors import ConfigError, InvalidPath, PathOutsideRoots, RootsError
+from .filesystem._command import add_serve_command, serve
+from .roots import (
     CONFIG_DIR_ENV_VAR,
     CONFIG_FILE_ENV_VAR,
     CONFIG_FILENAME,
@@ -27,7 +27,6 @@ from ._sources import (
     fallback_roots,
     how_to_configure,
 )
-from .filesystem._command import add_serve_command, serve
 
 __all__ = ["build_parser", "main"]
 
@@ -316,7 +315,7 @@ def _run(roots: RootSet, args: argparse.Namespace) -> int:
         raise ConfigError(
             f"'{PROG} run --allow-path-metadata' needs --write (a read-only command changes no metadata)"
         )
-    from . import _sandbox
+    from . import sandbox as _sandbox
 
     try:
         # The terminal's stdio on purpose (stdin/stdout=None), but in a new session: the command has no
@@ -377,8 +376,7 @@ def _run_forwarding_signals(spawn: Callable[[], Any]) -> int:
 
 
 def _doctor(as_json: bool) -> tuple[str, int]:
-    from . import _sandbox
-    from ._sys import landlock
+    from . import sandbox as _sandbox
 
     kernel = _sandbox.support()
     nnp = _sandbox.no_new_privs() if sys.platform == "linux" else "not Linux"
@@ -399,7 +397,7 @@ def _doctor(as_json: bool) -> tuple[str, int]:
             "enforced": [{"what": what, "enforced": on, "needs": needs} for what, on, needs in features],
             "read_only_paths": [p for p in _sandbox.SYSTEM_READ_PATHS if os.path.exists(p)],
             "read_write_devices": [p for p in _sandbox.SYSTEM_DEVICE_PATHS if os.path.exists(p)],
-            "threads": landlock.thread_count() if sys.platform == "linux" else None,
+            "threads": _sandbox.thread_count() if sys.platform == "linux" else None,
         }
         return json.dumps(document, indent=2), code
     lines = [f"kernel: {sys.platform} {os.uname().release}"]
@@ -517,7 +515,7 @@ def _add_audit_command(commands: Any) -> None:
 def _audit(target: str) -> tuple[str, int]:
     import importlib
 
-    from ._guard import audit_server, format_audit
+    from ._rootsguard import audit_server, format_audit
 
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:

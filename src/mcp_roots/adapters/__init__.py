@@ -20,6 +20,8 @@ __all__ = [
     "Kind",
     "adapter_for_context",
     "adapter_for_server",
+    "check_stdio_server",
+    "lowlevel_of",
     "refusal",
     "supported_kinds",
 ]
@@ -142,3 +144,22 @@ def adapter_for_server(server: object) -> type:
 def adapter_for_context(ctx: object) -> type:
     """The adapter class that understands the request context ``ctx``."""
     return _lookup(ctx, False)
+
+
+# --- The adapters' internal API for the applications: `serve`'s stdio transport on mcp 2.x ----------------
+
+
+def lowlevel_of(server: Any) -> Any:
+    """The low-level ``Server`` behind an mcp 2.x ``MCPServer`` (a private attribute there), checked by the
+    seam (``SDKChanged`` when it moved). Imports the mcp 2.x SDK."""
+    from . import mcp2_sdk
+
+    return mcp2_sdk.lowlevel_of(server)
+
+
+def check_stdio_server() -> None:
+    """That mcp 2.x's ``stdio_server()`` still takes the streams ``serve``'s transport hands it
+    (``SDKChanged`` if not). Imports the mcp 2.x SDK."""
+    from . import mcp2_sdk
+
+    mcp2_sdk.check_stdio_server()

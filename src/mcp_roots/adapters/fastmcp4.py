@@ -2,7 +2,7 @@
 
 A fastmcp ``Middleware``, first in the server's chain, sees ``initialize``, the notifications, every
 ``tools/call`` and ``resources/read``, and hands the calls to the one guarded-call algorithm
-(``mcp_roots._calls``). Legacy connections keep a RootsCache each, run by the ``mcp`` 2.x port
+(``mcp_roots.guard._calls``). Legacy connections keep a RootsCache each, run by the ``mcp`` 2.x port
 (``adapters/mcp2.py``); on 2026-07-28 a guarded call is first answered with a ``roots/list`` input request.
 This module supplies only how to get a call's roots, ask the client, refuse and run the next handler.
 """
@@ -28,11 +28,11 @@ from fastmcp.tools.function_tool import FunctionTool
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .._audit import Handler, audit_handlers, parameters_of, warn_unguarded
-from .._calls import NeedRoots, own_spec, resource_read, tool_call
-from .._errors import RootsUnavailable, SDKChanged
-from .._policy import GuardPolicy
-from .._rootset import RootSet
+from ..errors import RootsUnavailable, SDKChanged
+from ..guard._audit import Handler, audit_handlers, parameters_of, warn_unguarded
+from ..guard._calls import NeedRoots, own_spec, resource_read, tool_call
+from ..paths._rootset import RootSet
+from ..roots._policy import GuardPolicy
 from .mcp2 import ROOTS_INPUT_KEY
 from .mcp2_connections import Connections
 from .mcp2_sdk import connection_of, stream_of
@@ -120,7 +120,7 @@ class _Request:
 
 
 class FastMCP4Adapter:
-    """One guard's port into ``fastmcp`` 4.x servers (a :class:`mcp_roots._calls.CallPort`)."""
+    """One guard's port into ``fastmcp`` 4.x servers (a :class:`mcp_roots.guard._calls.CallPort`)."""
 
     brokering = False
     framework_errors: tuple[type[BaseException], ...] = (ToolError,)

@@ -5,7 +5,8 @@ mcp 1.x keeps one ``ServerSession`` per connection, which keys the connection's 
 middleware, and its notification handlers are not told which session a notification came from. So the
 adapter wraps the low-level server's message dispatch (``Server._handle_message``) to see ``initialized``
 and ``roots/list_changed``, and FastMCP's tool and resource managers, where it hands each call to the one
-guarded-call algorithm (``mcp_roots._calls``). ``roots/list`` goes out through the public ``send_request``.
+guarded-call algorithm (``mcp_roots.guard._calls``). ``roots/list`` goes out through the public
+``send_request``.
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ from mcp.shared.exceptions import McpError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, ConfigDict
 
-from .._audit import Handler, audit_handlers, parameters_of, warn_unguarded
-from .._calls import NOT_INSTALLED, GuardNotInstalled, own_spec, resource_read, tool_call
-from .._errors import RootsError, RootsUnavailable, SDKChanged
-from .._policy import ConnectionRoots, GuardPolicy
-from .._rootset import RootSet
+from ..errors import RootsError, RootsUnavailable, SDKChanged
+from ..guard._audit import Handler, audit_handlers, parameters_of, warn_unguarded
+from ..guard._calls import NOT_INSTALLED, GuardNotInstalled, own_spec, resource_read, tool_call
+from ..paths._rootset import RootSet
+from ..roots._policy import ConnectionRoots, GuardPolicy
 
 __all__ = ["Mcp1Adapter", "refusal"]
 
@@ -151,7 +152,7 @@ def _request_context_of(ctx: object) -> RequestContext[Any, Any, Any]:
 
 
 class Mcp1Adapter:
-    """One guard's port into ``mcp`` 1.x servers (a :class:`mcp_roots._calls.CallPort`)."""
+    """One guard's port into ``mcp`` 1.x servers (a :class:`mcp_roots.guard._calls.CallPort`)."""
 
     brokering = False
     framework_errors: tuple[type[BaseException], ...] = (ToolError,)

@@ -2,8 +2,8 @@
 
 A context-tier middleware, first in the server's chain, feeds each legacy connection's RootsCache
 (initialize, initialized, roots/list_changed) and hands ``tools/call``, ``prompts/get`` and
-``resources/read`` to the one guarded-call algorithm (``mcp_roots._calls``). This module supplies only how
-to get a call's roots (the cache, or the roots sent with a 2026-07-28 request), how to ask the client (an
+``resources/read`` to the one guarded-call algorithm (``mcp_roots.guard._calls``). This module supplies only
+how to get a call's roots (the cache, or the roots sent with a 2026-07-28 request), how to ask the client (an
 ``InputRequiredResult`` with a ``roots/list`` input request), how to refuse and how to run the next
 handler. The SDK's private corners are in ``mcp2_sdk``.
 """
@@ -28,10 +28,10 @@ from mcp_types import (
     TextContent,
 )
 
-from .._audit import Handler, audit_handlers, parameters_of, warn_unguarded
-from .._calls import NeedRoots, own_spec, resource_read, tool_call
-from .._policy import GuardPolicy
-from .._rootset import RootSet
+from ..guard._audit import Handler, audit_handlers, parameters_of, warn_unguarded
+from ..guard._calls import NeedRoots, own_spec, resource_read, tool_call
+from ..paths._rootset import RootSet
+from ..roots._policy import GuardPolicy
 from .mcp2_connections import Connections, declares_roots, is_modern
 from .mcp2_sdk import Registry, connection_of, middleware_of, stream_of
 
@@ -96,7 +96,7 @@ def _take_roots_answer(params: Mapping[str, Any]) -> tuple[Mapping[str, Any], ob
 
 
 class Mcp2Adapter:
-    """One guard's port into ``mcp`` 2.x servers (a :class:`mcp_roots._calls.CallPort`)."""
+    """One guard's port into ``mcp`` 2.x servers (a :class:`mcp_roots.guard._calls.CallPort`)."""
 
     brokering = True
     framework_errors: tuple[type[BaseException], ...] = ()  # MCPServer passes a returned result through

@@ -19,10 +19,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .._calls import NOT_INSTALLED, not_installed_error
-from .._errors import RootsUnavailable
-from .._policy import ConnectionRoots, GuardPolicy
-from .._rootset import RootSet
+from ..errors import RootsUnavailable
+from ..guard._calls import NOT_INSTALLED, not_installed_error
+from ..paths._rootset import RootSet
+from ..roots._policy import ConnectionRoots, GuardPolicy
 from .mcp2_sdk import connection_of, request_channel
 
 __all__ = ["Connections", "declares_roots", "is_modern"]

@@ -18,7 +18,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.direct_dispatcher import DIRECT_TRANSPORT_KIND
 from mcp.shared.transport_context import TransportContext
 
-from .._errors import SDKChanged
+from ..errors import SDKChanged
 
 __all__ = [
     "Registry",

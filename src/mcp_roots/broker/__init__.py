@@ -1,12 +1,13 @@
 """Client-brokered filesystem access (the ``files/*`` methods of the SEP-1708 draft, as mcp-roots fixes
 them; see docs/brokering.md). Legacy protocol era only: the server's requests ride the back-channel."""
 
-from .._errors import BrokerError, BrokeringUnavailable
+from ..errors import BrokerError, BrokeringUnavailable
 from . import _protocol as protocol
 from ._host import ConsentItem, FileBroker, FileConsentRequest
 from ._protocol import (
     CAPABILITY,
     DEFAULT_CHUNK_SIZE,
+    DEFAULT_MAX_FILE,
     DEFAULT_TIMEOUT,
     ERROR_CODES,
     METHODS,
@@ -22,6 +23,7 @@ from ._server import BrokeredFiles, ConsentGrant, DirEntry, FileChange, FileInfo
 __all__ = [
     "CAPABILITY",
     "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_MAX_FILE",
     "DEFAULT_TIMEOUT",
     "ERROR_CODES",
     "METHODS",

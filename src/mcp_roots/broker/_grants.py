@@ -14,103 +14,25 @@ import inspect
 import logging
 import os
 import stat
-import time
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeAlias
+from typing import TypeAlias
 
 import anyio
 import mcp_types
 
-from .._rootset import Root
 from .._sys import linux
 from . import _protocol as p
+from ._consent import Access, ConsentItem, FileConsentCallback, FileConsentRequest, TokenBucket, under
 
-__all__ = [
-    "Access",
-    "ConsentItem",
-    "FileConsentCallback",
-    "FileConsentRequest",
-    "FileGrant",
-    "Grants",
-    "Revoked",
-    "TokenBucket",
-    "Unconsented",
-    "under",
-]
+__all__ = ["Grants", "Revoked", "Screen", "Unconsented"]
 
 logger = logging.getLogger("mcp_roots")
 
-Access: TypeAlias = Literal["read", "write"]
-
-
-@dataclass(frozen=True)
-class ConsentItem:
-    """One thing a server asks to reach: ``path`` (relative, '' for the whole root) beneath ``root``."""
-
-    root: Root
-    path: str
-
-    @property
-    def location(self) -> Path:
-        """The local path this item names (for display; operations never open it by name)."""
-        return self.root.path / self.path if self.path else self.root.path
-
-
-@dataclass(frozen=True)
-class FileConsentRequest:
-    """What a FileBroker consent callback is asked: may ``server`` have ``access`` to ``items``?
-
-    ``message`` is the server's own words for an explicit ``files/consent``; for an operation that arrives
-    without consent (``explicit`` False) the broker writes it. Answer True (all), False (none), or the
-    subset of ``items`` the user approved.
-    """
-
-    server: mcp_types.Implementation | None
-    message: str
-    items: tuple[ConsentItem, ...]
-    access: Access
-    explicit: bool
-
-    @property
-    def server_name(self) -> str:
-        if self.server is None:
-            return "an unidentified server"
-        return f"{self.server.name} {self.server.version}".strip()
-
-
-FileGrant: TypeAlias = "bool | Collection[ConsentItem]"
-FileConsentCallback: TypeAlias = Callable[[FileConsentRequest], "FileGrant | Awaitable[FileGrant]"]
-
-
-class TokenBucket:
-    """``capacity`` events at once, refilled at ``capacity / window`` per second of ``clock``."""
-
-    def __init__(self, capacity: int, window: float, clock: Callable[[], float] = time.monotonic) -> None:
-        if capacity <= 0 or window <= 0:
-            raise ValueError(f"a rate must be (events > 0, seconds > 0), not ({capacity}, {window})")
-        self.capacity = capacity
-        self.window = window
-        self.per_second = capacity / window
-        self.tokens = float(capacity)
-        self._clock = clock
-        self.stamp = clock()
-
-    def take(self) -> float:
-        """0 when an event may happen now (and it is counted), else the seconds until one may."""
-        now = self._clock()
-        self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.per_second)
-        self.stamp = now
-        if self.tokens >= 1:
-            self.tokens -= 1
-            return 0.0
-        return (1 - self.tokens) / self.per_second
-
-
-def under(path: Path, base: Path) -> bool:
-    """``path`` is ``base`` or lies beneath it (lexically: both are canonical absolute paths)."""
-    return path == base or base in path.parents
+Screen: TypeAlias = Callable[["Path | None", os.stat_result], bool]
+"""``hidden(where, st)``: an entry of a listing or a watched tree (its path now, when known, and its lstat)
+lies in a revoked location, by name or by identity, and is left out of the answer."""
 
 
 @dataclass(frozen=True)
@@ -292,6 +214,40 @@ class Grants:
             hit = _ancestor_hit(directory, by_identity)
         if hit is not None and not self._lifted(by_identity[hit], Path(now)):
             raise Revoked(now)
+
+    def fence_read(self, fd: int) -> None:
+        """The check after opening something to describe or read it (read, list, stat, every watch
+        snapshot, a conflict's etag), made on that very descriptor: where it is now must be consented for
+        reading (when a callback decides consent; else the roots are the consent) and must not lie in a
+        revoked location, by name or by identity (:meth:`fence`). A rename, swap or symlink put there
+        after the consent check cannot carry an answer into a folder the user did not approve or revoked:
+        :class:`Unconsented` or :class:`Revoked` instead."""
+        if self.callback is not None:
+            now = linux.fd_path(fd)
+            if now is None:  # deleted, or no procfs: fail closed
+                raise Unconsented("")
+            if not self.covered(Path(now), "read"):
+                raise Unconsented(now)
+        self.fence(fd)
+
+    def screen(self) -> Screen | None:
+        """For one listing or one watch snapshot: the test that leaves out entries lying in a revoked
+        location (the location itself, a hard link to a revoked file, and everything beneath), by identity
+        (the revoked locations in force now) and by name (where they were revoked and are now). None
+        when nothing is revoked. Take it once per answer: it reads where each revocation is now."""
+        if not self._revocations:
+            return None
+        in_force = self.in_force()
+        places = {place for revocation in self._revocations for place in revocation.places()}
+
+        def hidden(where: Path | None, st: os.stat_result) -> bool:
+            if _identity(st) in in_force:
+                return True
+            if where is None or not any(under(where, place) for place in places):
+                return False
+            return self.revoked(where)
+
+        return hidden
 
     def fence_at(self, dirfd: int, name: str, access: Access) -> None:
         """The check before a change to ``name`` in the opened directory ``dirfd``, made on that very

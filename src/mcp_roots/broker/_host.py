@@ -3,8 +3,9 @@ beneath the client's roots, under the user's consent, limits and an audit log.
 
 This module holds the broker's life cycle, the user's actions (revoke, restore) and the request path
 (dispatch, rate limit, timeout, audit). The methods are in ``_methods``, locating a request's root, path
-and consent in ``_locator``, consent in ``_grants``, uploads in ``_uploads``, watches in ``_watch``, the
-blocking file operations in ``_hostops``, and the exception to reason table in ``_reasons``.
+and consent in ``_locator``, consent in ``_grants`` (what a prompt is asked in ``_consent``), uploads in
+``_uploads``, watches in ``_watch``, the blocking file operations in ``_hostops``, and the exception to
+reason table in ``_reasons``.
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ import anyio.abc
 from mcp import Client
 from mcp.client.session import ClientSession
 
-from .._errors import BrokerError
-from .._owned import OwnedTaskGroup
-from .._provider import RootsProvider
-from .._rootset import Root, RootSet
+from ..errors import BrokerError
+from ..paths._rootset import Root, RootSet
+from ..roots._owned import OwnedTaskGroup
+from ..roots._provider import RootsProvider
 from . import _protocol as p
 from . import _uploads as up
-from ._grants import ConsentItem, FileConsentCallback, FileConsentRequest, Grants, TokenBucket, under
+from ._consent import ConsentItem, FileConsentCallback, FileConsentRequest, TokenBucket, under
+from ._grants import Grants
 from ._locator import Locator
 from ._methods import Methods
 from ._reasons import error_for
@@ -62,11 +64,19 @@ class FileBroker:
     most ``prompts`` = (prompts, seconds) are shown (beyond: refused without asking). Without a callback,
     the roots are the consent. :meth:`revoke` withdraws consent at any time, by identity: a revoked folder
     stays revoked if an ancestor is renamed, a server may not delete or rename an ancestor of it, and only
-    the user re-approving it (the callback, or :meth:`restore`) lifts it; watches and uploads under it end.
+    the user re-approving it (the callback, or :meth:`restore`) lifts it; watches and uploads under it end,
+    and a watch whose tree meets it later (a folder moved in, a symlink renamed over the watched path) ends
+    or leaves it out. Every answer that describes a file (read, list, stat, each watch snapshot, a
+    conflict's etag) is judged on the descriptor it comes from, like a read.
+
+    The consent callback is shown the server's own text: ``FileConsentRequest.message``, each
+    ``ConsentItem.path`` and the server's self-declared ``server`` name and version may hold newlines,
+    bidi overrides or C1 controls; a host escapes them before showing them to the user.
 
     Limits: ``max_chunk`` bytes per read answer / write chunk, ``max_file`` bytes per file read or
-    written (None: no limit), ``rate`` = (operations, seconds), ``timeout`` seconds per request,
-    ``max_watches`` open at once, ``max_watch_entries`` per watch. Each refusal is ``QUOTA_EXCEEDED`` with
+    written (``DEFAULT_MAX_FILE``, 1 GiB, by default: raise it, or pass None for no limit), ``rate`` =
+    (operations, seconds), ``timeout`` seconds per request, ``max_watches`` open at once,
+    ``max_watch_entries`` per watch, 16 chunked uploads open at once. Each refusal is ``QUOTA_EXCEEDED`` with
     ``data.kind``. ``read_only`` refuses every write with ``PERMISSION_DENIED``.
 
     One broker serves one client connection. Every operation is logged to ``mcp_roots.audit`` with the
@@ -80,7 +90,7 @@ class FileBroker:
         consent: FileConsentCallback | None = None,
         read_only: bool = False,
         max_chunk: int = p.MAX_CHUNK_SIZE,
-        max_file: int | None = None,
+        max_file: int | None = p.DEFAULT_MAX_FILE,
         rate: tuple[int, float] | None = (100, 1.0),
         prompts: tuple[int, float] | None = (5, 60.0),
         timeout: float = p.DEFAULT_TIMEOUT,
@@ -119,7 +129,7 @@ class FileBroker:
 
     @property
     def max_file(self) -> int | None:
-        """Bytes per file read or written (None: no limit)."""
+        """Bytes per file read or written (``DEFAULT_MAX_FILE`` unless the host chose; None: no limit)."""
         return self._methods.max_file
 
     @property
@@ -168,7 +178,8 @@ class FileBroker:
     def revoke(self, paths: Collection[str | os.PathLike[str]] | None = None) -> None:
         """Withdraw consent for everything (``paths`` None) or for the given local paths and everything
         beneath them, by identity (see the class docstring). Open watches and uploads at, under or above
-        them end at once. Safe to call from the event loop at any time."""
+        them end at once; a watch elsewhere whose path or tree later meets a revoked location ends or
+        leaves it out at its next snapshot. Safe to call from the event loop at any time."""
         targets = None if paths is None else [Path(os.path.realpath(os.fspath(x))) for x in paths]
         self._grants.revoke(targets, [r.path for r in self._locator.known_roots()])
 

@@ -1,5 +1,6 @@
-"""The blocking file operations behind files/*, run in worker threads. Reads go through RootSet's public,
-race-free operations on one root and check the opened descriptor; every change goes through the
+"""The blocking file operations behind files/*, run in worker threads. Every answer that describes or reveals
+a file (read, list, stat, a conflict's etag) comes from a descriptor opened beneath the root with RootSet's
+public, race-free operations and checked itself (``Grants.fence_read``); every change goes through the
 descriptor of its parent directory, opened beneath the root and checked itself (consent, revocations by
 identity). They raise plain exceptions; ``_reasons`` maps them to protocol errors.
 """
@@ -13,17 +14,19 @@ import posixpath
 import secrets
 import stat
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Literal
 
-from .._beneath import strategy
-from .._errors import FileTooLarge, NotRegularFile
-from .._fileops import TEMP_NAME_BYTES, mkdir_at, remove_at
-from .._ops import rename_noreplace
-from .._pathtext import cut_to_bytes, file_kind
-from .._rootset import Root, RootSet
-from .._tree import LIST_FLAGS, descend, list_entries
+from .._sys import linux
+from ..errors import FileTooLarge, NotRegularFile
+from ..paths._beneath import strategy
+from ..paths._fileops import TEMP_NAME_BYTES, mkdir_at, remove_at
+from ..paths._ops import rename_noreplace
+from ..paths._rootset import Root, RootSet
+from ..paths._text import cut_to_bytes, file_kind
+from ..paths._tree import LIST_FLAGS, descend, list_entries
 from . import _protocol as p
-from ._grants import Grants, Revoked
+from ._grants import Grants, Revoked, Screen
 
 __all__ = [
     "LIST_FLAGS",
@@ -37,6 +40,7 @@ __all__ = [
     "join",
     "kind_of",
     "list_page",
+    "look",
     "pread",
     "rename",
 ]
@@ -93,16 +97,33 @@ def pread(
         os.close(fd)
 
 
-def etag_now(rootset: RootSet, full: str) -> str | None:
+def look(rootset: RootSet, full: str, fence: Fence = _no_fence) -> os.stat_result:
+    """What ``files/stat`` and a conflict's etag describe: the file opened beneath the root only to be
+    fstat'ed (the resolution strategy's probe flags; symlinks followed while they stay inside), checked by
+    ``fence`` on that descriptor, then fstat'ed: never a second look by name."""
+    fd = rootset.open_fd(full, strategy().probe_flags)
     try:
-        return p.etag_of(rootset.stat(full))
+        fence(fd)
+        return os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+def etag_now(rootset: RootSet, full: str, fence: Fence = _no_fence) -> str | None:
+    """The etag of what ``full`` names now (fenced like a read), or None when nothing is there."""
+    try:
+        return p.etag_of(look(rootset, full, fence))
     except FileNotFoundError:
         return None
 
 
-def check_target(rootset: RootSet, full: str, rel: str, if_match: str | None, create_only: bool) -> None:
-    """CONCURRENCY_CONFLICT unless the target is as the request expects (absent, or at ``if_match``)."""
-    current = etag_now(rootset, full)
+def check_target(
+    rootset: RootSet, full: str, rel: str, if_match: str | None, create_only: bool, fence: Fence = _no_fence
+) -> None:
+    """CONCURRENCY_CONFLICT unless the target is as the request expects (absent, or at ``if_match``). The
+    etag it compares (and names in the conflict) is a fenced look: a target in a revoked location is
+    refused, never described."""
+    current = etag_now(rootset, full, fence)
     if create_only and current is not None:
         raise p.broker_error("CONCURRENCY_CONFLICT", f"{rel!r} already exists (createOnly)", path=rel)
     if if_match is not None and current != if_match:
@@ -199,7 +220,7 @@ def delete(
     location is revoked, the victim is first renamed aside in that parent and checked by identity: if it is
     (or holds) a revoked location, it is put back and nothing is removed."""
     if if_match is not None:
-        current = etag_now(rootset, join(root, rel))
+        current = etag_now(rootset, join(root, rel), checks.fence_read)
         if current != if_match:
             raise p.broker_error("CONCURRENCY_CONFLICT", f"{rel!r} changed (ifMatch)", path=rel, etag=current)
     with checked_parent(rootset, root, rel, checks) as (fd, name):
@@ -244,12 +265,20 @@ def rename(
             raise Revoked(src[2])
 
 
-def list_page(rootset: RootSet, full: str, start: int, fence: Fence = _no_fence) -> dict[str, Any]:
-    """One page of a directory, sorted by name; symlinks are listed, never followed."""
+def list_page(
+    rootset: RootSet, full: str, start: int, fence: Fence = _no_fence, screen: Screen | None = None
+) -> dict[str, Any]:
+    """One page of a directory, sorted by name; symlinks are listed, never followed. The directory is
+    checked by ``fence`` on its descriptor; an entry ``screen`` hides (a revoked location, by name or
+    identity) is left out."""
     fd = rootset.open_fd(full, LIST_FLAGS)
     try:
         fence(fd)
         raw = sorted(list_entries(fd))  # the path layer's listing: lstat each, skip one removed meanwhile
+        if screen is not None:
+            now = linux.fd_path(fd)
+            base = Path(now) if now is not None else None
+            raw = [(n, st) for n, st in raw if not screen(base / n if base is not None else None, st)]
     finally:
         os.close(fd)
     page = raw[start : start + LIST_PAGE]

@@ -16,11 +16,12 @@ import anyio
 import mcp_types
 from mcp.client.session import ClientSession
 
-from .._provider import RootsProvider
-from .._rootset import Root, RootSet
+from ..paths._rootset import Root, RootSet
+from ..roots._provider import RootsProvider
 from . import _protocol as p
 from . import _wire as w
-from ._grants import Access, ConsentItem, Grants
+from ._consent import Access, ConsentItem
+from ._grants import Grants
 from ._hostops import join
 
 __all__ = ["Located", "Locator", "run"]

@@ -11,15 +11,16 @@ from typing import Any, TypeAlias
 
 import anyio.abc
 
-from .._errors import BrokerError
+from ..errors import BrokerError, FileTooLarge
 from . import _hostops as ops
 from . import _protocol as p
 from . import _uploads as up
 from . import _wire as w
-from ._grants import ConsentItem, FileConsentRequest, Grants
+from ._consent import ConsentItem, FileConsentRequest
+from ._grants import Grants
 from ._locator import Locator, run
 from ._sdk import send_files_notification
-from ._watch import Watches, snapshot
+from ._watch import Watches, look
 
 __all__ = ["Handler", "Methods"]
 
@@ -69,9 +70,12 @@ class Methods:
         req = w.parse(w.ReadParams, params)
         at = await self.locator.locate(req, "read", where)
         length = min(req.length, self.max_chunk)  # a host may answer fewer bytes than asked
-        data, st = await run(
-            ops.pread, at.rootset, at.full, req.offset, length, self.max_file, self.grants.fence
-        )
+        try:
+            data, st = await run(
+                ops.pread, at.rootset, at.full, req.offset, length, self.max_file, self.grants.fence_read
+            )
+        except FileTooLarge:
+            raise self._too_large(at.rel) from None
         try:
             content = p.encode_content(data, req.encoding)
         except UnicodeDecodeError:
@@ -104,11 +108,19 @@ class Methods:
             raise p.broker_error("INVALID_PATH", "cannot write to the root itself; name a file in it")
         data = p.decode_content(req.content, req.encoding, max_bytes=self.max_chunk)
         where["chunk"] = len(data)
-        self.uploads.check_room()
         self._check_file_size(len(data), at.rel)
-        await run(ops.check_target, at.rootset, at.full, at.rel, req.if_match, req.create_only)
-        staged = await run(up.create_staging, at.rootset, at.root, at.rel, self.grants, mutating=True)
-        upload = self.uploads.open(at.root, at.rel, staged, req.if_match, req.create_only)
+        with self.uploads.reserving():  # the slot is counted before the first await below
+            await run(
+                ops.check_target,
+                at.rootset,
+                at.full,
+                at.rel,
+                req.if_match,
+                req.create_only,
+                self.grants.fence_read,
+            )
+            staged = await run(up.create_staging, at.rootset, at.root, at.rel, self.grants, mutating=True)
+            upload = self.uploads.open(at.root, at.rel, staged, req.if_match, req.create_only)
         try:
             await run(up.pwrite_all, upload.fd, data, 0, mutating=True)
             upload.written = len(data)
@@ -162,24 +174,28 @@ class Methods:
 
     def _check_file_size(self, size: int, rel: str) -> None:
         if self.max_file is not None and size > self.max_file:
-            raise p.broker_error(
-                "QUOTA_EXCEEDED",
-                f"{rel!r}: larger than the {self.max_file}-byte file limit",
-                kind="file",
-                limit=self.max_file,
-            )
+            raise self._too_large(rel)
+
+    def _too_large(self, rel: str) -> BrokerError:
+        return p.broker_error(
+            "QUOTA_EXCEEDED",
+            f"{rel!r}: larger than the {self.max_file}-byte file limit",
+            kind="file",
+            limit=self.max_file,
+        )
 
     async def list(self, params: Mapping[str, Any], where: dict[str, object]) -> dict[str, Any]:
         req = w.parse(w.ListParams, params)
         at = await self.locator.locate(req, "read", where)
         start = int(req.cursor) if req.cursor is not None else 0
-        page = await run(ops.list_page, at.rootset, at.full, start, self.grants.fence)
+        fence, screen = self.grants.fence_read, self.grants.screen
+        page = await run(lambda: ops.list_page(at.rootset, at.full, start, fence, screen()))
         return w.dump(w.ListResult.model_validate(page))
 
     async def stat(self, params: Mapping[str, Any], where: dict[str, object]) -> dict[str, Any]:
         req = w.parse(w.PathRef, params)
         at = await self.locator.locate(req, "read", where)
-        st = await run(at.rootset.stat, at.full)
+        st = await run(ops.look, at.rootset, at.full, self.grants.fence_read)
         return w.dump(w.StatResult.model_validate(ops.describe_stat(st)))
 
     async def create(self, params: Mapping[str, Any], where: dict[str, object]) -> dict[str, Any]:
@@ -236,11 +252,14 @@ class Methods:
             )
         self.watches.check_room()
         at = await self.locator.locate(req, "read", where, reaching=req.recursive)
+        grants = self.grants
         first = await run(
-            lambda: snapshot(at.rootset, at.full, recursive=req.recursive, limit=self.watches.max_entries)
+            lambda: look(
+                at.rootset, at.full, recursive=req.recursive, limit=self.watches.max_entries, grants=grants
+            )
         )
         self.watches.check_room()  # another watch may have started while this one walked
-        watch = self.watches.add(at.root, at.rel, req.recursive, at.rootset.resolve(at.full))
+        watch = self.watches.add(at.root, at.rel, req.recursive, at.rootset.resolve(at.full), first)
 
         async def send(changed: dict[str, Any]) -> None:
             await send_files_notification(session, p.NOTIFICATION_CHANGED, changed)
@@ -252,7 +271,7 @@ class Methods:
                 extra={"files_method": p.NOTIFICATION_CHANGED, "files_watch": watch.id},
             )
 
-        self.task_group.start_soon(self.watches.run, watch, at.rootset, at.full, first, send)
+        self.task_group.start_soon(self.watches.run, watch, at.rootset, at.full, first.entries, grants, send)
         return w.dump(w.WatchResult(watch_id=watch.id))
 
     async def unwatch(self, params: Mapping[str, Any], where: dict[str, object]) -> dict[str, Any]:

@@ -13,12 +13,13 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, Literal
 
-from .._errors import BrokerError
-from .._pathtext import NAME_MAX, PATH_MAX, control_character
+from ..errors import BrokerError
+from ..paths._text import NAME_MAX, PATH_MAX, control_character
 
 __all__ = [
     "CAPABILITY",
     "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_MAX_FILE",
     "DEFAULT_TIMEOUT",
     "ERROR_CODES",
     "INVALID_PARAMS",
@@ -75,6 +76,10 @@ MAX_PATH_BYTES: Final = PATH_MAX
 MAX_NAME_BYTES: Final = NAME_MAX
 """One name (a path segment) may hold at most this many UTF-8 bytes (Linux's NAME_MAX). Bytes, never
 characters: 63 four-byte characters (252 bytes) are a legal name, 256 ASCII characters are not."""
+
+DEFAULT_MAX_FILE: Final = 1024 * 1024 * 1024
+"""A host's default file limit (mcp-roots' ``FileBroker(max_file=)``): the bytes of one file a server may
+read or upload; larger is ``QUOTA_EXCEEDED`` with ``kind: "file"``. A host raises it (or passes None)."""
 
 DEFAULT_TIMEOUT: Final = 60.0
 """Seconds a server waits for one ``files/*`` answer, and a host allows one operation, by default."""

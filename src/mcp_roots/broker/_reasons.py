@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from pydantic import ValidationError
 
-from .._errors import (
+from ..errors import (
     BrokerError,
     FileTooLarge,
     InvalidPath,

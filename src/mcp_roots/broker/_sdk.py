@@ -21,8 +21,8 @@ from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, ConfigDict
 
-from .._errors import BrokerError, BrokeringUnavailable, SDKChanged
 from ..adapters.mcp2_sdk import connection_of  # the one ServerSession._connection seam
+from ..errors import BrokerError, BrokeringUnavailable, SDKChanged
 from ._protocol import CAPABILITY, error_from_response
 
 __all__ = [

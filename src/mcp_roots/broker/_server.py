@@ -23,7 +23,7 @@ from mcp.server.mcpserver import Context
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from .._errors import BrokerError, BrokeringUnavailable
+from ..errors import BrokerError, BrokeringUnavailable
 from . import _protocol as p
 from . import _wire as w
 from ._sdk import connection_of, send_files_request

@@ -1,6 +1,9 @@
 """Chunked uploads of files/write: a staging file beside the target, written chunk by chunk at checked
 offsets, renamed over the target after the last chunk; discarded on failure, expiry, revocation or close.
 Every step goes through the descriptor of the target's directory that was checked when the upload began.
+The staging file is private (0600) until the commit gives it the kept mode, so an upload's bytes are never
+readable by anyone the target's owner and mode would refuse; a slot is reserved before the first await,
+so no interleaving of first chunks opens more than ``MAX_UPLOADS``.
 """
 
 from __future__ import annotations
@@ -11,27 +14,38 @@ import os
 import posixpath
 import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
 import anyio
 
-from .._beneath import strategy
-from .._fileops import TEMP_NAME_BYTES, keep_metadata
-from .._ops import rename_noreplace
-from .._pathtext import cut_to_bytes
-from .._rootset import Root, RootSet
+from ..paths._beneath import strategy
+from ..paths._fileops import TEMP_NAME_BYTES, keep_metadata
+from ..paths._ops import rename_noreplace
+from ..paths._rootset import Root, RootSet
+from ..paths._text import cut_to_bytes
 from . import _protocol as p
 from ._grants import Grants, Revoked
-from ._hostops import check_target, join
+from ._hostops import check_target, join, look
 
-__all__ = ["MAX_UPLOADS", "Upload", "Uploads", "commit_staging", "create_staging", "pwrite_all"]
+__all__ = [
+    "MAX_UPLOADS",
+    "STAGING_MODE",
+    "Upload",
+    "Uploads",
+    "commit_staging",
+    "create_staging",
+    "new_file_mode",
+    "pwrite_all",
+]
 
 logger = logging.getLogger("mcp_roots")
 
 MAX_UPLOADS = 16
 """Chunked uploads open at once per broker; more is QUOTA_EXCEEDED (kind "uploads")."""
+STAGING_MODE = 0o600
+"""A staging file's mode until the commit: only the broker's own user may open it."""
 
 
 @dataclass
@@ -59,6 +73,7 @@ class Uploads:
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._open: dict[str, Upload] = {}
+        self._reserved = 0
         self._clock = clock
 
     def __len__(self) -> int:
@@ -67,8 +82,19 @@ class Uploads:
     def get(self, upload_id: str) -> Upload | None:
         return self._open.get(upload_id)
 
+    @contextlib.contextmanager
+    def reserving(self) -> Iterator[None]:
+        """Hold one upload slot from now (before the first await of a first chunk) until :meth:`open` fills
+        it or the block ends: counted at the check, so no interleaving exceeds ``MAX_UPLOADS``."""
+        self.check_room()
+        self._reserved += 1
+        try:
+            yield
+        finally:
+            self._reserved -= 1
+
     def check_room(self) -> None:
-        if len(self._open) >= MAX_UPLOADS:
+        if len(self._open) + self._reserved >= MAX_UPLOADS:
             raise p.broker_error(
                 "QUOTA_EXCEEDED",
                 f"at most {MAX_UPLOADS} uploads may be open at once",
@@ -133,14 +159,15 @@ def staging_name(name: str) -> str:
 
 def create_staging(rootset: RootSet, root: Root, rel: str, checks: Grants) -> Staged:
     """Open the target's directory beneath the root, check it, and create the staging file in it
-    (``O_CREAT|O_EXCL|O_NOFOLLOW``); the directory descriptor is kept for every later step."""
+    (``O_CREAT|O_EXCL|O_NOFOLLOW``, mode ``STAGING_MODE``: private to the broker's user while the server
+    decides how long the upload stays open); the directory descriptor is kept for every later step."""
     parent, name = posixpath.split(rel)
     dir_fd = rootset.open_fd(join(root, parent), strategy().dir_flags)
     try:
         checks.fence_at(dir_fd, name, "write")
         tmp = staging_name(name)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        return dir_fd, name, tmp, os.open(tmp, flags, 0o666, dir_fd=dir_fd)
+        return dir_fd, name, tmp, os.open(tmp, flags, STAGING_MODE, dir_fd=dir_fd)
     except BaseException:
         os.close(dir_fd)
         raise
@@ -154,22 +181,38 @@ def pwrite_all(fd: int, data: bytes, offset: int) -> None:
         offset += written
 
 
+def new_file_mode() -> int:
+    """The mode a file created now gets (0o666 less the process's umask), read from /proc/self/status so
+    that no thread changes the umask to learn it; 0o644 where that cannot be read."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o644
+
+
 def commit_staging(rootset: RootSet, upload: Upload, checks: Grants) -> os.stat_result:
     """Make the staged upload the file: keep the old file's owner and permission bits (the path layer's
     ``keep_metadata``: never a set-id or sticky bit; an owner this process may not give the new file is a
-    PermissionError, so PERMISSION_DENIED, and the file never changes hands), fsync, re-check
-    the directory, ``ifMatch`` / ``createOnly`` and that the staging name is still ours, then rename in the
-    checked directory (the path layer's no-replace rename under createOnly)."""
+    PermissionError, so PERMISSION_DENIED, and the file never changes hands), or give a new file the mode
+    any file created now gets (:func:`new_file_mode`); fsync, re-check the directory, ``ifMatch`` /
+    ``createOnly`` (a fenced look) and that the staging name is still ours, then rename in the checked
+    directory (the path layer's no-replace rename under createOnly)."""
     full = join(upload.root, upload.path)
     try:
-        old = rootset.stat(full)
+        old = look(rootset, full, checks.fence_read)
     except FileNotFoundError:
         old = None
     if old is not None and stat.S_ISREG(old.st_mode):
         keep_metadata(upload.fd, old, upload.path)
+    else:
+        os.fchmod(upload.fd, new_file_mode())
     os.fsync(upload.fd)
     checks.fence_at(upload.dir_fd, upload.name, "write")
-    check_target(rootset, full, upload.path, upload.if_match, upload.create_only)
+    check_target(rootset, full, upload.path, upload.if_match, upload.create_only, checks.fence_read)
     mine = os.fstat(upload.fd)
     there = os.stat(upload.tmp, dir_fd=upload.dir_fd, follow_symlinks=False)
     if (mine.st_dev, mine.st_ino) != (there.st_dev, there.st_ino):

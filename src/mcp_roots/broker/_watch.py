@@ -1,12 +1,15 @@
 """files/watch on the host: bounded snapshots of a watched path, their differences, and the loop that
 sends them. Woken by the kernel (inotify through ``watchfiles``, when installed) or by a poll timer.
 
-Every snapshot walks beneath the root through descriptors (the path layer's one walk, from a directory
-RootSet opened): depth first, never through a symlink, at most two descriptors however deep or wide the
-tree; a folder moved to another parent while the walk is inside it starts the snapshot again (three walks
-at most). An event is only a wake-up: what is reported comes from the next confined snapshot, so an event
-about a path that now leads outside the root reports nothing. Limits are visible: too many entries or
-folders too deep refuse the watch (QUOTA_EXCEEDED / IO_ERROR) or end it, never a silently partial view.
+Every snapshot is judged like a read (``look``): the watched path is opened beneath the root and its
+descriptor fenced against the grants and revocations, by name and identity; a watched folder that is no
+longer the folder the watch began on ends the watch. The tree is walked through descriptors (the path
+layer's one walk): depth first, never through a symlink, at most two descriptors however deep or wide the
+tree; an entry that lies in a revoked location (by identity or by name) is left out with everything
+beneath it, and a folder swapped for another between its look and its walk, or moved to another parent
+while the walk is inside it, starts the snapshot again (three walks at most). An event is only a wake-up:
+what is reported comes from the next fenced snapshot. Limits are visible: too many entries or folders too
+deep refuse the watch (QUOTA_EXCEEDED / IO_ERROR) or end it, never a silently partial view.
 """
 
 from __future__ import annotations
@@ -25,13 +28,27 @@ from typing import Any, Literal
 
 import anyio
 
-from .._rootset import Root, RootSet
-from .._tree import LIST_FLAGS, TreeEntry, walk
+from .._sys import linux
+from ..paths._beneath import strategy
+from ..paths._rootset import Root, RootSet
+from ..paths._tree import LIST_FLAGS, TreeEntry, walk
 from . import _protocol as p
 from . import _wire as w
+from ._grants import Grants, Revoked, Screen, Unconsented
 from ._reasons import TooDeep, WatchTooLarge
 
-__all__ = ["MAX_DEPTH", "Backend", "Snapshot", "Watch", "Watches", "diff", "snapshot"]
+__all__ = [
+    "MAX_DEPTH",
+    "Backend",
+    "Look",
+    "Replaced",
+    "Snapshot",
+    "Watch",
+    "Watches",
+    "diff",
+    "look",
+    "snapshot",
+]
 
 logger = logging.getLogger("mcp_roots")
 
@@ -56,50 +73,119 @@ def _entry(st: os.stat_result) -> tuple[int, int, int, int]:
     return (stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def _walk(top: int, limit: int, max_depth: int) -> Snapshot:
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return (st.st_dev, st.st_ino)
+
+
+class Replaced(Exception):
+    """The watched folder is no longer the folder the watch began on: another folder, a file or a symlink
+    is at its name now."""
+
+
+@dataclass(frozen=True)
+class Look:
+    """One fenced snapshot: the identity of what the watched path named, whether it is a folder, and the
+    entries."""
+
+    identity: tuple[int, int]
+    is_dir: bool
+    entries: Snapshot
+
+
+def _walk(top: int, limit: int, max_depth: int, screen: Screen | None, base: Path | None) -> Snapshot:
     out: Snapshot = {}
+    entered = {"": _identity(os.fstat(top))}  # each folder descended into, as it was when looked at
+    checked = [""]  # the folder whose identity the walk last confirmed
 
     def visit(dir_fd: int, entry: TreeEntry) -> bool:
-        out[entry.rel] = _entry(os.stat(entry.name, dir_fd=dir_fd, follow_symlinks=False))
+        folder = entry.rel[: len(entry.rel) - len(entry.name)].rstrip("/")
+        if folder != checked[0]:  # first entry inside a folder: is it still the one that was looked at?
+            if _identity(os.fstat(dir_fd)) != entered.get(folder):
+                raise OSError(errno.ESTALE, "a folder was swapped while its tree was being walked", folder)
+            checked[0] = folder
+        st = os.stat(entry.name, dir_fd=dir_fd, follow_symlinks=False)
+        if screen is not None and screen(base / entry.rel if base is not None else None, st):
+            return False  # a revoked location: neither it nor anything beneath it is reported
+        out[entry.rel] = _entry(st)
         if len(out) > limit:
             raise WatchTooLarge(limit)
-        if entry.is_dir and entry.depth >= max_depth:
-            raise TooDeep(f"folders deeper than {max_depth} levels")
-        return entry.is_dir
+        descend = entry.is_dir and stat.S_ISDIR(st.st_mode)
+        if descend:
+            if entry.depth >= max_depth:
+                raise TooDeep(f"folders deeper than {max_depth} levels")
+            entered[entry.rel] = _identity(st)
+        return descend
 
     walk(top, visit, sort=False)  # a folder that cannot be entered raises: never a partial view
     return out
 
 
+def _entries(top: int, *, recursive: bool, limit: int, max_depth: int, screen: Screen | None) -> Snapshot:
+    now = linux.fd_path(top) if screen is not None else None
+    base = Path(now) if now is not None else None
+    if not recursive:
+        out: Snapshot = {}
+        with os.scandir(top) as scan:
+            for entry in scan:
+                st = entry.stat(follow_symlinks=False)
+                if screen is not None and screen(base / entry.name if base is not None else None, st):
+                    continue
+                out[entry.name] = _entry(st)
+                if len(out) > limit:
+                    raise WatchTooLarge(limit)
+        return out
+    for _ in range(_ATTEMPTS - 1):
+        try:
+            return _walk(top, limit, max_depth, screen, base)
+        except OSError as exc:
+            if exc.errno != errno.ESTALE:
+                raise
+    return _walk(top, limit, max_depth, screen, base)
+
+
+def look(
+    rootset: RootSet,
+    full: str,
+    *,
+    recursive: bool,
+    limit: int,
+    max_depth: int = MAX_DEPTH,
+    grants: Grants | None = None,
+    expect: tuple[int, int] | None = None,
+) -> Look:
+    """The state of a watched path, judged like a read: opened beneath the root (symlinks followed while
+    they stay inside), fenced on that descriptor (``grants.fence_read``: :class:`Revoked` or
+    :class:`Unconsented`), then described from it; a folder is walked through descriptors without
+    following symlinks, leaving out what lies in a revoked location. ``expect``: the identity the
+    watched folder had; another one is :class:`Replaced`. Raises :class:`WatchTooLarge` past ``limit``
+    entries, :class:`TooDeep` past ``max_depth`` levels, and the OSError of a folder it cannot open
+    (never skips one)."""
+    probe = rootset.open_fd(full, strategy().probe_flags)
+    try:
+        if grants is not None:
+            grants.fence_read(probe)
+        st = os.fstat(probe)
+        if expect is not None and _identity(st) != expect:
+            raise Replaced(full)
+        if not stat.S_ISDIR(st.st_mode):
+            return Look(_identity(st), False, {"": _entry(st)})
+        top = os.open(".", LIST_FLAGS, dir_fd=probe)
+    finally:
+        os.close(probe)
+    try:
+        screen = grants.screen() if grants is not None else None
+        entries = _entries(top, recursive=recursive, limit=limit, max_depth=max_depth, screen=screen)
+    finally:
+        os.close(top)
+    return Look(_identity(st), True, entries)
+
+
 def snapshot(
     rootset: RootSet, full: str, *, recursive: bool, limit: int, max_depth: int = MAX_DEPTH
 ) -> Snapshot:
-    """The state of a watched path, walked through descriptors without following symlinks. Raises
-    :class:`WatchTooLarge` past ``limit`` entries, :class:`TooDeep` past ``max_depth`` levels, and the
-    OSError of a folder it cannot open (never skips one)."""
-    st = rootset.stat(full)
-    if not stat.S_ISDIR(st.st_mode):
-        return {"": _entry(st)}
-    out: Snapshot = {}
-    top = rootset.open_fd(full, LIST_FLAGS)
-    try:
-        if not recursive:
-            with os.scandir(top) as scan:
-                for entry in scan:
-                    out[entry.name] = _entry(entry.stat(follow_symlinks=False))
-                    if len(out) > limit:
-                        raise WatchTooLarge(limit)
-            return out
-        for _ in range(_ATTEMPTS - 1):
-            try:
-                return _walk(top, limit, max_depth)
-            except OSError as exc:
-                if exc.errno != errno.ESTALE:
-                    raise
-        return _walk(top, limit, max_depth)
-    finally:
-        os.close(top)
-    return out
+    """The entries of :func:`look` without a fence (what a watch saw before issue 36; kept for the
+    descriptor-count tests and as the tests' naive control)."""
+    return look(rootset, full, recursive=recursive, limit=limit, max_depth=max_depth).entries
 
 
 def diff(
@@ -125,6 +211,7 @@ class Watch:
     path: str
     recursive: bool
     where: Path  # where the watched path led when the watch began (for the kernel's watcher only)
+    expect: tuple[int, int] | None  # the watched folder's identity (None: a file, which a save replaces)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
 
@@ -159,8 +246,9 @@ class Watches:
                 limit=self.max_watches,
             )
 
-    def add(self, root: Root, rel: str, recursive: bool, where: Path) -> Watch:
-        watch = Watch(secrets.token_urlsafe(12), root, rel, recursive, where)
+    def add(self, root: Root, rel: str, recursive: bool, where: Path, first: Look) -> Watch:
+        expect = first.identity if first.is_dir else None
+        watch = Watch(secrets.token_urlsafe(12), root, rel, recursive, where, expect)
         self.open[watch.id] = watch
         return watch
 
@@ -170,22 +258,37 @@ class Watches:
             watch.scope.cancel()
         return watch
 
-    async def run(self, watch: Watch, rootset: RootSet, full: str, before: Snapshot, send: Send) -> None:
-        """Send the differences of ``watch`` until it is cancelled, or its path goes away, becomes
-        unreadable, leads outside its root or outgrows the limits (then a last notification ends it)."""
+    async def run(
+        self, watch: Watch, rootset: RootSet, full: str, before: Snapshot, grants: Grants, send: Send
+    ) -> None:
+        """Send the differences of ``watch`` until it is cancelled, or what it watches leaves the user's
+        consent (a revoked or unconsented location: it ends with ``reason: "revoked"`` and no name), goes
+        away, is replaced by another folder, becomes unreadable, leads outside its root (a last
+        ``deleted``) or outgrows the limits (``quota``)."""
         with watch.scope:
             async for _ in self._wakeups(watch):
                 try:
                     after = await anyio.to_thread.run_sync(
-                        lambda: snapshot(rootset, full, recursive=watch.recursive, limit=self.max_entries),
+                        lambda: (
+                            look(
+                                rootset,
+                                full,
+                                recursive=watch.recursive,
+                                limit=self.max_entries,
+                                grants=grants,
+                                expect=watch.expect,
+                            ).entries
+                        ),
                         abandon_on_cancel=True,
                     )
                     ended: str | None = None
                 except (WatchTooLarge, TooDeep):
                     after, ended = before, "quota"
-                except Exception:  # gone, unreadable or now leading outside: a last 'deleted'
+                except (Revoked, Unconsented):  # judged like a read: nothing of it is reported
+                    after, ended = before, "revoked"
+                except Exception:  # gone, replaced, unreadable or now leading outside: a last 'deleted'
                     after, ended = {}, "deleted"
-                changes = diff(watch, before, after)
+                changes = [] if ended == "revoked" else diff(watch, before, after)
                 if ended == "deleted":
                     changes = [{"root": watch.root.uri, "path": watch.path, "kind": "deleted"}]
                 if ended is not None:

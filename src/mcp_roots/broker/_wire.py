@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from .._errors import BrokerError
+from ..errors import BrokerError
 from ._protocol import DEFAULT_CHUNK_SIZE, broker_error
 
 __all__ = [

@@ -13,8 +13,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .. import RootsError, RootsGuard, fallback_roots
-from .._errors import ConfigError
-from .._sources import ENV_VAR
+from ..errors import ConfigError
+from ..roots import ENV_VAR
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer

@@ -14,7 +14,7 @@ import anyio.to_thread
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 from .. import FileTooLarge, RootsError, RootSet
-from .._errors import os_error_line
+from ..errors import os_error_line
 from . import _text
 
 __all__ = [

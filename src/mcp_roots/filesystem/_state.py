@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mcp.server.mcpserver import RequestStateSecurity
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["MIN_KEY_BYTES", "shared_request_state"]
 

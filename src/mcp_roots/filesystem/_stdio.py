@@ -21,7 +21,7 @@ import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.stdio import stdio_server
 
-from ..adapters.mcp2_sdk import check_stdio_server, lowlevel_of
+from ..adapters import check_stdio_server, lowlevel_of
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",

@@ -15,9 +15,9 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from ._errors import InvalidRootURI, RootsError
-from ._rootset import RootSet
-from ._uri import uri_and_name
+from ..errors import InvalidRootURI, RootsError
+from ..paths._rootset import RootSet
+from ..paths._uri import uri_and_name
 
 __all__ = [
     "BUILD_THREADS",

@@ -18,9 +18,8 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ._pathtext import SYMLOOP_MAX
-from ._sys import linux
-from ._sys.posix import (
+from .._sys import linux
+from .._sys.posix import (
     O_CLOEXEC,
     O_CREAT,
     O_DIRECTORY,
@@ -30,6 +29,7 @@ from ._sys.posix import (
     O_TMPFILE,
     SYMLINK_ERRNOS,
 )
+from ._text import SYMLOOP_MAX
 
 __all__ = [
     "CREATING",

@@ -10,11 +10,11 @@ import os
 import stat
 import threading
 
+from .._sys import linux
+from .._sys.posix import O_CLOEXEC, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK, SYMLINK_ERRNOS
+from ..errors import PathOutsideRoots
 from ._beneath import strategy
-from ._errors import PathOutsideRoots
-from ._pathtext import file_kind
-from ._sys import linux
-from ._sys.posix import O_CLOEXEC, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK, SYMLINK_ERRNOS
+from ._text import file_kind
 from ._tree import descend
 
 __all__ = ["MAX_OPEN_ROOTS", "Descriptor", "RootDescriptors", "open_root"]

@@ -12,13 +12,13 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ._audit import EXEMPT_ATTRIBUTE, AuditRow, Handler, audit_handlers, format_audit
-from ._calls import current_roots, guard_function
-from ._errors import ConfigError, RootsError
-from ._policy import GuardPolicy
-from ._rootset import RootSet
-from ._sources import SOURCE_UNCONFIGURED, clip_to_ceiling, fallback_roots, how_to_configure
 from .adapters import adapter_for_context, adapter_for_server, refusal
+from .errors import ConfigError, RootsError
+from .guard._audit import EXEMPT_ATTRIBUTE, AuditRow, Handler, audit_handlers, format_audit
+from .guard._calls import current_roots, guard_function
+from .paths._rootset import RootSet
+from .roots._policy import GuardPolicy
+from .roots._sources import SOURCE_UNCONFIGURED, clip_to_ceiling, fallback_roots, how_to_configure
 
 if TYPE_CHECKING:
     import subprocess
@@ -34,7 +34,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class Adapter(Protocol):
     """What one framework's adapter offers the facade (built as ``Adapter(policy)``, or ``Adapter(None)``
-    to read a server only); its per-call part is a :class:`mcp_roots._calls.CallPort`."""
+    to read a server only); its per-call part is a :class:`mcp_roots.guard._calls.CallPort`."""
 
     brokering: bool
     """Whether the broker's ``files/*`` server side can be enabled on this framework's servers."""
@@ -147,7 +147,7 @@ class RootsGuard:
         # the ceiling (client roots can only narrow within it, so the guard never allows what the kernel
         # refuses). Landlock confines only the calling thread and what it starts later, so confine_process
         # refuses (SandboxUnavailable) when other threads already exist.
-        from . import _sandbox
+        from .sandbox import _sandbox
 
         if ceiling is None:
             if not fallback:

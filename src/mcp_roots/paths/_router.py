@@ -16,6 +16,9 @@ import stat
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
+from .._sys import linux
+from .._sys.posix import O_NOFOLLOW
+from ..errors import InvalidPath, NotRegularFile, PathOutsideRoots, RootsError
 from . import _beneath
 from ._beneath import (
     Escape,
@@ -28,9 +31,8 @@ from ._beneath import (
 )
 from ._canonical import canonicalize
 from ._descriptors import Descriptor, RootDescriptors
-from ._errors import InvalidPath, NotRegularFile, PathOutsideRoots, RootsError
 from ._fold import Folding
-from ._pathtext import (
+from ._text import (
     PATH_MAX,
     PATH_TYPES,
     checked_text,
@@ -40,8 +42,6 @@ from ._pathtext import (
     no_dot_components,
     split,
 )
-from ._sys import linux
-from ._sys.posix import O_NOFOLLOW
 
 __all__ = ["RootIndex", "Router"]
 

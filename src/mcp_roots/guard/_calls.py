@@ -23,9 +23,7 @@ import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple, NoReturn, Protocol
 
-from ._argcheck import GuardedCall, lexically_within, targets_of
-from ._audit import GUARDED_ATTRIBUTE, guarded_function_of, strict_refusal
-from ._errors import (
+from ..errors import (
     InvalidPath,
     InvalidRootURI,
     PathOutsideRoots,
@@ -33,9 +31,11 @@ from ._errors import (
     RootsUnavailable,
     os_error_line,
 )
-from ._policy import GuardPolicy
-from ._rootset import RootSet
-from ._uri import uri_to_path
+from ..paths._rootset import RootSet
+from ..paths._uri import uri_to_path
+from ..roots._policy import GuardPolicy
+from ._argcheck import GuardedCall, lexically_within, targets_of
+from ._audit import GUARDED_ATTRIBUTE, guarded_function_of, strict_refusal
 
 __all__ = [
     "NOT_INSTALLED",

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import IO, Any
 
-from ._errors import SandboxUnavailable
-from ._sys import landlock, seccomp
+from .._sys import landlock, seccomp
+from ..errors import SandboxUnavailable
 
 __all__ = [
     "CLEAN_ENV_NAMES",

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
-from ._errors import InvalidPath, InvalidRootURI
-from ._pathtext import control_character, describe
+from ..errors import InvalidPath, InvalidRootURI
+from ._text import control_character, describe
 
 __all__ = ["path_to_uri", "uri_and_name", "uri_to_path"]
 

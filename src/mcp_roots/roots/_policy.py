@@ -11,10 +11,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import RootsUnavailable
+from ..paths._rootset import RootSet
 from ._answers import LastAnswers, MalformedRoots, answer_key, build_checked_roots, check_roots_answer
 from ._cache import RootsCache
-from ._errors import RootsUnavailable
-from ._rootset import RootSet
 from ._sources import SOURCE_UNCONFIGURED, clip_to_ceiling
 
 __all__ = ["ConnectionRoots", "GuardPolicy", "note_deprecation"]

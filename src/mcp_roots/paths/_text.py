@@ -9,7 +9,7 @@ import os
 import stat
 from pathlib import PosixPath, PurePosixPath, PureWindowsPath, WindowsPath
 
-from ._errors import InvalidPath
+from ..errors import InvalidPath
 
 __all__ = [
     "NAME_MAX",

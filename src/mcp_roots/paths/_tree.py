@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._sys.posix import O_CLOEXEC, O_DIRECTORY, O_NOFOLLOW
+from .._sys.posix import O_CLOEXEC, O_DIRECTORY, O_NOFOLLOW
 
 __all__ = ["LIST_FLAGS", "Entry", "TreeEntry", "descend", "list_entries", "walk"]
 

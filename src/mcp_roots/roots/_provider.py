@@ -23,11 +23,11 @@ from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp.client.session import ClientSession
 
+from ..errors import InvalidPath, InvalidRootURI
+from ..paths._rootset import Root, RootSet
+from ..paths._uri import path_to_uri, uri_to_path
 from ._cache import Clock, LoopClock
-from ._errors import InvalidPath, InvalidRootURI
 from ._owned import OwnedTaskGroup
-from ._rootset import Root, RootSet
-from ._uri import path_to_uri, uri_to_path
 
 __all__ = ["ConsentRequest", "RootsProvider"]
 

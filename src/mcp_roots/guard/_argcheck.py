@@ -13,12 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any
 
+from ..errors import InvalidPath, InvalidRootURI, RootsError
+from ..paths._rootset import RootSet
+from ..paths._uri import uri_to_path
+from ..roots._policy import GuardPolicy
 from ._audit import GuardedFunction, covers
-from ._errors import InvalidPath, InvalidRootURI, RootsError
 from ._pathlike import OPAQUE, is_path_value, locator_fits, parse_locator, path_locators, replace_at
-from ._policy import GuardPolicy
-from ._rootset import RootSet
-from ._uri import uri_to_path
 
 __all__ = ["GuardedCall", "PathArg", "lexically_within", "targets_of"]
 

@@ -15,15 +15,15 @@ import stat
 from pathlib import Path
 from typing import IO, Any
 
+from .._sys import linux
+from .._sys.posix import O_NONBLOCK
+from ..errors import FileTooLarge, InvalidPath, PathOutsideRoots, RootsError
 from . import _beneath
 from ._beneath import CREATING, open_beneath, oserror, strategy
 from ._descriptors import Descriptor
-from ._errors import FileTooLarge, InvalidPath, PathOutsideRoots, RootsError
 from ._fileops import drop_set_id_bits, mkdir_at, open_regular, read_fd, remove_at, write_atomic
-from ._pathtext import PATH_TYPES, SYMLOOP_MAX, describe, split
 from ._router import Router
-from ._sys import linux
-from ._sys.posix import O_NONBLOCK
+from ._text import PATH_TYPES, SYMLOOP_MAX, describe, split
 from ._tree import LIST_FLAGS, Entry, Leave, OnError, Visit, descend, list_entries
 from ._tree import walk as walk_tree
 

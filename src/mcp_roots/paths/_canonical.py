@@ -10,9 +10,9 @@ import posixpath
 import stat
 from collections.abc import Callable
 
+from .._sys import linux
 from ._beneath import Unresolvable
-from ._pathtext import SYMLOOP_MAX
-from ._sys import linux
+from ._text import SYMLOOP_MAX
 
 __all__ = ["LeavesRoots", "canonicalize"]
 

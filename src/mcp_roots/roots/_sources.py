@@ -19,9 +19,9 @@ from typing import Any, TypeAlias
 
 import platformdirs
 
-from ._errors import ConfigError, InvalidPath, InvalidRootURI
-from ._rootset import Root, RootSet
-from ._uri import uri_to_path
+from ..errors import ConfigError, InvalidPath, InvalidRootURI
+from ..paths._rootset import Root, RootSet
+from ..paths._uri import uri_to_path
 
 __all__ = [
     "CONFIG_DIR_ENV_VAR",

@@ -15,10 +15,10 @@ from typing import Protocol
 import anyio
 from anyio.abc import TaskGroup
 
+from ..errors import RootsUnavailable
+from ..paths._rootset import RootSet
 from ._answers import RESOLUTION_BUDGET, MalformedRoots, build_client_roots
-from ._errors import RootsUnavailable
 from ._owned import OwnedTaskGroup
-from ._rootset import RootSet
 
 __all__ = ["MAX_OUTSTANDING", "Clock", "LoopClock", "Phase", "RootsCache"]
 

@@ -12,8 +12,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..roots._policy import GuardPolicy
 from ._pathlike import OPAQUE, parameter_annotations, path_locators
-from ._policy import GuardPolicy
 
 __all__ = [
     "EXEMPT_ATTRIBUTE",

@@ -19,14 +19,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
+from ..errors import InvalidPath, InvalidRootURI, PathOutsideRoots
 from . import _ops
 from ._beneath import Unresolvable
 from ._canonical import canonicalize
 from ._descriptors import RootDescriptors
-from ._errors import InvalidPath, InvalidRootURI, PathOutsideRoots
 from ._fold import folding_for
-from ._pathtext import checked_text, control_character, describe
 from ._router import RootIndex, Router
+from ._text import checked_text, control_character, describe
 from ._tree import Entry, Leave, OnError, Visit
 from ._uri import path_to_uri, uri_and_name, uri_to_path
 
@@ -485,8 +485,8 @@ class RootSet:
         ``network=False`` no socket() or connect(); a seccomp filter refuses chmod/chown/utime/xattr by path.
         ``path_metadata=True`` (only with ``write=True``, else ``ValueError``) allows those, for builds, and
         so OUTSIDE the roots too (Landlock has no right for them). ``SandboxUnavailable`` where the kernel
-        cannot, unless ``allow_unconfined=True`` (then a warning). See ``mcp_roots._sandbox.run``."""
-        from . import _sandbox
+        cannot, unless ``allow_unconfined=True`` (then a warning). See ``mcp_roots.sandbox._sandbox.run``."""
+        from ..sandbox import _sandbox
 
         return _sandbox.run(
             self.paths,
@@ -509,7 +509,7 @@ class RootSet:
         **kwargs: Any,
     ) -> subprocess.Popen[Any]:
         """``subprocess.Popen(argv, **kwargs)``, confined like ``run``."""
-        from . import _sandbox
+        from ..sandbox import _sandbox
 
         return _sandbox.popen(
             self.paths,
@@ -533,7 +533,7 @@ class RootSet:
     ) -> subprocess.CompletedProcess[bytes]:
         """``await anyio.run_process(argv, **kwargs)`` (output captured, ``check=True``), confined like
         ``run``."""
-        from . import _sandbox
+        from ..sandbox import _sandbox
 
         return await _sandbox.run_async(
             self.paths,

@@ -12,10 +12,10 @@ import os
 import secrets
 import stat
 
+from .._sys.posix import O_CLOEXEC, O_CREAT, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK
+from ..errors import NotRegularFile
 from ._beneath import open_beneath, oserror, strategy
-from ._errors import NotRegularFile
-from ._pathtext import cut_to_bytes, describe, file_kind
-from ._sys.posix import O_CLOEXEC, O_CREAT, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK
+from ._text import cut_to_bytes, describe, file_kind
 from ._tree import LIST_FLAGS, TreeEntry, walk
 
 __all__ = [

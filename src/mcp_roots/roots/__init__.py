@@ -1,0 +1,32 @@
+"""Where roots come from and which are in force (tier 3, on the path layer).
+
+``_sources`` (fallback roots from the operator's configuration, the ceiling), ``_answers`` (a client's
+roots/list answer, checked), ``_owned`` (the task group an object owns while open), ``_cache`` (RootsCache:
+the legacy lifecycle), ``_policy`` (which RootSet a request gets), ``_provider`` (the client side). This face
+is the roots layer's internal API for the applications (``serve`` and the CLI read the operator's
+configuration through it): the names below, nothing else.
+"""
+
+from __future__ import annotations
+
+from ._sources import (
+    CONFIG_DIR_ENV_VAR,
+    CONFIG_FILE_ENV_VAR,
+    CONFIG_FILENAME,
+    ENV_VAR,
+    SOURCE_UNCONFIGURED,
+    default_user_config_dir,
+    fallback_roots,
+    how_to_configure,
+)
+
+__all__ = [
+    "CONFIG_DIR_ENV_VAR",
+    "CONFIG_FILENAME",
+    "CONFIG_FILE_ENV_VAR",
+    "ENV_VAR",
+    "SOURCE_UNCONFIGURED",
+    "default_user_config_dir",
+    "fallback_roots",
+    "how_to_configure",
+]
