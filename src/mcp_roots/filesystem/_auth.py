@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mcp.server.auth.provider import AccessToken
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["MIN_TOKEN_CHARS", "TokenFile", "default_token_path", "ensure_token_file"]
 

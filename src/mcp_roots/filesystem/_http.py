@@ -19,7 +19,7 @@ from mcp.server import MCPServer
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ._budget import AnswerAccounting, AnswerBudget
 from ._uvicorn import ConnectionLimits, ConnectionStats, check_uvicorn, guarded_protocol, uvicorn_config
 

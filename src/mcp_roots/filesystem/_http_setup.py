@@ -13,7 +13,7 @@ from pathlib import Path
 
 from mcp.server import MCPServer
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ._auth import TokenFile, default_token_path, ensure_token_file
 from ._budget import DEFAULT_PROCESS_BYTES, DEFAULT_SESSION_BYTES, AnswerBudget
 from ._http import (

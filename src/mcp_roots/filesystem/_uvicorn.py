@@ -15,7 +15,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["ConnectionLimits", "ConnectionStats", "check_uvicorn", "guarded_protocol", "uvicorn_config"]
 
