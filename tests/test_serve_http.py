@@ -270,3 +270,45 @@ def test_another_user_gets_nothing_through_the_token(tree: Path, secret: Path) -
     assert out.splitlines()[1].startswith("401 ")
     assert "root's secret" not in out
     assert not (tree / "planted.txt").exists()
+
+
+# --- a session flood ---------------------------------------------------------------------------------------
+
+_INITIALIZE = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "flood", "version": "1"},
+        },
+    }
+).encode()
+_LEGACY_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def initialize(url: str, extra: dict[str, str]) -> httpx2.Response:
+    """A legacy-era initialize, never closed: it holds a place in the session table."""
+    return httpx2.post(url, headers={**_LEGACY_HEADERS, **extra}, content=_INITIALIZE, timeout=30)
+
+
+def test_a_session_flood_locks_out_a_client_of_a_server_run_open(tree: Path) -> None:
+    """The control: a local process fills the session table, and the next client gets no session."""
+    args = ("--allow-unauthenticated", "--max-sessions", "5", str(tree))
+    with launch_http(serve_command(), *args) as server:
+        for _ in range(5):
+            assert initialize(server.url, {}).headers.get("mcp-session-id")
+        assert initialize(server.url, {}).status_code == 503
+
+
+def test_a_session_flood_without_the_token_opens_no_session(tree: Path) -> None:
+    with serve_http("--max-sessions", "5", str(tree)) as server:
+        for _ in range(50):
+            flood = initialize(server.url, {})
+            assert flood.status_code == 401
+            assert "mcp-session-id" not in flood.headers
+        welcome = initialize(server.url, server.headers)
+        assert welcome.status_code == 200
+        assert welcome.headers.get("mcp-session-id")
