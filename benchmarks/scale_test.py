@@ -372,7 +372,7 @@ class Children:
         old = self.procs["haproxy"]
         with (self.logdir / "haproxy-reloaded.log").open("wb") as log:
             new = subprocess.Popen(
-                [haproxy, "-db", "-f", str(HAPROXY_CFG), "-sf", str(old.pid)],
+                [haproxy, "-db", "-f", env["MCP_SCALE_HAPROXY_CFG"], "-sf", str(old.pid)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -932,6 +932,13 @@ def main() -> int:
     )
     parser.add_argument("--haproxy", help="the haproxy binary (default: from PATH or /usr/sbin)")
     parser.add_argument(
+        "--haproxy-cfg",
+        type=Path,
+        default=HAPROXY_CFG,
+        help="the HAProxy config (default deploy/haproxy.cfg; a copy without `peers` on its stick table is "
+        "the control of the reload: legacy sessions then fail)",
+    )
+    parser.add_argument(
         "--keep", metavar="DIR", help="keep files and child logs in DIR (default: a temp dir)"
     )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
@@ -1012,10 +1019,11 @@ def main() -> int:
                         f"r{i}", server_argv(args.server_cmd, port, data, key, args.token_file)
                     )
                     replicas["balancer"].append(Replica(f"r{i}", port, proc.pid))
-                check = subprocess.run([haproxy, "-c", "-q", "-f", str(HAPROXY_CFG)], env=env, check=False)
+                cfg = env["MCP_SCALE_HAPROXY_CFG"] = str(args.haproxy_cfg)
+                check = subprocess.run([haproxy, "-c", "-q", "-f", cfg], env=env, check=False)
                 if check.returncode != 0:
-                    raise SystemExit(f"scale_test: haproxy -c rejected {HAPROXY_CFG}")
-                lb = children.start("haproxy", [haproxy, "-db", "-f", str(HAPROXY_CFG)], env=env)
+                    raise SystemExit(f"scale_test: haproxy -c rejected {cfg}")
+                lb = children.start("haproxy", [haproxy, "-db", "-f", cfg], env=env)
                 ports["balancer"] = int(env["MCP_LB_PORT"])
             for rs in replicas.values():
                 for r in rs:
