@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import select
 import socket
 import threading
 import time
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx2
@@ -203,3 +204,47 @@ def test_connections_past_the_cap_are_closed_at_once(big: Path) -> None:
         finally:
             for sock in sockets:
                 sock.close()
+
+
+def wait_until(condition: Callable[[], bool], seconds: float) -> float:
+    """Seconds until ``condition()`` held (polled), or ``math.inf`` if it did not within ``seconds``."""
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        if condition():
+            return time.monotonic() - started
+        time.sleep(0.02)
+    return math.inf
+
+
+@pytest.mark.parametrize(("stall", "cut"), [(60.0, False), (1.0, True)])
+def test_a_client_that_stops_reading_is_cut_and_its_answer_freed(big: Path, stall: float, cut: bool) -> None:
+    """One client asks for a big file and reads nothing: with a 60 s stall deadline (the control) its answer
+    is still held 3 s later; with 1 s, its connection is closed and the reservation freed."""
+    budget = AnswerBudget(1 << 30, 1 << 30, wait_seconds=0.5)
+    with in_process(big, budget, ConnectionLimits(write_stall_seconds=stall)) as service:
+        port = service.options.port
+        sock = non_reader(port, request_bytes(port, "read_text_file", {"path": str(big / "big.txt")}))
+        try:
+            assert wait_until(lambda: budget.held > 0, 10) < 10
+            freed = wait_until(lambda: budget.held == 0, 3.0)
+        finally:
+            sock.close()
+        assert (freed < 3.0) is cut
+        assert service.stats.stalled == (1 if cut else 0)
+
+
+@pytest.mark.parametrize(("deadline", "closed"), [(60.0, False), (1.0, True)])
+def test_a_body_that_stops_coming_is_closed_at_the_body_deadline(
+    big: Path, deadline: float, closed: bool
+) -> None:
+    with in_process(big, AnswerBudget(), ConnectionLimits(body_seconds=deadline)) as service:
+        port = service.options.port
+        full = request_bytes(port, "list_allowed_directories", {})
+        sockets = open_sockets(port, 20, full[:-10])  # the headers, and all of the body but 10 bytes
+        try:
+            gone = wait_until(lambda: closed_by_server(sockets) > 0 and not sockets, 3.0)
+        finally:
+            for sock in sockets:
+                sock.close()
+        assert (gone < 3.0) is closed
+        assert service.stats.timed_out == (20 if closed else 0)
