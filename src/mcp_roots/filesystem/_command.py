@@ -162,7 +162,7 @@ def serve(args: argparse.Namespace) -> int:
             service = http.service(server)
             sock = http.bind()
     except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types", "pydantic"):
+        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types", "pydantic", "starlette", "uvicorn"):
             raise
         _say(
             f"{PROG}: error: '{PROG} serve' needs the official mcp SDK, which is not installed here; "
