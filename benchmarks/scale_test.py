@@ -944,6 +944,7 @@ def main() -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     parser.add_argument("--workers", type=int, default=4, help="client processes (default 4)")
     parser.add_argument("--kill", default="r2", help="the replica to kill midway (default r2)")
+    parser.add_argument("--no-reload", action="store_true", help="do not reload HAProxy mid-window")
     # Internal: this script run as one of the client processes.
     parser.add_argument("--worker-of", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
@@ -1044,7 +1045,11 @@ def main() -> int:
                         print(f"phase: {label}")
                         outcome = Outcome(label, f"http://127.0.0.1:{ports[name]}/mcp", replicas[name])
                         kill = children.kill if name == "balancer" else None
-                        reload = (lambda: children.reload(haproxy, env)) if name == "balancer" else None
+                        reload = (
+                            (lambda: children.reload(haproxy, env))
+                            if name == "balancer" and not args.no_reload
+                            else None
+                        )
                         await run_phase(outcome, args, data, kill, reload)
                         done.append(outcome)
                         if name == "one":
