@@ -3,7 +3,9 @@
 
 Usage: python benchmarks/bench_sandbox.py [--spawns 200] [--files 10000] [--greps 15]
 Rows: `subprocess.run` (the baseline), `RootSet.run` (a throwaway thread confines itself and forks),
-and `RootSet.run_async` (the same on a worker thread, awaited through a blocking portal).
+`RootSet.run_async` (the same on a worker thread, awaited through a blocking portal), and `RootSet.run` with
+`write=True` where the root holds a `.git` (the protected set: the forked child makes a mount namespace,
+binds `.git`, `.git/config` and `.git/hooks`, then confines itself and execs) beside `protect=False`.
 Each round runs every row once in turn, so a load spike on a shared machine hits all
 rows alike; the table gives the median and the minimum of the wall-clock time per run (a child's time is
 wall time: its CPU is not ours), and the `grep` rows also the children's CPU time (user + system).
@@ -25,7 +27,7 @@ from pathlib import Path
 import anyio.from_thread
 
 from mcp_roots import RootSet
-from mcp_roots.sandbox._sandbox import support
+from mcp_roots.sandbox import support
 
 
 def children_cpu() -> float:
@@ -76,6 +78,8 @@ def main() -> None:
         base = Path(os.path.realpath(tmp))
         tree = base / "tree"
         tree.mkdir()
+        (tree / ".git" / "hooks").mkdir(parents=True)
+        (tree / ".git" / "config").write_text("[core]\n")
         roots = RootSet.from_paths([tree])
         devnull = subprocess.DEVNULL
         with anyio.from_thread.start_blocking_portal() as portal:
@@ -84,6 +88,12 @@ def main() -> None:
                     "subprocess.run(['true'])": lambda: subprocess.run(["true"], check=True),
                     "RootSet.run(['true'])": lambda: roots.run(["true"], check=True),
                     "RootSet.run_async(['true'])": lambda: portal.call(roots.run_async, ["true"]),
+                    "RootSet.run(['true'], write=True), protected set": lambda: roots.run(
+                        ["true"], write=True, check=True
+                    ),
+                    "RootSet.run(['true'], write=True, protect=False)": lambda: roots.run(
+                        ["true"], write=True, protect=False, check=True
+                    ),
                 },
                 args.spawns,
             )
@@ -94,6 +104,9 @@ def main() -> None:
             {
                 "grep -r, unconfined": lambda: subprocess.run(grep, stdout=devnull, check=True),
                 "grep -r, RootSet.run": lambda: roots.run(grep, stdout=devnull, check=True),
+                "grep -r, RootSet.run(write=True), protected set": lambda: roots.run(
+                    grep, write=True, stdout=devnull, check=True
+                ),
             },
             args.greps,
         )
@@ -122,6 +135,15 @@ def main() -> None:
         f"grep -r ratio beside it: {grep_ratio:.3f}x"
     )
     print(f"added per spawn, RootSet.run_async: {async_added * 1e3:+.2f} ms (goal <= 25 ms)")
+    protected_added = (
+        statistics.median(spawns["RootSet.run(['true'], write=True), protected set"][0]) - base_spawn
+    )
+    print(
+        f"added per spawn, write=True with the protected set: {protected_added * 1e3:+.2f} ms (goal <= 60 ms)"
+    )
+    protected_grep = statistics.median(greps["grep -r, RootSet.run(write=True), protected set"][0])
+    protected_ratio = protected_grep / statistics.median(greps["grep -r, unconfined"][0])
+    print(f"grep -r with the protected set / unconfined: {protected_ratio:.3f}x")
     cpu_ratio = statistics.median(greps["grep -r, RootSet.run"][1]) / statistics.median(
         greps["grep -r, unconfined"][1]
     )

@@ -17,6 +17,7 @@ SERIAL: dict[str, tuple[str, ...] | None] = {
     "test_broker_observations": ("swapped",),  # swap loops against the consent checks, with naive controls
     "test_broker_consent_over_time": ("swap",),  # stat and a conflict etag under a swap loop, naive control
     "test_probe_plugin": ("each_broken_server_is_caught_by_the_technique_made_for_it[swap",),  # a race
+    "test_probe_hostile": ("swapped",),  # a swap loop against the scratch tree, with naive controls
     "test_filesystem_hostile": None,  # hostile globs answered in 1 s; another client delayed <= 100 ms
     "test_filesystem_limits": ("48_kb",),  # the bounded diff answers within 5 s
     # serve --http: deadlines of 1-2 s, a budget's wait of 0.5 s, and memory traced while clients stall

@@ -41,8 +41,8 @@ TIERS: list[tuple[str, tuple[str, ...]]] = [
 #: Inside each package, its modules' order (lowest first; one tuple is one rung, whose modules may import
 #: each other). ``__init__`` is the package's face.
 INSIDE: dict[str, list[tuple[str, ...]]] = {
-    "_sys": [("posix", "linux", "landlock", "seccomp"), ("__init__",)],
-    "sandbox": [("_sandbox",), ("__init__",)],
+    "_sys": [("posix", "linux", "landlock", "seccomp", "privileges", "attempts"), ("__init__",)],
+    "sandbox": [("_protect",), ("_plan",), ("_spawn", "_self"), ("_proof",), ("_doctor",), ("__init__",)],
     "paths": [
         ("_text", "_fold"),
         ("_uri",),
@@ -54,7 +54,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("__init__",),
     ],
     "roots": [("_owned",), ("_answers", "_sources"), ("_cache",), ("_policy", "_provider"), ("__init__",)],
-    "guard": [("_pathlike",), ("_audit",), ("_argcheck",), ("_calls",), ("__init__",)],
+    "guard": [("_pathlike",), ("_audit", "_schema"), ("_argcheck",), ("_calls",), ("__init__",)],
     "adapters": [("mcp2_sdk",), ("mcp2_connections", "mcp1"), ("mcp2",), ("fastmcp4",), ("__init__",)],
     "broker": [
         ("_protocol", "_consent"),
@@ -76,7 +76,9 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("__init__",),
     ],
     "probe": [
-        ("_session", "_procs", "_report", "_scratch"),
+        ("_session", "_procs", "_report", "_fdtree"),
+        ("_scratch",),
+        ("_race",),
         ("_discover", "_techniques", "_fastmcp4", "_mcp1", "_mcp2"),
         ("_targets", "_runner"),
         ("command", "__init__"),
@@ -387,7 +389,7 @@ FAKE_MODULES = (
     "roots/__init__.py",
     "roots/_cache.py",
     "sandbox/__init__.py",
-    "sandbox/_sandbox.py",
+    "sandbox/_spawn.py",
     "_sys/__init__.py",
     "_sys/linux.py",
 )
@@ -446,13 +448,13 @@ def test_the_checker_accepts_clean_imports(tmp_path: Path, monkeypatch: pytest.M
             "paths/_rootset.py": (
                 "from typing import TYPE_CHECKING\nfrom ._beneath import open_beneath\n"
                 "from . import _beneath\nfrom ..errors import InvalidPath\n"
-                "if TYPE_CHECKING:\n    from ..sandbox._sandbox import run\n"
-                "def run_here():\n    from ..sandbox import _sandbox\n"
+                "if TYPE_CHECKING:\n    from ..sandbox._spawn import run\n"
+                "def run_here():\n    from ..sandbox import _spawn\n"
             ),
             "paths/_beneath.py": "from .._sys import linux\nfrom ..errors import InvalidPath\n",
             "_sys/linux.py": "import ctypes\n",
-            "sandbox/__init__.py": "from ._sandbox import run\n",
-            "sandbox/_sandbox.py": "from ..errors import SandboxUnavailable\n",
+            "sandbox/__init__.py": "from ._spawn import run\n",
+            "sandbox/_spawn.py": "from ..errors import SandboxUnavailable\n",
             "cli.py": "from . import RootSet\nfrom .errors import ConfigError\nfrom .sandbox import run\n",
         },
     )

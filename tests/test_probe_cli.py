@@ -55,11 +55,11 @@ def test_a_broken_server_is_caught_and_the_technique_named(tmp_path: Path) -> No
         "--", sys.executable, str(BROKEN), "prefix", "{root}",
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
-    assert (
-        "read_file       path      sibling-prefix    ESCAPED [legacy] content of 'root_evil/secret.txt'"
-        in (done.stdout)
-    )
+    line = next(x for x in done.stdout.splitlines() if "sibling-prefix" in x and "ESCAPED" in x)
+    assert line.split()[:4] == ["read_file", "path", "sibling-prefix", "CVE-2025-53110"], line
+    assert "ESCAPED [legacy] content of 'root_evil/secret.txt'" in line
     assert "techniques that got through: sibling-prefix" in done.stdout
+    assert "classes: CVE-2025-53110 sibling prefix (CWE-22)" in done.stdout
     assert list(tmp_path.iterdir()) == []  # the scratch tree is gone
 
 
@@ -111,7 +111,9 @@ def test_a_server_that_dies_is_a_crash() -> None:
         "--findings-only", "--", sys.executable, str(BROKEN), "crash", "{root}",
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
-    assert "read_file  path      control-chars  CRASHED [legacy] the connection ended" in done.stdout
+    line = next(x for x in done.stdout.splitlines() if "CRASHED" in x)
+    assert line.split()[:3] == ["read_file", "path", "control-chars"], line
+    assert "CWE-158 control characters  CRASHED [legacy] the connection ended" in line
     assert "FAILED: legacy: the server went away" in done.stdout
 
 
@@ -122,6 +124,8 @@ def test_a_server_that_dies_is_a_crash() -> None:
         (("--technique", "nope", "--", "true"), "unknown technique(s) nope"),
         (("--deadline", "0", "--", "true"), "--deadline must be a positive number"),
         (("--race-attempts", "0", "--", "true"), "must be at least 1"),
+        (("--no-such-option", "--", "true"), "unrecognized arguments: --no-such-option"),
+        (("--era", "old", "--", "true"), "argument --era: invalid choice: 'old'"),
     ],
 )
 def test_usage_errors_are_one_line(
@@ -130,6 +134,7 @@ def test_usage_errors_are_one_line(
     assert main(["probe", *args]) == 2
     err = capsys.readouterr().err
     assert expected in err
+    assert len(err.strip().splitlines()) == 1, err
     assert "Traceback" not in err
 
 

@@ -17,7 +17,13 @@ from fastmcp import Context as FastContext
 from fastmcp import FastMCP
 from mcp.server import MCPServer, Server
 from mcp.server.context import ServerRequestContext
-from mcp_types import ListResourcesResult, ReadResourceRequestParams, ReadResourceResult, TextResourceContents
+from mcp_types import (
+    ListResourcesResult,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    Resource,
+    TextResourceContents,
+)
 
 from mcp_roots import RootsGuard
 from mcp_roots.testing import assert_confined
@@ -37,6 +43,8 @@ MADE_FOR = {
     "swap": "swap-race",
     "double-decode": "percent-root",
     "write-follows": "dangling-symlink",
+    "nfc": "unicode-twin",
+    "template": "template-dotdot",
 }
 #: Enough to cover every technique's kind quickly: the control, one per bug family.
 QUICK = [
@@ -102,7 +110,8 @@ async def test_the_mcp2_mcpserver_guarded_by_mcp_roots_is_confined(anyio_backend
     assert {r.technique for r in report.rows} >= {"swap-race", "fifo", "magic-link", "percent-root"}
     # Every row means something: the tool read the inside file (its control) on every connection.
     assert {r.outcome for r in report.rows if r.tool == "read_text"} == {"held", "noted"}
-    assert any(r.tool == "resources/read" for r in report.rows)
+    # It offers no resources (the capability, but nothing listed): no resources/read row claims it held.
+    assert not any(r.tool == "resources/read" for r in report.rows)
 
 
 async def test_the_mcp2_lowlevel_server_guarded_by_mcp_roots_is_confined() -> None:
@@ -188,7 +197,7 @@ async def test_resources_read_of_file_uris_is_probed() -> None:
             return ReadResourceResult(contents=[TextResourceContents(uri=params.uri, text=f.read())])
 
     async def listing(ctx: ServerRequestContext[Any, Any], params: Any) -> ListResourcesResult:
-        return ListResourcesResult(resources=[])
+        return ListResourcesResult(resources=[Resource(uri="file:///srv/docs/readme.txt", name="readme")])
 
     server: Server[Any] = Server("naive-resources", on_read_resource=read, on_list_resources=listing)
     with pytest.raises(AssertionError, match=r"resources/read uri: absolute-outside ESCAPED"):
@@ -221,3 +230,29 @@ def test_the_plugin_is_registered_and_only_adds_a_fixture(tmp_path: Path) -> Non
         [*argv, "-p", "no:mcp_roots"], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
     assert "fixture 'mcp_roots_probe' not found" in without.stdout
+
+
+def test_a_failing_probe_shows_the_findings_grouped_not_the_plugins_source(tmp_path: Path) -> None:
+    """The failure a user reads: one block per technique, one line per tool and place with every connection
+    that showed it; the plugin's own frames hidden (no line of testing.py in the traceback)."""
+    (tmp_path / "test_it.py").write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(BROKEN.parent)!r})\n"
+        "import pytest\n"
+        "from broken_server import build\n"
+        "from mcp_roots.testing import assert_confined\n\n"
+        "@pytest.mark.anyio\n"
+        "@pytest.mark.parametrize('anyio_backend', ['asyncio'])\n"
+        "async def test_it(anyio_backend):\n"
+        "    await assert_confined(lambda root: build('prefix', str(root)), tool='read_file', arg='path',\n"
+        "                          techniques=['sibling-prefix'], eras=['legacy', 'modern'])\n"
+    )
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_it.py"]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = done.stdout
+    assert "  sibling-prefix:\n" in out, out
+    lines = [line for line in out.splitlines() if "read_file path: sibling-prefix ESCAPED" in line]
+    assert len(lines) == 1, out  # once, with its connections, not once per connection
+    assert "[legacy, legacy+roots, modern, modern+roots]" in lines[0], lines[0]
+    assert "testing.py" not in out, out  # __tracebackhide__: the plugin's source is not shown

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from mcp_roots import RootSet
-from mcp_roots.sandbox._sandbox import support
+from mcp_roots.sandbox import support
 
 from .tree import SECRET, SandboxTree
 
@@ -375,7 +375,8 @@ def test_a_root_swapped_for_a_symlink_after_the_rootset_was_built_is_refused(tre
 
     from mcp_roots import SandboxUnavailable
     from mcp_roots._sys.landlock import EXACT_PATH
-    from mcp_roots.sandbox._sandbox import _spawn_confined, plan
+    from mcp_roots.sandbox._plan import plan
+    from mcp_roots.sandbox._spawn import spawn_confined
 
     roots = tree.roots
     tree.root.rename(tree.base / "root.real")
@@ -385,7 +386,7 @@ def test_a_root_swapped_for_a_symlink_after_the_rootset_was_built_is_refused(tre
     confinement = plan(roots.paths, program="/usr/bin/cat")
     assert confinement is not None
     loose = dataclasses.replace(confinement, rules=tuple((p, r & ~EXACT_PATH) for p, r in confinement.rules))
-    with _spawn_confined(loose, ["cat", str(secret_via_root)], {"stdout": subprocess.PIPE}) as leaky:
+    with spawn_confined(loose, ["cat", str(secret_via_root)], {"stdout": subprocess.PIPE}) as leaky:
         assert leaky.communicate(timeout=60)[0] == SECRET.encode()
     with pytest.raises(SandboxUnavailable, match="no longer resolves to itself"):
         roots.run(["cat", str(secret_via_root)])

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mcp_roots import RootSet
-from mcp_roots.sandbox._sandbox import support
+from mcp_roots.sandbox import support
 
 KERNEL = support()
 pytestmark = pytest.mark.skipif(

@@ -15,7 +15,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from mcp_roots.sandbox._sandbox import support
+from mcp_roots.sandbox import support
 
 from .serverkit import text_of
 

@@ -139,7 +139,7 @@ class RootsGuard:
         """The operator's ceiling, or None."""
         return self._policy.ceiling
 
-    # -- confinement by the kernel (Landlock; the bodies live in _sandbox) --
+    # -- confinement by the kernel (Landlock; the bodies live in the sandbox package) --
 
     @staticmethod
     def _confine_process(ceiling: RootSet | None, fallback: RootSet) -> RootSet:
@@ -147,7 +147,7 @@ class RootsGuard:
         # the ceiling (client roots can only narrow within it, so the guard never allows what the kernel
         # refuses). Landlock confines only the calling thread and what it starts later, so confine_process
         # refuses (SandboxUnavailable) when other threads already exist.
-        from .sandbox import _sandbox
+        from . import sandbox
 
         if ceiling is None:
             if not fallback:
@@ -155,7 +155,7 @@ class RootsGuard:
                     "RootsGuard(confine=True) needs a ceiling or fallback roots to confine the process to"
                 )
             ceiling = fallback
-        _sandbox.confine_process(ceiling.paths)
+        sandbox.confine_process(ceiling.paths)
         return ceiling
 
     async def run(self, ctx: object, argv: Any, **options: Any) -> subprocess.CompletedProcess[bytes]:

@@ -262,7 +262,10 @@ def _add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentPa
         "Run COMMAND so that the kernel (Landlock) lets it, and every process it starts, read only beneath "
         "the roots (and write there with --write), plus read-only what a program needs to start "
         "(/usr, /lib*, the dynamic loader's files in /etc, locale and time zone data, /dev/null...); a "
-        "seccomp filter refuses chmod/chown/utime/xattr by path and typing into the terminal (TIOCSTI). "
+        "seccomp filter refuses chmod/chown/utime/xattr by path and typing into the terminal (TIOCSTI), "
+        "changing other processes' limits or priority, System V IPC, keyrings and inotify; it holds no "
+        "capability, as root too. With --write the protected set (.git/config, .git/hooks, .mcp.json, "
+        ".vscode, shell rc files, ...) stays read-only, through a mount namespace of its own. "
         "The command runs in a new session, without a controlling terminal; it gets this terminal's "
         "stdin, stdout and stderr, and the environment (only PATH, HOME, LANG, TERM and MCP_ROOTS_* with "
         "--clean-env). "
@@ -283,6 +286,27 @@ def _add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentPa
         "OUTSIDE the roots too, since Landlock has no right for them",
     )
     run.add_argument(
+        "--protect",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --write: keep NAME (a path relative to a root, such as Makefile) read-only too, beside "
+        f"the protected set ('{PROG} doctor' lists it: .git/config, .git/hooks, .mcp.json, .vscode, ...)",
+    )
+    run.add_argument(
+        "--unprotect",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --write: let the command change NAME of the protected set (for example .git/config)",
+    )
+    run.add_argument(
+        "--no-protect",
+        action="store_true",
+        help="with --write: no protected set (and no mount namespace): the command may change .git/config, "
+        ".git/hooks, .mcp.json and the rest, which other programs run",
+    )
+    run.add_argument(
         "--clean-env",
         action="store_true",
         help="pass only PATH, HOME, LANG, TERM and MCP_ROOTS_* to the command",
@@ -295,10 +319,13 @@ def _add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentPa
     run.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARG...]")
     command(
         "doctor",
-        "report whether the kernel can confine subprocesses, and what is enforced",
-        "Report the Landlock ABI of this kernel (or why there is none), whether the seccomp filter and "
-        "no_new_privs are available, what a confined command is refused here, and the read-only system "
-        "paths it is given. Exit code 0 when every layer is there, 1 when one is missing.",
+        "report whether the kernel can confine subprocesses, and prove each promise with a live attempt",
+        "Report the Landlock ABI of this kernel (or why there is none), whether the seccomp filter, "
+        "no_new_privs and a mount namespace are available, what a confined command is refused here, then "
+        "attempt every promise for real (reading outside, writing .git/config, renaming .git, signals, "
+        "limits and priority of this process, System V IPC, keyrings, inotify, capabilities...) with a "
+        "confined child and say which mechanism held it; then the protected set and the read-only system "
+        "paths. Exit code 0 when every layer is there and every attempt was held, 1 otherwise.",
     )
 
 
@@ -315,8 +342,16 @@ def _run(roots: RootSet, args: argparse.Namespace) -> int:
         raise ConfigError(
             f"'{PROG} run --allow-path-metadata' needs --write (a read-only command changes no metadata)"
         )
+    if (args.protect or args.unprotect or args.no_protect) and not args.write:
+        raise ConfigError(
+            f"'{PROG} run --protect/--unprotect/--no-protect' need --write (nothing is written without)"
+        )
     from . import sandbox as _sandbox
 
+    try:
+        protect = _sandbox.protected_names(not args.no_protect, add=args.protect, remove=args.unprotect)
+    except ValueError as exc:
+        raise ConfigError(f"'{PROG} run': {exc}") from None
     try:
         # The terminal's stdio on purpose (stdin/stdout=None), but in a new session: the command has no
         # controlling terminal, so it cannot take over the user's shell's (TIOCSTI is also filtered).
@@ -328,6 +363,7 @@ def _run(roots: RootSet, args: argparse.Namespace) -> int:
                 network=not args.no_network,
                 allow_unconfined=args.allow_unconfined,
                 path_metadata=args.allow_path_metadata,
+                protect=protect,
                 stdin=None,
                 stdout=None,
                 start_new_session=True,
@@ -378,47 +414,8 @@ def _run_forwarding_signals(spawn: Callable[[], Any]) -> int:
 def _doctor(as_json: bool) -> tuple[str, int]:
     from . import sandbox as _sandbox
 
-    kernel = _sandbox.support()
-    nnp = _sandbox.no_new_privs() if sys.platform == "linux" else "not Linux"
-    features = kernel.enforced()
-    paths = [(p, os.path.exists(p)) for p in (*_sandbox.SYSTEM_READ_PATHS, *_sandbox.SYSTEM_DEVICE_PATHS)]
-    code = EXIT_OK if kernel.complete and nnp is None else EXIT_SANDBOX_MISSING
-    if as_json:
-        document = {
-            "platform": sys.platform,
-            "kernel": os.uname().release,
-            "landlock_abi": kernel.abi,
-            "available": kernel.available,
-            "reason": kernel.reason,
-            "seccomp": kernel.filter_reason is None,
-            "seccomp_reason": kernel.filter_reason,
-            "no_new_privs": nnp is None,
-            "no_new_privs_reason": nnp,
-            "enforced": [{"what": what, "enforced": on, "needs": needs} for what, on, needs in features],
-            "read_only_paths": [p for p in _sandbox.SYSTEM_READ_PATHS if os.path.exists(p)],
-            "read_write_devices": [p for p in _sandbox.SYSTEM_DEVICE_PATHS if os.path.exists(p)],
-            "threads": _sandbox.thread_count() if sys.platform == "linux" else None,
-        }
-        return json.dumps(document, indent=2), code
-    lines = [f"kernel: {sys.platform} {os.uname().release}"]
-    if kernel.available:
-        lines.append(f"Landlock: ABI {kernel.abi}: '{PROG} run' and RootSet.run() confine subprocesses")
-    else:
-        lines.append(f"Landlock: unavailable: {kernel.reason}")
-        lines.append("  RootSet.run() raises SandboxUnavailable; allow_unconfined=True runs UNCONFINED")
-    if kernel.filter_reason is None:
-        lines.append("seccomp: the system-call filter is installed with every confined command")
-    else:
-        lines.append(f"seccomp: unavailable: {kernel.filter_reason}")
-        lines.append(
-            "  RootSet.run() raises SandboxUnavailable; allow_unconfined=True runs without the filter"
-        )
-    lines.append("no_new_privs: available" if nnp is None else f"no_new_privs: unavailable: {nnp}")
-    lines.append("enforced for a confined command:")
-    lines += [f"  [{'x' if on else ' '}] {what}  ({needs})" for what, on, needs in features]
-    lines.append("read-only for every confined command (besides the roots and its own binary):")
-    lines += [f"  {p}{'' if there else '  (absent here)'}" for p, there in paths]
-    return "\n".join(lines), code
+    text, complete = _sandbox.doctor_report(as_json, PROG)
+    return text, EXIT_OK if complete else EXIT_SANDBOX_MISSING
 
 
 # --- Entry point -----------------------------------------------------------------------------------------

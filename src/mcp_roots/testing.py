@@ -48,6 +48,7 @@ async def assert_confined(
     declare_roots: Sequence[bool] | None = None,
     deadline: float = 3.0,
     race_attempts: int = 16,
+    allow_unreached: Sequence[str] = (),
 ) -> Report:
     """Probe ``server`` and fail (AssertionError with the findings) if any technique got out of the root.
 
@@ -55,8 +56,11 @@ async def assert_confined(
     server object (mcp 2.x ``MCPServer``/``Server``, fastmcp 4.x ``FastMCP``, mcp 1.x ``FastMCP``/``Server``),
     or a function ``build(root: Path)`` that returns one for the scratch root. A server object built
     beforehand knows no scratch root, so it is probed with declared client roots only. ``tool`` (and ``arg``)
-    narrow the probe to one tool (argument); without them every path argument found is probed.
-    Returns the report when nothing got out."""
+    narrow the probe to one tool (``arg`` a locator: ``path``, ``job.path``, ``items[].file_path``); without
+    them every path found in every tool's input schema is probed. A tool that handles files (by its name or
+    description) and was not reached fails the test too, unless named in ``allow_unreached``.
+    Returns the report when nothing got out and every file tool was reached."""
+    __tracebackhide__ = True
     # Loaded here, not when pytest loads the plugin: a project that never probes loads none of it.
     from .probe import Connection, Options, run_probe, target_for
 
@@ -71,22 +75,48 @@ async def assert_confined(
         deadline=deadline,
         race_attempts=race_attempts,
         tools=[f"{tool}:{arg}" if arg else tool] if tool else [],
+        allow_unreached=list(allow_unreached),
         techniques=list(techniques) if techniques is not None else None,
         connections=[Connection(e, d) for e in eras for d in declare_roots],
     )
     report = await run_probe(target, options)
     if report.failures:
         raise AssertionError(f"the probe could not finish with {report.target}: {'; '.join(report.failures)}")
-    findings = report.findings
-    if findings:
-        rows = "\n".join(
-            f"  {r.tool} {r.argument}: {r.technique} {r.outcome} [{r.connection}] "
-            f"{'; '.join(r.evidence[:2])} "
-            f"(via {r.value!r})"
-            for r in findings
-        )
-        raise AssertionError(f"{len(findings)} way(s) out of the root in {report.target}:\n{rows}")
+    message = failure_message(report)
+    if message:
+        raise AssertionError(message)
     return report
+
+
+def failure_message(report: Report) -> str:
+    """The findings grouped by technique (one line per tool and place, the connections that showed it), then
+    the file tools not reached and why; "" when there is nothing to fail for."""
+    from .probe import escape
+
+    groups: dict[str, dict[tuple[str, str], list[Any]]] = {}
+    for row in report.findings:
+        groups.setdefault(row.technique, {}).setdefault((row.tool, row.argument), []).append(row)
+    parts: list[str] = []
+    if groups:
+        parts.append(f"{len(report.findings)} way(s) out of the root in {report.target}:")
+        for technique, places in groups.items():
+            parts.append(f"  {technique}:")
+            for (tool, argument), rows in places.items():
+                first = rows[0]
+                connections = ", ".join(dict.fromkeys(r.connection for r in rows))
+                parts.append(
+                    f"    {tool} {argument}: {technique} {first.outcome} [{connections}] "
+                    f"{'; '.join(first.evidence[:2])} (via {first.value!r})"
+                )
+    for name in report.unreached_file_tools:
+        why = [
+            f"{place}: {reason}" for place, reason in report.unreached.items() if place.split(".")[0] == name
+        ]
+        parts.append(
+            f"file tool {name!r} was not reached ({'; '.join(why) or 'no place reached'}); name its path "
+            f"with tool=/arg=, or allow_unreached=[{name!r}]"
+        )
+    return "\n".join(escape(part) for part in parts)
 
 
 @pytest.fixture

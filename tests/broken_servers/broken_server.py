@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import unicodedata
 import warnings
 from urllib.parse import unquote, urlsplit
 
@@ -53,6 +54,12 @@ def check_write_follows(path: str, root: str) -> bool:
     return check_parent_realpath(path, root)
 
 
+def check_nfc(path: str, root: str) -> bool:
+    """Both sides normalized to NFC before the comparison, the path then opened as sent: the outside twin
+    'twi\u0308n' (NFD) passes for the root 'tw\u00efn' (NFC)."""
+    return _inside(unicodedata.normalize("NFC", os.path.realpath(path)), unicodedata.normalize("NFC", root))
+
+
 CHECKS = {
     "prefix": check_prefix,
     "parent-realpath": check_parent_realpath,
@@ -60,6 +67,8 @@ CHECKS = {
     "swap": check_realpath,
     "double-decode": check_realpath,
     "write-follows": check_write_follows,
+    "nfc": check_nfc,
+    "template": check_realpath,
 }
 BUGS = tuple(CHECKS)
 #: Not a way out: a server whose read_file exits on a control character (the probe must say CRASHED).
@@ -128,6 +137,16 @@ def build(bug: str, root: str) -> MCPServer:
             return "\n".join(sorted(os.listdir(full))[:1000])
         except (OSError, ValueError) as exc:
             raise ToolError(f"cannot list {path}: {exc}") from None
+
+    if bug == "template":
+
+        @server.resource("docs://files/{name}")
+        def doc(name: str) -> str:
+            """A document of the root by name: no '/' and no '..' in it (checked before it is decoded)."""
+            if "/" in name or name == "..":
+                raise ValueError(f"bad name {name!r}")
+            with open(os.path.join(root, unquote(name)), encoding="utf-8", errors="replace") as f:
+                return f.read(65536)
 
     return server
 

@@ -11,7 +11,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from mcp_roots.sandbox._sandbox import support
+from mcp_roots.sandbox import support
 
 SERVER = Path(__file__).resolve().parent / "sandbox_server.py"
 KERNEL = support()

@@ -174,9 +174,10 @@ def restrict_thread(
     Rights with ``EXACT_PATH`` set refuse a path that no longer resolves to itself.
 
     A directory's rights apply to everything beneath it; a file's are masked to ``FILE_RIGHTS``. Paths that
-    do not exist are skipped and returned (nothing to grant). Sets no_new_privs on the thread first, as
-    Landlock requires of an unprivileged caller. Raises ``OSError`` if a rule or the restriction fails, in
-    which case the thread may already have no_new_privs set, but is otherwise unconfined.
+    do not exist, or that this user may not reach, are skipped and returned (nothing to grant). Sets
+    no_new_privs on the thread first, as Landlock requires of an unprivileged caller. Raises ``OSError`` if
+    a rule or the restriction fails, in which case the thread may already have no_new_privs set, but is
+    otherwise unconfined.
     """
     attr = _RulesetAttr(handled_fs, handled_net, scoped)
     ruleset = _syscall(
@@ -187,7 +188,8 @@ def restrict_thread(
         for path, rights in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except (FileNotFoundError, NotADirectoryError):
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
+                # Absent, or out of this user's reach (a child started as another user): nothing to grant.
                 skipped.append(path)
                 continue
             try:

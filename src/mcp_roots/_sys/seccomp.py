@@ -22,6 +22,8 @@ __all__ = [
     "DESCRIPTOR_METADATA",
     "FILE_SETATTR",
     "IOCTLS_REFUSED",
+    "OTHER_PROCESS_CALLS",
+    "REFUSED_ALWAYS",
     "apply_to_thread",
     "probe",
     "program",
@@ -75,6 +77,31 @@ FILE_SETATTR = 469
 #: ioctl requests refused whatever the descriptor: typing into a terminal (TIOCSTI, TIOCLINUX) and setting
 #: inode flags or project attributes (immutable, append-only) through a descriptor opened for reading.
 IOCTLS_REFUSED: tuple[int, ...] = (0x5412, 0x541C, 0x40086602, 0x40046602, 0x401C5820)
+
+#: Objects a child did not make and cannot be confined to its own: System V IPC (shmget, shmat, shmctl,
+#: semget, semop, semctl, shmdt, msgget, msgsnd, msgrcv, msgctl, semtimedop), the keyrings (add_key,
+#: request_key, keyctl), perf_event_open, userfaultfd, and every inotify and fanotify call (inotify_init,
+#: inotify_add_watch, inotify_rm_watch, inotify_init1, fanotify_init, fanotify_mark): a watch needs no
+#: read right on what it watches, and the filter cannot see which folder it names. Refused with EPERM.
+REFUSED_ALWAYS: tuple[int, ...] = (
+    29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220,
+    248, 249, 250,
+    298, 323,
+    253, 254, 255, 294, 300, 301,
+)  # fmt: skip
+
+#: Calls that change another process's limits, scheduling or memory placement, by the pid in their first
+#: argument: prlimit64, sched_setparam, sched_setscheduler, sched_setaffinity, sched_setattr,
+#: migrate_pages, move_pages. Allowed for pid 0 (the caller itself) only: EPERM for any other pid, the
+#: caller's own pid or thread id spelt out included (a filter cannot know it).
+OTHER_PROCESS_CALLS: tuple[int, ...] = (302, 142, 144, 203, 314, 256, 279)
+#: setpriority(which, who, prio) and ioprio_set(which, who, ioprio): allowed for who 0 with which the
+#: process or the process group (the child's own: it starts a session of its own); the user (every
+#: process of the uid) and any other id answer EPERM.
+_SETPRIORITY = 141
+_IOPRIO_SET = 251
+_PRIO_PROCESS, _PRIO_PGRP = 0, 1
+_IOPRIO_WHO_PROCESS, _IOPRIO_WHO_PGRP = 1, 2
 
 _AF_UNIX = 1
 _SOCK_STREAM = 1
@@ -150,7 +177,10 @@ def _assemble(ops: Iterable[_Op | str]) -> bytes:
 def program(*, network: bool, write: bool = True, path_metadata: bool = False) -> bytes:
     """The filter for a confined child. Always: the architecture is x86_64 (else the process is killed: an
     i386 or x32 system call would bypass every rule below), path-based metadata calls and the ioctls above
-    answer EPERM, io_uring answers EPERM, unknown newer calls ENOSYS. With ``network=False`` also:
+    answer EPERM, io_uring answers EPERM, unknown newer calls ENOSYS; System V IPC, keyrings,
+    perf_event_open, userfaultfd, inotify and fanotify answer EPERM (``REFUSED_ALWAYS``); limits, priority,
+    scheduling and memory placement only of the caller itself (``OTHER_PROCESS_CALLS``, setpriority,
+    ioprio_set). With ``network=False`` also:
     ``socket()`` of every family, ``connect()``, and ``socketpair()`` other than a connected AF_UNIX
     stream or seqpacket pair (a datagram pair could ``sendto`` a socket file) answer EPERM. With
     ``write=False`` the descriptor forms of the metadata calls answer EPERM as well. ``path_metadata=True``
@@ -167,7 +197,10 @@ def program(*, network: bool, write: bool = True, path_metadata: bool = False) -
     ]
     by_path = (FILE_SETATTR,) if path_metadata else DENIED_PATH_METADATA
     refused = (*by_path, *_IO_URING, *(() if write else (*DESCRIPTOR_METADATA, _UTIMENSAT)))
+    refused = (*refused, *REFUSED_ALWAYS)
     ops += [(_JEQ_K, number, "eperm", None) for number in refused]
+    ops += [(_JEQ_K, number, "self_only", None) for number in OTHER_PROCESS_CALLS]
+    ops += [(_JEQ_K, _SETPRIORITY, "setpriority", None), (_JEQ_K, _IOPRIO_SET, "ioprio_set", None)]
     if not path_metadata:
         ops += [(_JEQ_K, _UTIMENSAT, "utimensat", None)]
     ops += [(_JEQ_K, _IOCTL, "ioctl", None)]
@@ -184,6 +217,21 @@ def program(*, network: bool, write: bool = True, path_metadata: bool = False) -
         (_LD_W_ABS, _arg_low(1), None, None),
         (_JEQ_K, 0, None, "eperm"),
         (_LD_W_ABS, _arg_high(1), None, None),
+        (_JEQ_K, 0, "allow", "eperm"),
+    ]
+    # A pid is an int to the kernel: the low word decides (a set high word with a zero low word is pid 0).
+    ops += ["self_only", (_LD_W_ABS, _arg_low(0), None, None), (_JEQ_K, 0, "allow", "eperm")]
+    ops += [
+        "setpriority",
+        (_LD_W_ABS, _arg_low(0), None, None),
+        (_JEQ_K, _PRIO_PROCESS, "who_zero", None),
+        (_JEQ_K, _PRIO_PGRP, "who_zero", "eperm"),
+        "ioprio_set",
+        (_LD_W_ABS, _arg_low(0), None, None),
+        (_JEQ_K, _IOPRIO_WHO_PROCESS, "who_zero", None),
+        (_JEQ_K, _IOPRIO_WHO_PGRP, "who_zero", "eperm"),
+        "who_zero",
+        (_LD_W_ABS, _arg_low(1), None, None),
         (_JEQ_K, 0, "allow", "eperm"),
     ]
     # The kernel reads an ioctl request as an unsigned int: compare the low word only.

@@ -52,6 +52,12 @@ def add_serve_command(command: Any) -> None:
     _add_http_options(serve)
     serve.add_argument("--read-only", action="store_true", help="leave out the tools that write")
     serve.add_argument(
+        "--protect",
+        action="store_true",
+        help="the writing tools refuse .git/config, .git/hooks, .mcp.json, .vscode and the rest of the "
+        "protected set ('mcp-roots doctor' lists it), as a confined command's writes do",
+    )
+    serve.add_argument(
         "--confine", action="store_true", help="also confine the server process to the roots with Landlock"
     )
     serve.add_argument(
@@ -246,7 +252,7 @@ def _build(args: argparse.Namespace, tokens: TokenVerifier | None = None) -> MCP
     security = shared_request_state(args.state_key_file) if args.state_key_file is not None else None
     return build_server(
         guard,
-        Settings(read_only=args.read_only, walk=limits),
+        Settings(read_only=args.read_only, walk=limits, protect=args.protect),
         request_state_security=security,
         token_verifier=tokens,
     )

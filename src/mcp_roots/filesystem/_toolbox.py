@@ -53,6 +53,8 @@ class Settings:
     walk: _walk.Limits = _DEFAULT_LIMITS
     #: the most line comparisons edit_file's diff may make before it shows the changed part whole
     max_diff_work: int = 4_000_000
+    #: the writing tools refuse the protected set (``RootSet.protecting()``: .git/config, .mcp.json, ...)
+    protect: bool = False
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,11 @@ def register(box: Toolbox) -> None:
     """Put the writing tools on ``box``'s server (a read-only server leaves them out)."""
     guard, settings = box.guard, box.settings
 
+    async def writable(ctx: Context) -> RootSet:
+        # serve --protect: the writing tools refuse the protected set (.git/config, .mcp.json, ...).
+        roots = await guard.roots(ctx)
+        return roots.protecting() if settings.protect else roots
+
     @box.tool(
         "write_file",
         "Write File",
@@ -72,7 +77,7 @@ def register(box: Toolbox) -> None:
         "path",
     )
     async def write_file(path: str, content: str, ctx: Context) -> TextOutput:
-        roots = await guard.roots(ctx)
+        roots = await writable(ctx)
         result = await run_blocking(lambda _: roots.write_text(path, content), path)
         return result if isinstance(result, CallToolResult) else ok(f"Successfully wrote to {path}")
 
@@ -91,7 +96,7 @@ def register(box: Toolbox) -> None:
         ctx: Context,
         dryRun: Annotated[bool, Field(description="Preview changes using git-style diff format")] = False,
     ) -> TextOutput:
-        roots = await guard.roots(ctx)
+        roots = await writable(ctx)
         result = await run_blocking(lambda stop: edit(roots, settings, path, edits, dryRun, stop), path)
         return result if isinstance(result, CallToolResult) else ok(result)
 
@@ -104,7 +109,7 @@ def register(box: Toolbox) -> None:
         "path",
     )
     async def create_directory(path: str, ctx: Context) -> TextOutput:
-        roots = await guard.roots(ctx)
+        roots = await writable(ctx)
         result = await run_blocking(lambda _: roots.mkdir(path, parents=True, exist_ok=True), path)
         return result if isinstance(result, CallToolResult) else ok(f"Successfully created directory {path}")
 
@@ -117,7 +122,7 @@ def register(box: Toolbox) -> None:
         exempt="RootSet.rename checks both ends beneath the roots and moves a symlink itself",
     )
     async def move_file(source: str, destination: str, ctx: Context) -> TextOutput:
-        roots = await guard.roots(ctx)
+        roots = await writable(ctx)
         result = await run_blocking(lambda _: move(roots, source, destination), source)
         if isinstance(result, CallToolResult):
             return result

@@ -40,6 +40,8 @@ _T = TypeVar("_T")
 logger = logging.getLogger("mcp_roots")
 
 _WINDOWS = os.name == "nt"
+#: open flags that write (a protecting() RootSet checks them)
+_WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
 # --- Root ----------------------------------------------------------------------------------------------
@@ -124,6 +126,7 @@ class RootSet:
         "_index",
         "_paths",
         "_platform",
+        "_protect",
         "_roots",
         "_router",
         "_source",
@@ -143,6 +146,7 @@ class RootSet:
         self._by_path = {str(root.path): root for root in self._roots}
         self._source = source
         self._platform = platform
+        self._protect: tuple[str, ...] | None = None  # protecting(): the names its writes refuse
         self._index = index
         # Root descriptors open lazily, one per root in use; they close with close(), or when this set is
         # collected (a finalizer, not __del__: it runs once, and never while an operation holds one).
@@ -212,11 +216,35 @@ class RootSet:
 
     def with_source(self, source: str) -> RootSet:
         """The same roots, labelled with another source."""
-        return type(self)(self._roots, source=source, platform=self._platform)
+        made = type(self)(self._roots, source=source, platform=self._platform)
+        made._protect = self._protect
+        return made
 
     def with_roots(self, roots: Iterable[Root]) -> RootSet:
-        """Other roots, with this set's source and comparison rule."""
-        return type(self)(roots, source=self._source, platform=self._platform)
+        """Other roots, with this set's source, comparison rule and protected set."""
+        made = type(self)(roots, source=self._source, platform=self._platform)
+        made._protect = self._protect
+        return made
+
+    def protecting(self, protect: bool | Iterable[str] = True) -> RootSet:
+        """These roots, whose writes (``open`` for writing, ``write_bytes``/``write_text``, ``mkdir``,
+        ``remove``, ``rename``) refuse the protected set as a confined child's do (``.git/config``,
+        ``.git/hooks``, ``.mcp.json``, ...: ``mcp_roots.sandbox.PROTECTED``, or the names given), with
+        ``PathOutsideRoots``. Opt-in: a server may legitimately edit those files. ``False``: none."""
+        from .. import sandbox
+
+        made = self.with_source(self._source)
+        made._protect = sandbox.protected_names(protect) or None
+        return made
+
+    def _refuse_protected(self, path: object, holder: bool = False) -> None:
+        from .. import sandbox
+
+        canonical = self._canonical(path)
+        root = self.root_above(canonical)
+        hit = root and sandbox.protected_hit(str(root.path), canonical, self._protect or (), holder=holder)
+        if hit:
+            raise PathOutsideRoots(f"Access denied: {canonical!r} is protected ({hit})")
 
     # -- the set --
 
@@ -370,11 +398,15 @@ class RootSet:
             and newline is None
         ):
             return _ops.open_read(self._router, path)
+        if self._protect is not None and not set(mode).isdisjoint("wax+"):
+            self._refuse_protected(path)
         return _ops.open_file(self._router, path, mode, buffering, encoding, errors, newline)
 
     def open_fd(self, path: str | os.PathLike[str], flags: int, mode: int = 0o777) -> int:
         """The descriptor-level open: ``os.open(path, flags, mode)`` confined to the roots. ``O_CLOEXEC``
         is always added; no file-type check is made (pass ``O_NONBLOCK`` yourself if that matters)."""
+        if self._protect is not None and flags & _WRITING:
+            self._refuse_protected(path)
         fd = self._router.fast(path, _ops.fd_beneath, flags, mode)  # the hot path: one call
         return fd if fd is not None else _ops.open_fd(self._router, path, flags, mode)
 
@@ -399,6 +431,8 @@ class RootSet:
         a root that is a file is rewritten in place (there is no directory to stage a temporary file in)."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"data must be bytes-like, not {type(data).__name__}")
+        if self._protect is not None:
+            self._refuse_protected(path)
         _ops.write_bytes(self._router, path, bytes(data))
 
     def write_text(self, path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
@@ -437,11 +471,15 @@ class RootSet:
 
     def mkdir(self, path: str | os.PathLike[str], *, parents: bool = False, exist_ok: bool = False) -> None:
         """Create a directory inside the roots (``parents``, ``exist_ok`` as in pathlib.Path.mkdir)."""
+        if self._protect is not None:
+            self._refuse_protected(path)
         _ops.mkdir(self._router, path, parents, exist_ok)
 
     def remove(self, path: str | os.PathLike[str], *, recursive: bool = False) -> None:
         """Remove a file, a symlink (never its target) or an empty directory inside the roots; with
         ``recursive``, a whole directory tree, walked through descriptors without following symlinks."""
+        if self._protect is not None:
+            self._refuse_protected(path, holder=True)
         _ops.remove(self._router, path, recursive)
 
     def rename(
@@ -450,6 +488,9 @@ class RootSet:
         """Rename ``src`` to ``dst``, both inside the roots (like :func:`os.rename`; the final names are
         not followed). With ``replace=False`` an existing ``dst`` raises FileExistsError, atomically
         where the system has renameat2(RENAME_NOREPLACE)."""
+        if self._protect is not None:
+            self._refuse_protected(src, holder=True)
+            self._refuse_protected(dst, holder=True)
         _ops.rename(self._router, src, dst, replace)
 
     def close(self) -> None:
@@ -468,7 +509,7 @@ class RootSet:
     ) -> None:
         self.close()
 
-    # -- subprocesses confined by the kernel (the bodies live in _sandbox) --
+    # -- subprocesses confined by the kernel (the bodies live in the sandbox package) --
 
     def run(
         self,
@@ -478,6 +519,7 @@ class RootSet:
         network: bool = True,
         allow_unconfined: bool = False,
         path_metadata: bool = False,
+        protect: bool | Iterable[str] = True,
         **kwargs: Any,
     ) -> subprocess.CompletedProcess[Any]:
         """``subprocess.run(argv, **kwargs)`` with the child confined by the kernel (Landlock) to these
@@ -485,16 +527,18 @@ class RootSet:
         ``network=False`` no socket() or connect(); a seccomp filter refuses chmod/chown/utime/xattr by path.
         ``path_metadata=True`` (only with ``write=True``, else ``ValueError``) allows those, for builds, and
         so OUTSIDE the roots too (Landlock has no right for them). ``SandboxUnavailable`` where the kernel
-        cannot, unless ``allow_unconfined=True`` (then a warning). See ``mcp_roots.sandbox._sandbox.run``."""
-        from ..sandbox import _sandbox
+        cannot, unless ``allow_unconfined=True`` (then a warning). No capability; with ``write=True`` the
+        protected set stays read-only (``protect=False`` opts out). See ``mcp_roots.sandbox.run``."""
+        from .. import sandbox
 
-        return _sandbox.run(
+        return sandbox.run(
             self.paths,
             argv,
             write=write,
             network=network,
             allow_unconfined=allow_unconfined,
             path_metadata=path_metadata,
+            protect=protect,
             **kwargs,
         )
 
@@ -506,18 +550,20 @@ class RootSet:
         network: bool = True,
         allow_unconfined: bool = False,
         path_metadata: bool = False,
+        protect: bool | Iterable[str] = True,
         **kwargs: Any,
     ) -> subprocess.Popen[Any]:
         """``subprocess.Popen(argv, **kwargs)``, confined like ``run``."""
-        from ..sandbox import _sandbox
+        from .. import sandbox
 
-        return _sandbox.popen(
+        return sandbox.popen(
             self.paths,
             argv,
             write=write,
             network=network,
             allow_unconfined=allow_unconfined,
             path_metadata=path_metadata,
+            protect=protect,
             **kwargs,
         )
 
@@ -529,18 +575,20 @@ class RootSet:
         network: bool = True,
         allow_unconfined: bool = False,
         path_metadata: bool = False,
+        protect: bool | Iterable[str] = True,
         **kwargs: Any,
     ) -> subprocess.CompletedProcess[bytes]:
         """``await anyio.run_process(argv, **kwargs)`` (output captured, ``check=True``), confined like
         ``run``."""
-        from ..sandbox import _sandbox
+        from .. import sandbox
 
-        return await _sandbox.run_async(
+        return await sandbox.run_async(
             self.paths,
             argv,
             write=write,
             network=network,
             allow_unconfined=allow_unconfined,
             path_metadata=path_metadata,
+            protect=protect,
             **kwargs,
         )

@@ -12,7 +12,7 @@ from typing import Any
 from fastmcp import Client
 from mcp.shared.exceptions import MCPError
 
-from ._session import LEGACY, MODERN, Connection, Session, as_json
+from ._session import LEGACY, MODERN, Connection, Session, as_json, resource_lists
 
 __all__ = ["FastmcpTarget"]
 
@@ -47,6 +47,20 @@ class FastmcpSession:
             return as_json(await self._client.read_resource_mcp(uri))
         except (MCPError, ValueError) as exc:
             return {"error": str(exc)}
+
+    async def list_resources(self) -> tuple[list[str], list[str]]:
+        if not self.has_resources:
+            return [], []
+        answers: list[Any] = []
+        for call in (
+            lambda: self._client.list_resources_mcp(),
+            lambda: self._client.list_resource_templates_mcp(),
+        ):
+            try:
+                answers.append(await call())
+            except MCPError:  # not offered (method not found), or refused: nothing listed
+                answers.append(None)
+        return resource_lists(*answers)
 
 
 class FastmcpTarget:

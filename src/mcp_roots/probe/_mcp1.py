@@ -12,7 +12,7 @@ from typing import Any
 from mcp import types
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from ._session import LEGACY, Connection, Session, as_json
+from ._session import LEGACY, Connection, Session, as_json, resource_lists
 
 __all__ = ["Mcp1Target"]
 
@@ -51,6 +51,19 @@ class Mcp1Session:
             if type(exc).__name__ not in ("McpError", "ValidationError"):
                 raise
             return {"error": str(exc)}
+
+    async def list_resources(self) -> tuple[list[str], list[str]]:
+        if not self.has_resources:
+            return [], []
+        answers: list[Any] = []
+        for call in (self._session.list_resources, self._session.list_resource_templates):
+            try:
+                answers.append(await call())
+            except Exception as exc:  # mcp 1.x raises McpError: not offered, or refused
+                if type(exc).__name__ != "McpError":
+                    raise
+                answers.append(None)
+        return resource_lists(*answers)
 
 
 class Mcp1Target:

@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, ListRootsResult, Root
 
 from ._procs import child_groups
-from ._session import LEGACY, MODERN, Connection, Session, as_json
+from ._session import LEGACY, MODERN, Connection, Session, as_json, resource_lists
 
 __all__ = ["InMemoryTarget", "McpSession", "StdioTarget", "UrlTarget", "client_session", "command_line"]
 
@@ -66,6 +66,20 @@ class McpSession:
             return _error(exc)
         except ValueError as exc:  # the SDK refused the URI itself before sending it
             return {"error": f"client refused the URI: {exc}"}
+
+    async def list_resources(self) -> tuple[list[str], list[str]]:
+        if not self.has_resources:
+            return [], []
+        answers: list[Any] = []
+        for call in (
+            lambda: self._client.list_resources(cache_mode="bypass"),
+            lambda: self._client.list_resource_templates(cache_mode="bypass"),
+        ):
+            try:
+                answers.append(await call())
+            except MCPError:  # not offered (method not found), or refused: nothing listed
+                answers.append(None)
+        return resource_lists(*answers)
 
 
 def _error(exc: MCPError) -> dict[str, Any]:

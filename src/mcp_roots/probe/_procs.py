@@ -9,7 +9,7 @@ import contextlib
 import os
 import signal
 
-__all__ = ["child_groups", "descends_from", "kill_groups", "listeners"]
+__all__ = ["child_groups", "descends_from", "kill_groups", "kill_strays", "listeners"]
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
@@ -48,6 +48,44 @@ def kill_groups(groups: set[int]) -> None:
     for group in groups & alive:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, signal.SIGKILL)
+
+
+def _in_tree(pid: int, top: str) -> bool:
+    """Whether process ``pid`` works in, or holds something open in, the directory tree ``top``."""
+    prefix = top.rstrip("/") + "/"
+    try:
+        links = [os.readlink(f"/proc/{pid}/cwd")]
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd")[:4096]:
+            with contextlib.suppress(OSError):
+                links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return any(link == top or link.startswith(prefix) for link in links)
+
+
+def kill_strays(top: str) -> int:
+    """SIGKILL every other process that works in or holds open something beneath ``top`` (the scratch tree: a
+    server's child that left its process group, a daemon it started); through a pidfd checked again, so a
+    reused pid is never signalled. The number killed."""
+    me = os.getpid()
+    killed = 0
+    for pid in _pids():
+        if pid == me or not _in_tree(pid, top):
+            continue
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            continue
+        try:
+            if _in_tree(pid, top):  # still the process judged above: the pidfd now pins it
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                killed += 1
+        except OSError:
+            pass
+        finally:
+            os.close(pidfd)
+    return killed
 
 
 def descends_from(pid: int, ancestor: int) -> bool:

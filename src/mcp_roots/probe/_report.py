@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["FINDINGS", "Report", "Row", "worst"]
+__all__ = ["FINDINGS", "NOT_REACHED", "Report", "Row", "escape", "worst"]
 
 ESCAPED = "ESCAPED"
 HANG = "HANG"
@@ -16,8 +16,9 @@ CRASHED = "CRASHED"
 NOTED = "noted"
 HELD = "held"
 UNTESTED = "untested"  # the tool refused the inside controls too: 'held' would mean nothing
+NOT_REACHED = "not reached"  # refused before the tool's code ran (input validation, a protocol error)
 FINDINGS = (ESCAPED, HANG, CRASHED)
-_ORDER = {ESCAPED: 0, HANG: 1, CRASHED: 2, NOTED: 3, HELD: 4, UNTESTED: 5}
+_ORDER = {ESCAPED: 0, HANG: 1, CRASHED: 2, NOTED: 3, HELD: 4, UNTESTED: 5, NOT_REACHED: 6}
 
 
 @dataclass
@@ -30,6 +31,7 @@ class Row:
     evidence: list[str] = field(default_factory=list)
     value: str = ""  # the argument value that showed the outcome (or the last one tried)
     calls: int = 0
+    weakness: str = ""  # the technique's class (a CVE it reproduces, or a CWE)
 
 
 @dataclass
@@ -40,6 +42,8 @@ class Report:
     arguments: list[str] = field(default_factory=list)  # "tool.arg" probed
     notes: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # connections that could not be made or broke off
+    unreached: dict[str, str] = field(default_factory=dict)  # "tool.locator" or "tool" -> why not reached
+    unreached_file_tools: list[str] = field(default_factory=list)  # file tools with nothing reached
     calls: int = 0
     seconds: float = 0.0
 
@@ -55,6 +59,10 @@ class Report:
         """The techniques with at least one finding."""
         return {row.technique for row in self.findings}
 
+    def classes_found(self) -> list[str]:
+        """The weakness classes with at least one finding, sorted."""
+        return sorted({row.weakness for row in self.findings if row.weakness})
+
     def table(self) -> list[Row]:
         """One row per (tool, argument, technique): the worst outcome over the connections tried."""
         merged: dict[tuple[str, str, str], Row] = {}
@@ -69,40 +77,60 @@ class Report:
             "target": self.target,
             "escapes": len(self.escapes),
             "findings": len(self.findings),
+            "classes": self.classes_found(),
             "connections": self.connections,
             "arguments": self.arguments,
             "calls": self.calls,
             "seconds": round(self.seconds, 2),
             "notes": self.notes,
             "failures": self.failures,
+            "unreached": self.unreached,
+            "unreached_file_tools": self.unreached_file_tools,
             "rows": [asdict(row) for row in self.rows],
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.as_json(), indent=2, ensure_ascii=False)
+        """The report as JSON; DEL, C1 controls and bidi overrides too written as ``\\uNNNN`` (json escapes
+        C0 itself), so a terminal that shows it gets no control byte either."""
+        text = json.dumps(self.as_json(), indent=2, ensure_ascii=False)
+        return "".join(f"\\u{ord(c):04x}" if 0x7F <= ord(c) <= 0x9F or ord(c) in _BIDI else c for c in text)
 
     def to_text(self, *, all_rows: bool = True) -> str:
         rows = self.table() if all_rows else [r for r in self.table() if r.outcome in FINDINGS]
-        head = ("TOOL", "ARGUMENT", "TECHNIQUE", "OUTCOME")
-        cells = [(r.tool, r.argument, r.technique, _outcome_text(r)) for r in rows]
-        widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head[:3])]
+        head = ("TOOL", "ARGUMENT", "TECHNIQUE", "CLASS", "OUTCOME")
+        cells = [
+            tuple(
+                escape(c)
+                for c in (r.tool, r.argument, r.technique, r.weakness.split(" (")[0], _outcome_text(r))
+            )
+            for r in rows
+        ]
+        widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head[:4])]
         lines = [f"probe of {self.target}"]
         lines += [f"  connection {label}: protocol {version}" for label, version in self.connections.items()]
         lines.append("")
-        lines.append("  ".join(h.ljust(w) for h, w in zip(head[:3], widths, strict=True)) + "  " + head[3])
+        lines.append("  ".join(h.ljust(w) for h, w in zip(head[:4], widths, strict=True)) + "  " + head[4])
         for c in cells:
-            lines.append("  ".join(v.ljust(w) for v, w in zip(c[:3], widths, strict=True)) + "  " + c[3])
+            lines.append("  ".join(v.ljust(w) for v, w in zip(c[:4], widths, strict=True)) + "  " + c[4])
         lines.append("")
+        lines += [f"not reached: {place}: {why}" for place, why in self.unreached.items()]
+        lines += [
+            f"FAILED: file tool {name!r} was not reached (name its path with --tool {name}:LOCATOR, or "
+            f"--allow-unreached {name})"
+            for name in self.unreached_file_tools
+        ]
         lines += [f"note: {n}" for n in self.notes]
         lines += [f"FAILED: {f}" for f in self.failures]
         findings = self.findings
         caught = sorted(self.caught_by())
         lines.append(
-            f"{len(self.escapes)} escape(s), {len(findings) - len(self.escapes)} other finding(s) "
+            f"{len(self.escapes)} escape(s), {len(findings) - len(self.escapes)} other finding(s), "
+            f"{len(self.unreached)} place(s) not reached "
             f"in {self.calls} calls, {self.seconds:.1f} s"
             + (f"; techniques that got through: {', '.join(caught)}" if caught else "")
+            + (f"; classes: {'; '.join(self.classes_found())}" if caught else "")
         )
-        return "\n".join(lines)
+        return "\n".join(escape(line) for line in lines)
 
 
 def _outcome_text(row: Row) -> str:
@@ -110,6 +138,22 @@ def _outcome_text(row: Row) -> str:
         shown = "; ".join(row.evidence[:3])
         return f"{row.outcome} [{row.connection}] {shown} (via {row.value!r})"
     return row.outcome
+
+
+_BIDI = frozenset(range(0x202A, 0x202F)) | frozenset(range(0x2066, 0x206A)) | {0x200E, 0x200F, 0x061C}
+
+
+def escape(text: str) -> str:
+    """``text`` safe for a terminal: every C0 and C1 control (ESC, CR, BEL...), DEL and bidi override written
+    as ``\\xNN``/``\\uNNNN``, so a server's names cannot move the cursor, set a title or hide a line."""
+    return "".join(
+        f"\\x{ord(c):02x}"
+        if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F
+        else f"\\u{ord(c):04x}"
+        if ord(c) in _BIDI
+        else c
+        for c in text
+    )
 
 
 def worst(outcomes: list[str]) -> str:

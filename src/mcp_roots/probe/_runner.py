@@ -12,7 +12,6 @@ import logging
 import os
 import re
 import secrets
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,11 +19,22 @@ from typing import Any
 
 import anyio
 
-from ._discover import PathArgument, fill_arguments, parse_override, path_arguments
-from ._report import CRASHED, ESCAPED, HANG, HELD, NOTED, UNTESTED, Report, Row, worst
-from ._scratch import Scratch
+from ._discover import (
+    PathArgument,
+    fill_arguments,
+    looks_like_file_tool,
+    not_reached,
+    opaque_places,
+    parse_override,
+    path_arguments,
+    takes_arguments,
+)
+from ._procs import kill_groups, kill_strays
+from ._race import can_swap, swapping
+from ._report import CRASHED, ESCAPED, HANG, HELD, NOT_REACHED, NOTED, UNTESTED, Report, Row, worst
+from ._scratch import HostileTree, Scratch
 from ._session import LEGACY, MODERN, Connection, Session, Target
-from ._techniques import TECHNIQUES, Technique, Variant, file_uri
+from ._techniques import LINK, TECHNIQUES, Technique, Variant, expand_template, file_uri
 
 __all__ = ["Options", "UsageError", "run_probe"]
 
@@ -43,7 +53,8 @@ class Options:
     race_attempts: int = 16  # calls per variant while the scratch tree swaps a directory for a link out
     max_calls: int = 10_000
     time_limit: float = 600.0
-    tools: list[str] = field(default_factory=list)  # --tool NAME:ARG overrides: only these arguments
+    tools: list[str] = field(default_factory=list)  # --tool NAME:LOCATOR overrides: only these places
+    allow_unreached: list[str] = field(default_factory=list)  # file tools that may go unreached
     techniques: list[str] | None = None  # None: all
     connections: list[Connection] | None = None  # None: every era of the target, without and with roots
     scratch_parent: str | None = None
@@ -67,6 +78,9 @@ class _Run:
     write_token: str = field(default_factory=lambda: "probe-wrote-" + secrets.token_hex(6))
     fresh: int = 0
     cwd_is_scratch: bool = False
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # the tools probed (or to be), by name
+    reached: set[str] = field(default_factory=set)  # "tool.locator" whose controls reached the tool's code
+    unreached: dict[str, str] = field(default_factory=dict)  # "tool.locator" (or "tool") -> why not
 
     def fresh_name(self) -> str:
         self.fresh += 1
@@ -94,11 +108,34 @@ async def run_probe(target: Target, options: Options | None = None) -> Report:
         await _probe_all(target, run)
     except _Budget as exc:
         report.notes.append(str(exc))
+    except HostileTree as exc:
+        report.failures.append(f"the server keeps changing the scratch tree under the probe: {exc}")
     finally:
+        _account_unreached(run)
         report.seconds = time.monotonic() - run.started
         scratch.unblock_fifos()
+        # Every process the server started is gone before the tree goes (one that left its group too).
+        kill_groups(set(getattr(target, "groups", set())))
+        for _ in range(3):  # again: a child forked while its parent was being killed
+            if not kill_strays(str(scratch.top)):
+                break
         scratch.remove()
     return report
+
+
+def _account_unreached(run: _Run) -> None:
+    """The places never reached on any connection, and the file tools with none reached at all."""
+    report = run.report
+    report.unreached = {k: v for k, v in run.unreached.items() if k not in run.reached}
+    reached_tools = {k.partition(".")[0] for k in run.reached}
+    report.unreached_file_tools = [
+        name
+        for name, tool in run.tools.items()
+        if name not in reached_tools
+        and takes_arguments(tool)
+        and looks_like_file_tool(tool)
+        and name not in run.options.allow_unreached
+    ]
 
 
 async def _probe_all(target: Target, run: _Run) -> None:
@@ -109,7 +146,7 @@ async def _probe_all(target: Target, run: _Run) -> None:
         if connection.era not in target.eras:
             report.notes.append(f"{connection.label}: this client cannot ask for that era; not tried")
             continue
-        roots = [file_uri(str(scratch.root)), file_uri(str(scratch.percent_root))]
+        roots = [file_uri(str(r)) for r in (scratch.root, scratch.percent_root, scratch.twin_root)]
         errlog = str(scratch.work / "server.stderr")
         if options.progress:
             options.progress(f"connecting ({connection.label})")
@@ -130,6 +167,8 @@ async def _probe_all(target: Target, run: _Run) -> None:
             leaf = _leaf(exc)
             if isinstance(leaf, (_Budget, UsageError)):
                 raise leaf from None
+            if not connected and isinstance(leaf, (FileNotFoundError, PermissionError)):
+                raise UsageError(f"cannot start the server: {leaf}") from None
             if isinstance(leaf, _Crashed):
                 report.rows.append(leaf.row)
                 report.failures.append(f"{connection.label}: the server went away; the rest was not tried")
@@ -181,13 +220,28 @@ async def _probe_connection(
             arguments += found
     else:
         arguments = [a for tool in tools for a in path_arguments(tool)]
-    by_name = {t["name"]: t for t in tools}
+    by_name = {t["name"]: t for t in tools if isinstance(t.get("name"), str)}
+    named = {spec.partition(":")[0] for spec in options.tools}
+    for name, tool in by_name.items():
+        if not named or name in named:
+            run.tools.setdefault(name, tool)
+            if not any(a.tool == name for a in arguments):
+                why = (
+                    "no path found in its input schema" if takes_arguments(tool) else "it takes no arguments"
+                )
+                run.unreached.setdefault(name, why)
+            for place in opaque_places(tool):
+                run.unreached.setdefault(f"{name}.{place}", "nested too deep or recursive: not followed")
     for a in arguments:
         if f"{a.tool}.{a.name}" not in report.arguments:
             report.arguments.append(f"{a.tool}.{a.name}")
-    if not arguments and not session.has_resources:
-        report.notes.append(f"{connection.label}: no tool takes a path (name one with --tool NAME:ARG)")
-    kinds = {a: await _controls(session, connection, by_name[a.tool], a, run) for a in arguments}
+    resources = await session.list_resources() if session.has_resources else ([], [])
+    offers_resources = bool(resources[0] or resources[1])
+    if not arguments and not offers_resources:
+        report.notes.append(f"{connection.label}: no tool takes a path (name one with --tool NAME:LOCATOR)")
+    controls = {a: await _controls(session, connection, by_name[a.tool], a, run) for a in arguments}
+    kinds = {a: k for a, k in controls.items() if k is not None}
+    arguments = list(kinds)
     reachable = any(k != {"file", "dir", "new", "untested"} for k in kinds.values())
     run_once = not once_done and reachable
     for technique in techniques:
@@ -202,7 +256,7 @@ async def _probe_connection(
                 report.rows.append(
                     await _try(session, connection, tool, a, technique, variants, kinds[a], run)
                 )
-        if session.has_resources:
+        if offers_resources:
             uris = [
                 Variant(file_uri(v.value), v.kind)
                 for v in technique.paths(scratch)
@@ -215,26 +269,53 @@ async def _probe_connection(
                 report.rows.append(
                     await _try(session, connection, None, uri_arg, technique, uris, {"file"}, run)
                 )
+            if technique.parameters and resources[1]:
+                filled = [
+                    Variant(expand_template(template, v.value), v.kind)
+                    for template in resources[1][:8]
+                    for v in technique.parameters(scratch)
+                ]
+                arg = PathArgument("resources/read", "{template}")
+                report.rows.append(
+                    await _try(session, connection, None, arg, technique, filled, {"file"}, run)
+                )
     return once_done or run_once
 
 
 async def _controls(
     session: Session, connection: Connection, tool: dict[str, Any], arg: PathArgument, run: _Run
-) -> set[str]:
+) -> set[str] | None:
     """What kinds of inside path the argument takes: an existing file, a directory, a new name (each answered
-    without an error). All three, and 'untested', when no inside control went through. The controls are
-    judged too: a listing of the root that follows a link out is a way out ('inside-control')."""
+    without an error). All three, and 'untested', when the tool ran but refused every inside control; None
+    (and a 'not reached' row) when no control got past input validation or the protocol to the tool's code.
+    The controls are judged too: a listing of the root that follows a link out is a way out."""
     kinds: set[str] = set()
+    reasons: list[str] = []
     root = str(run.scratch.root)
-    for kind, value in (("file", f"{root}/benign.txt"), ("dir", root), ("new", run.fresh_name())):
+    for kind, value in (
+        ("file", f"{root}/{run.scratch.n('benign.txt')}"),
+        ("dir", root),
+        ("new", run.fresh_name()),
+    ):
         outcome, evidence, result = await _judged(session, tool, arg, _as_arg(arg, value), run, True)
         if outcome != HELD:
-            row = Row(connection.label, arg.tool, arg.name, INSIDE_CONTROL, outcome, evidence, value, 1)
+            row = Row(connection.label, arg.tool, arg.name, INSIDE_CONTROL, outcome, evidence, value, 1, LINK)
             if outcome == CRASHED:
                 raise _Crashed(row)
             run.report.rows.append(row)
-        if result is not None and not result.get("isError") and "error" not in result:
+        reason = not_reached(result)
+        if reason is not None:
+            reasons.append(reason)
+        elif result is not None and not result.get("isError"):
             kinds.add(kind)
+    key = f"{arg.tool}.{arg.name}"
+    if len(reasons) == 3:
+        run.unreached.setdefault(key, reasons[0])
+        run.report.rows.append(
+            Row(connection.label, arg.tool, arg.name, INSIDE_CONTROL, NOT_REACHED, reasons[:1], root, 3, LINK)
+        )
+        return None
+    run.reached.add(key)
     if not kinds:
         kinds = {"file", "dir", "new", "untested"}
     return kinds
@@ -274,10 +355,10 @@ async def _call(
             tool,
             arg,
             value,
-            benign_file=f"{run.scratch.root}/benign.txt",
+            benign_file=f"{run.scratch.root}/{run.scratch.n('benign.txt')}",
             fresh_name=run.fresh_name(),
             write_token=run.write_token,
-            path_args=path_arguments(tool),
+            old_text=run.scratch.marker,
         )
         call = session.call_tool(tool["name"], arguments)
     with anyio.move_on_after(run.options.deadline):
@@ -296,19 +377,24 @@ async def _try(
     run: _Run,
 ) -> Row:
     scratch = run.scratch
-    row = Row(connection.label, arg.tool, arg.name, technique.name, UNTESTED if "untested" in kinds else HELD)
-    if technique.race and not _can_swap(scratch):
+    outcome = UNTESTED if "untested" in kinds else HELD
+    row = Row(connection.label, arg.tool, arg.name, technique.name, outcome, weakness=technique.weakness)
+    if technique.race and not can_swap(scratch):
         row.outcome, row.evidence = UNTESTED, ["renameat2(RENAME_EXCHANGE) is not available here"]
         return row
     attempts = run.options.race_attempts if technique.race else 1
     outcomes: list[str] = []
-    with _swapping(scratch) if technique.race else contextlib.nullcontext():
+    unreached: list[str] = []
+    with swapping(scratch) if technique.race else contextlib.nullcontext():
         for variant in variants:
             for _ in range(attempts):
                 row.calls += 1
-                outcome, evidence, _ = await _judged(
+                outcome, evidence, result = await _judged(
                     session, tool, arg, variant.value, run, not technique.race
                 )
+                reason = not_reached(result) if tool is not None else None
+                if reason is not None and outcome == HELD:
+                    unreached.append(reason)
                 if outcome != HELD:
                     if technique.limit and outcome == ESCAPED:
                         outcome = NOTED
@@ -322,6 +408,8 @@ async def _try(
     scratch.restore()  # after a race: the swapping has stopped
     if not outcomes:
         row.value = variants[-1].value
+        if unreached and len(unreached) == row.calls:  # refused before the tool ran, every time: no 'held'
+            row.outcome, row.evidence = NOT_REACHED, unreached[:1]
     return row
 
 
@@ -392,51 +480,3 @@ def _strings(value: Any) -> Iterator[str]:
     elif isinstance(value, (list, tuple)):
         for item in value:
             yield from _strings(item)
-
-
-def _can_swap(scratch: Scratch) -> bool:
-    """Whether this kernel swaps two names atomically (swapped twice: the tree is as it was)."""
-    from .._sys import linux
-
-    race = scratch.root / "race"
-    try:
-        fd = os.open(race, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return False
-    try:
-        for _ in range(2):
-            linux.renameat2(fd, "d", fd, "x", linux.RENAME_EXCHANGE)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return True
-
-
-@contextlib.contextmanager
-def _swapping(scratch: Scratch) -> Iterator[None]:
-    """Swap root/race/d (a directory) with root/race/x (a link out) as fast as the kernel allows."""
-    from .._sys import linux
-
-    race = scratch.root / "race"
-    stop = threading.Event()
-    fd = os.open(race, os.O_RDONLY | os.O_DIRECTORY)
-
-    def swap() -> None:
-        while not stop.is_set():
-            try:
-                linux.renameat2(fd, "d", fd, "x", linux.RENAME_EXCHANGE)
-            except OSError:
-                return
-
-    thread = threading.Thread(target=swap, name="mcp-roots-probe-swap", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(5)
-        with contextlib.suppress(OSError):
-            if os.path.islink(race / "d"):
-                linux.renameat2(fd, "d", fd, "x", linux.RENAME_EXCHANGE)
-        os.close(fd)

@@ -1,13 +1,13 @@
 """The probe's scratch tree: one root to serve, canaries planted outside it, and the fingerprint that tells
 whether anything outside changed. Everything the probe (or a server it tricks) can touch lies beneath one
-temporary directory, removed on exit.
+temporary directory with a random name, removed on exit. The tree is planted, rebuilt, fingerprinted and
+removed through directory descriptors only (``_fdtree``): what the server plants there is never followed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import secrets
 import shutil
@@ -16,18 +16,76 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["CANARY_PREFIX", "NAME_PREFIX", "Scratch"]
+from ._fdtree import (
+    Fingerprint,
+    HostileTree,
+    clear,
+    fingerprint,
+    make_dir,
+    make_fifo,
+    make_link,
+    put_file,
+    release_tree,
+)
 
-#: Every canary's content starts with this; the rest is a token drawn per run.
-CANARY_PREFIX = "MCPROOTS-CANARY-"
-#: Every outside directory holds an empty file named this plus a token: a listing that shows it escaped.
-NAME_PREFIX = "MCPROOTS-NAME-"
+__all__ = ["FULLWIDTH_ROOT", "TWIN_NFD", "HostileTree", "Scratch", "draw_names"]
+
 LONG_NAME = "L" * 250 + ".txt"  # NAME_MAX is 255: the longest name a canary can have here
 #: The declared root whose name, decoded twice, climbs one level ('sub%2F..' -> 'sub/..').
 PERCENT_ROOT_NAME = "sub%2F.."
-MAX_CANARY_BYTES = 4096
+#: A declared root named with a composed letter (NFC), and its outside twin in decomposed form (NFD).
+TWIN_NFC = "tw\u00efn"
+TWIN_NFD = "twi\u0308n"
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
-Fingerprint = dict[str, tuple[object, ...]]
+#: The canaries: files outside the root whose content is a token drawn per run.
+CANARIES = (
+    "parent-secret.txt",
+    "outside/secret.txt",
+    "outside/chain-secret.txt",
+    "outside/hardlink-secret.txt",
+    "outside/deep/deep-secret.txt",
+    f"outside/{LONG_NAME}",
+    "outside/ctl\nsecret.txt",
+    "root_evil/secret.txt",
+    "ROOT/secret.txt",
+    "\uff52\uff4f\uff4f\uff54/secret.txt",  # fullwidth 'root': NFKC folds it to 'root'
+    "pctroot/pct-secret.txt",
+    f"twins/{TWIN_NFD}/secret.txt",
+)
+
+#: The names of the tree as reports say them; each run plants them under random names of its own, so that
+#: a server cannot recognise the probe's tree by its names ("pctroot/sub" and the twins keep theirs: their
+#: spelling is the technique).
+_LOGICAL = (
+    "root", "outside", "secret.txt", "parent-secret.txt", "chain-secret.txt", "hardlink-secret.txt", "deep",
+    "deep-secret.txt", "pctroot", "pct-secret.txt", "benign.txt", "inner-dir", "inner.txt", "link-out",
+    "dir-out", "chain1", "chain2", "chain3", "dangling", "created-by-write.txt", "hop", "proc-link",
+    "hardlink", "fifo", "race", "d", "x",
+)  # fmt: skip
+FULLWIDTH_ROOT = "\uff52\uff4f\uff4f\uff54"
+
+
+def _word(length: int) -> str:
+    return "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(length))
+
+
+def draw_names() -> dict[str, str]:
+    """A random name for each logical name (and the root's relatives: its sibling with a suffix, its upper
+    case, its fullwidth form; the canary with a newline in its name)."""
+    names: dict[str, str] = {}
+    for logical in _LOGICAL:
+        ext = ".txt" if logical.endswith(".txt") else ""
+        word = _word(8) + ext
+        while word in names.values():
+            word = _word(8) + ext
+        names[logical] = word
+    root = names["root"]
+    names["root_evil"] = f"{root}_{_word(4)}"
+    names["ROOT"] = root.upper()
+    names[FULLWIDTH_ROOT] = names["fullwidth"] = "".join(chr(ord(c) + 0xFEE0) for c in root)
+    names["ctl\nsecret.txt"] = "ctl\n" + names["secret.txt"]
+    return names
 
 
 #: Where a canary is planted by its name alone (the fullwidth 'root' folds to 'root' under NFKC).
@@ -42,150 +100,188 @@ NAME_CANARY_DIRS = (
 )
 
 
+def _token() -> str:
+    """A random word: canary contents and names carry no fixed text a server could recognise."""
+    return "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(4)) + secrets.token_hex(8)
+
+
 @dataclass
 class Scratch:
     """The scratch tree: ``base`` (scanned for changes), ``root`` (the root the server gets) and ``work`` (the
-    probe's own files: the server's stderr), all under ``top``."""
+    probe's own files: the server's stderr), all under ``top``. ``marker``: a random word in the inside file
+    (what an edit tool's control replaces)."""
 
     top: Path
     base: Path
     root: Path
     work: Path
     percent_root: Path
-    tokens: dict[str, str] = field(default_factory=dict)  # canary path (relative to base) -> its content
+    twin_root: Path
+    names: dict[str, str]
+    marker: str = field(default_factory=_token)
+    tokens: dict[str, str] = field(default_factory=dict)  # canary (logical path under base) -> its content
     name_tokens: list[str] = field(default_factory=list)
     baseline: Fingerprint = field(default_factory=dict)
     inside_baseline: Fingerprint = field(default_factory=dict)
+    _base_fd: int = -1
 
     @classmethod
     def create(cls, parent: str | None = None) -> Scratch:
-        top = Path(tempfile.mkdtemp(prefix="mcp-roots-probe-", dir=parent)).resolve()
+        top = Path(tempfile.mkdtemp(prefix="", dir=parent)).resolve()  # a fresh directory, a random name
         base = top / "tree"
-        scratch = cls(top, base, base / "root", top / "work", base / "pctroot" / PERCENT_ROOT_NAME)
+        names = draw_names()
+        pct, twin = base / names["pctroot"] / PERCENT_ROOT_NAME, base / "twins" / TWIN_NFC
+        scratch = cls(top, base, base / names["root"], top / "work", pct, twin, names)
         try:
-            scratch.work.mkdir()
+            os.mkdir(scratch.work, 0o700)
+            os.mkdir(base, 0o755)
+            scratch._base_fd = os.open(base, _DIR)
             scratch._plant()
         except BaseException:
             scratch.remove()
             raise
         return scratch
 
+    # --- names ----------------------------------------------------------------------------------------
+
+    def n(self, logical: str) -> str:
+        """The name planted for ``logical`` this run (a name with none: itself)."""
+        return self.names.get(logical, logical)
+
+    def actual(self, rel: str) -> str:
+        """A logical path (``outside/secret.txt``) as planted this run."""
+        return "/".join(self.n(part) for part in rel.split("/"))
+
+    def logical(self, rel: str) -> str:
+        """A planted path as reports say it (names the probe did not plant stay as they are)."""
+        back = {v: k for k, v in self.names.items() if k != "fullwidth"}
+        return "/".join(back.get(part, part) for part in rel.split("/"))
+
     # --- planting -----------------------------------------------------------------------------------
 
-    def _canary(self, rel: str) -> None:
-        token = CANARY_PREFIX + secrets.token_hex(8)
-        path = self.base / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(token + "\n")
-        self.tokens[rel] = token
+    def _dir(self, rel: str) -> int:
+        """A descriptor for the directory ``rel`` under base, made (afresh, where a link or a file stands
+        in its place) as needed; never through a link."""
+        fd = os.dup(self._base_fd)
+        try:
+            for part in [p for p in rel.split("/") if p and p != "."]:
+                try:
+                    new = os.open(part, _DIR, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                        raise
+                    new = make_dir(fd, part)
+                os.close(fd)
+                fd = new
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
-    def _name_canary(self, rel_dir: str) -> None:
-        name = NAME_PREFIX + secrets.token_hex(8)
-        directory = self.base / rel_dir
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / name).touch()
-        self.name_tokens.append(name)
+    def _put(self, rel: str, data: str) -> None:
+        parent, _, name = self.actual(rel).rpartition("/")
+        fd = self._dir(parent)
+        try:
+            put_file(fd, name, data.encode())
+        finally:
+            os.close(fd)
 
     def _plant(self) -> None:
-        self.base.mkdir()
-        self.root.mkdir()
-        for rel in (
-            "parent-secret.txt",
-            "outside/secret.txt",
-            "outside/chain-secret.txt",
-            "outside/hardlink-secret.txt",
-            "outside/deep/deep-secret.txt",
-            f"outside/{LONG_NAME}",
-            "outside/ctl\nsecret.txt",
-            "root_evil/secret.txt",
-            "ROOT/secret.txt",
-            "\uff52\uff4f\uff4f\uff54/secret.txt",  # fullwidth 'root': NFKC folds it to 'root'
-            "pctroot/pct-secret.txt",
-        ):
-            self._canary(rel)
-        self._plant_names_and_percent_root()
-        self.plant_inside()
-        self.baseline = self.fingerprint(self.base, skip=self.root)
-        self.inside_baseline = self.fingerprint(self.root)
+        os.close(self._dir(self.n("root")))
+        self.tokens = {rel: _token() for rel in CANARIES}
+        self._plant_outside()
 
-    def _plant_names_and_percent_root(self) -> None:
-        """The name canaries (a canary's name in a listing is evidence too) and the percent-named root's
-        sibling tree; used when planting and again when rebuilding the outside after a call changed it."""
+    def _plant_outside(self) -> None:
+        """The canaries with their tokens, fresh name canaries (a canary's name in a listing is evidence too),
+        the percent-named root's sibling tree, then the root's contents and both fingerprints."""
+        for rel, token in self.tokens.items():
+            self._put(rel, token + "\n")
+        self.name_tokens = []
         for rel_dir in NAME_CANARY_DIRS:
-            self._name_canary(rel_dir)
-        (self.base / "pctroot" / "sub").mkdir(exist_ok=True)
-        self.percent_root.mkdir(exist_ok=True)
-        (self.percent_root / "inner.txt").write_text("inside the percent-named root\n")
+            name = _token()
+            self._put(f"{rel_dir}/{name}", "")
+            self.name_tokens.append(name)
+        os.close(self._dir(f"{self.n('pctroot')}/sub"))
+        self._put(f"pctroot/{PERCENT_ROOT_NAME}/inner.txt", "inside the percent-named root\n")
+        self._put(f"twins/{TWIN_NFC}/inner.txt", "inside the twin-named root\n")
+        self.plant_inside()
+        self.baseline = fingerprint(self._base_fd, skip=self.n("root"))
 
     def plant_inside(self) -> None:
         """(Re)build the root's contents; the root directory itself stays (a server may hold it open)."""
-        for entry in os.scandir(self.root):
-            remove_entry(Path(entry.path))
-        r = self.root
-        # The canary prefix inside: an edit tool's control (replace it) goes through.
-        (r / "benign.txt").write_text(f"benign inside file {CANARY_PREFIX}\n")
-        (r / "sub").mkdir()
-        (r / "sub" / "inner.txt").write_text("inner inside file\n")
-        os.symlink("../outside/secret.txt", r / "link-out")
-        os.symlink("../outside", r / "dir-out")
-        os.symlink("chain2", r / "chain1")
-        os.symlink("chain3", r / "chain2")
-        os.symlink("../outside/chain-secret.txt", r / "chain3")
-        os.symlink("../outside/created-by-write.txt", r / "dangling")
-        os.symlink("../outside/deep", r / "hop")
-        os.symlink("/proc/self/root", r / "proc-link")
-        with contextlib.suppress(OSError):  # another filesystem, or hard links refused: the row says so
-            os.link(self.base / "outside" / "hardlink-secret.txt", r / "hardlink")
-        os.mkfifo(r / "fifo")
-        (r / "race" / "d").mkdir(parents=True)
-        (r / "race" / "d" / "secret.txt").write_text("inside decoy\n")
-        os.symlink("../../outside", r / "race" / "x")
+        n = self.n
+        fd = self._dir(n("root"))
+        try:
+            with os.scandir(fd) as entries:
+                names = [e.name for e in entries]
+            for name in names:
+                clear(fd, name)
+            put_file(fd, n("benign.txt"), f"benign inside file {self.marker}\n".encode())
+            sub = make_dir(fd, n("inner-dir"))
+            try:
+                put_file(sub, n("inner.txt"), b"inner inside file\n")
+            finally:
+                os.close(sub)
+            for name, target in (
+                ("link-out", "../outside/secret.txt"),
+                ("dir-out", "../outside"),
+                ("chain1", "chain2"),
+                ("chain2", "chain3"),
+                ("chain3", "../outside/chain-secret.txt"),
+                ("dangling", "../outside/created-by-write.txt"),
+                ("hop", "../outside/deep"),
+            ):
+                make_link(fd, n(name), self.actual(target))
+            make_link(fd, n("proc-link"), "/proc/self/root")
+            with contextlib.suppress(OSError):  # another filesystem, or hard links refused: the row says so
+                source = self.actual("outside/hardlink-secret.txt")
+                os.link(source, n("hardlink"), src_dir_fd=self._base_fd, dst_dir_fd=fd, follow_symlinks=False)
+            make_fifo(fd, n("fifo"))
+            race = make_dir(fd, n("race"))
+            try:
+                d = make_dir(race, n("d"))
+                try:
+                    put_file(d, n("secret.txt"), b"inside decoy\n")
+                finally:
+                    os.close(d)
+                make_link(race, n("x"), self.actual("../../outside"))
+            finally:
+                os.close(race)
+            self.inside_baseline = fingerprint(fd)
+        finally:
+            os.close(fd)
 
     # --- judging ------------------------------------------------------------------------------------
 
-    def fingerprint(self, top: Path, skip: Path | None = None) -> Fingerprint:
-        """Every entry beneath ``top`` (never following a link, never opening a FIFO): kind, size, inode,
-        mode, mtime, link target or content hash."""
-        found: Fingerprint = {}
-        for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
-            if skip is not None and Path(dirpath) == skip.parent:
-                dirnames[:] = [d for d in dirnames if Path(dirpath, d) != skip]
-            for name in [*dirnames, *filenames]:
-                path = os.path.join(dirpath, name)
-                with contextlib.suppress(FileNotFoundError):
-                    found[os.path.relpath(path, top)] = _entry(path)
-        return found
-
     def outside_changes(self) -> list[str]:
         """What differs outside the root from the planted state: created, changed or removed entries."""
-        now = self.fingerprint(self.base, skip=self.root)
-        changed = [f"created {p!r}" for p in now.keys() - self.baseline.keys()]
-        changed += [f"removed {p!r}" for p in self.baseline.keys() - now.keys()]
-        changed += [f"changed {p!r}" for p in now.keys() & self.baseline.keys() if now[p] != self.baseline[p]]
+        now = fingerprint(self._base_fd, skip=self.n("root"))
+        said = self.logical
+        changed = [f"created {said(p)!r}" for p in now.keys() - self.baseline.keys()]
+        changed += [f"removed {said(p)!r}" for p in self.baseline.keys() - now.keys()]
+        changed += [
+            f"changed {said(p)!r}" for p in now.keys() & self.baseline.keys() if now[p] != self.baseline[p]
+        ]
         return sorted(changed)
 
     def inside_changed(self) -> bool:
-        return self.fingerprint(self.root) != self.inside_baseline
+        fd = self._dir(self.n("root"))
+        try:
+            return fingerprint(fd) != self.inside_baseline
+        finally:
+            os.close(fd)
 
     def restore(self) -> None:
-        """Put back the planted state after a call changed it (outside: rebuilt from scratch)."""
+        """Put back the planted state after a call changed it (outside: rebuilt from scratch), through
+        descriptors only: a link the server swaps in meanwhile is removed, never written through."""
         if self.outside_changes():
-            for entry in os.scandir(self.base):
-                if Path(entry.path) != self.root:
-                    remove_entry(Path(entry.path))
-            tokens, self.tokens, self.name_tokens = self.tokens, {}, []
-            for rel, token in tokens.items():
-                path = self.base / rel
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(token + "\n")
-                self.tokens[rel] = token
-            self._plant_names_and_percent_root()
-            self.plant_inside()
-            self.baseline = self.fingerprint(self.base, skip=self.root)
-            self.inside_baseline = self.fingerprint(self.root)
+            with os.scandir(self._base_fd) as entries:
+                names = [e.name for e in entries if e.name != self.n("root")]
+            for name in names:
+                clear(self._base_fd, name)
+            self._plant_outside()
         elif self.inside_changed():
             self.plant_inside()
-            self.inside_baseline = self.fingerprint(self.root)
 
     def evidence_in(self, texts: list[str]) -> list[str]:
         """The canary tokens (content or name) that appear in ``texts``."""
@@ -194,46 +290,40 @@ class Scratch:
         return found
 
     def unblock_fifos(self) -> None:
-        """Release a server blocked opening the FIFO (for reading or writing) by opening its other end."""
-        fifo = self.root / "fifo"
-        for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):
-            try:
-                if not stat.S_ISFIFO(os.lstat(fifo).st_mode):
-                    return
-                fd = os.open(fifo, flags)
-            except OSError as exc:
-                if exc.errno not in (errno.ENXIO, errno.ENOENT):
-                    raise
-                continue
+        """Release a server blocked opening the FIFO (for reading or writing) by opening its other end (never
+        through a link, never blocking)."""
+        fifo = self.n("fifo")
+        try:
+            fd = self._dir(self.n("root"))
+        except OSError:
+            return
+        try:
+            for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):
+                try:
+                    if not stat.S_ISFIFO(os.stat(fifo, dir_fd=fd, follow_symlinks=False).st_mode):
+                        return
+                    end = os.open(fifo, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno not in (errno.ENXIO, errno.ENOENT, errno.ELOOP):
+                        raise
+                    continue
+                os.close(end)
+        finally:
             os.close(fd)
 
     def remove(self) -> None:
-        """Delete the whole scratch tree; a FIFO or a read-only directory a server left does not stop it."""
-        for dirpath, dirnames, _ in os.walk(self.top, followlinks=False):
-            for name in dirnames:
-                with contextlib.suppress(OSError):
-                    path = os.path.join(dirpath, name)
-                    if not os.path.islink(path):
-                        os.chmod(path, 0o700)
-        shutil.rmtree(self.top, ignore_errors=True)
-
-
-def remove_entry(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-
-
-def _entry(path: str) -> tuple[object, ...]:
-    st = os.lstat(path)
-    kind = stat.S_IFMT(st.st_mode)
-    detail: object = None
-    if stat.S_ISLNK(st.st_mode):
-        detail = os.readlink(path)
-    elif stat.S_ISREG(st.st_mode):
-        with open(path, "rb") as f:
-            detail = hashlib.sha256(f.read(MAX_CANARY_BYTES + 1)).hexdigest()
-    # Not the link count: replacing the root's hard link atomically changes it, and that is no escape.
-    return (kind, st.st_size, st.st_ino, stat.S_IMODE(st.st_mode), st.st_mtime_ns, detail)
+        """Delete the whole scratch tree; a FIFO, a link or a read-only directory a server left does not stop
+        it, and nothing is followed or chmodded through a link."""
+        if self._base_fd >= 0:
+            os.close(self._base_fd)
+            self._base_fd = -1
+        try:
+            parent = os.open(self.top.parent, _DIR)
+        except OSError:
+            return
+        try:
+            release_tree(parent, self.top.name)
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(self.top.name, dir_fd=parent)
+        finally:
+            os.close(parent)

@@ -8,7 +8,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["Connection", "Session", "Target", "as_json"]
+__all__ = ["Connection", "Session", "Target", "as_json", "resource_lists"]
 
 LEGACY = "legacy"
 MODERN = "modern"
@@ -42,6 +42,11 @@ class Session(Protocol):
 
     async def read_resource(self, uri: str) -> dict[str, Any]: ...
 
+    async def list_resources(self) -> tuple[list[str], list[str]]:
+        """The URIs of the resources and the URI templates the server lists (first page of each; empty when
+        it has none or refuses)."""
+        ...
+
 
 class Target(Protocol):
     """Something the probe can connect to, once per connection setting."""
@@ -60,6 +65,16 @@ class Target(Protocol):
         ``root`` the scratch root for a ``{root}`` placeholder, ``cwd`` the server's working directory,
         ``errlog`` a file for its stderr."""
         ...
+
+
+def resource_lists(resources: Any, templates: Any) -> tuple[list[str], list[str]]:
+    """(resource URIs, URI templates) from a resources/list and a resources/templates/list result."""
+    listed = as_json(resources).get("resources") or [] if resources is not None else []
+    shapes = as_json(templates).get("resourceTemplates") or [] if templates is not None else []
+    return (
+        [str(r.get("uri")) for r in listed if isinstance(r, dict)][:1000],
+        [str(t.get("uriTemplate")) for t in shapes if isinstance(t, dict)][:1000],
+    )
 
 
 def as_json(result: Any) -> dict[str, Any]:

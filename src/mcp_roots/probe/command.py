@@ -10,13 +10,14 @@ import signal
 import socket
 import sys
 import time
+import typing
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import anyio
 
 from ._procs import descends_from, kill_groups, listeners
-from ._report import Report
+from ._report import Report, escape
 from ._runner import Options, run_probe
 from ._session import LEGACY, MODERN, Connection, Session
 from ._techniques import TECHNIQUES
@@ -24,23 +25,25 @@ from ._techniques import TECHNIQUES
 __all__ = ["main"]
 
 PROG = "mcp-roots probe"
-EXIT_OK, EXIT_FOUND, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FOUND, EXIT_ERROR, EXIT_UNREACHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 _DESCRIPTION = """\
-Try every known way out of a root through every path argument of an MCP server's tools (and resources/read
-of file: URIs): '..', a sibling with a shared prefix, symlinks out (final, in the middle, chained,
-dangling), '..' after a symlink, /proc magic links, percent-encoded and unicode-folded names, control
-characters, over-long names, a FIFO, a directory swapped for a link out during the call, and root URIs
-decoded twice. The server gets a scratch tree: '{root}' in COMMAND's arguments is replaced by its root, and
-the probe declares it as the client's root where it declares roots. Outcomes are judged by effects only: a
-planted canary's content or name in a result, a file created or changed outside the root, no answer
-before the deadline."""
+Try every known way out of a root through every path in an MCP server's tools' input schemas (arguments,
+fields of objects, elements of arrays, up to 8 steps deep), and resources/read of file: URIs and resource
+templates: '..', a sibling with a shared prefix, symlinks out (final, in the middle, chained, dangling),
+'..' after a symlink, /proc magic links, percent-encoded, unicode-folded and NFC/NFD twin names, control
+characters, over-long names, a FIFO, a directory swapped for a link out during the call, root URIs decoded
+twice, '..' in resource template parameters. The server gets a scratch tree: '{root}' in COMMAND's
+arguments is replaced by its root, and the probe declares it as the client's root where it declares roots.
+Outcomes are judged by effects only: a planted canary's content or name in a result, a file created or
+changed outside the root, no answer before the deadline."""
 
 _EPILOG = f"""\
 examples:
   mcp-roots probe -- mcp-roots serve {{root}}
   mcp-roots probe -- npx -y @modelcontextprotocol/server-filesystem {{root}}
   mcp-roots probe --tool fetch_doc:location -- python my_server.py --dir {{root}}
+  mcp-roots probe --tool write_job:job.path -- python my_server.py {{root}}
   mcp-roots probe --http http://127.0.0.1:{{port}}/mcp -- mcp-roots serve --http {{port}} {{root}}
 
 The probe touches only its scratch tree (a new temporary directory, removed on exit) and starts the server
@@ -51,11 +54,20 @@ escapes its roots may touch what it can reach.
 techniques: {", ".join(t.name for t in TECHNIQUES)}
 
 exit codes: 0 nothing got out; 1 an escape, a hang or a crash was found; 2 usage error, or the server could
-not be started or reached (on any of the connections tried); 130 interrupted."""
+not be started or reached (on any of the connections tried); 3 nothing found, but a tool that handles
+files (by its name or description) was not reached (--allow-unreached TOOL accepts that); 130 interrupted."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (and exit 2), not the usage block."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        _say(sys.stderr, f"mcp-roots: error: {message} (see '{PROG} --help')")
+        raise SystemExit(EXIT_ERROR)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description=_DESCRIPTION,
         epilog=_EPILOG,
@@ -81,8 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--tool",
         action="append",
         default=[],
-        metavar="NAME:ARG",
-        help="probe this argument only (repeatable)",
+        metavar="NAME:LOCATOR",
+        help="probe this place only: an argument (read_file:path) or a place inside one, in the guard's "
+        "locator syntax (write_job:job.path, save_all:items[].file_path); NAME alone: every path the probe "
+        "finds in that tool (repeatable)",
+    )
+    parser.add_argument(
+        "--allow-unreached",
+        action="append",
+        default=[],
+        metavar="TOOL",
+        help="a file tool the probe may fail to reach without failing the run (repeatable)",
     )
     parser.add_argument(
         "--technique", action="append", metavar="NAME", help="use only this technique (repeatable)"
@@ -137,6 +158,7 @@ def _options(args: argparse.Namespace) -> Options:
         max_calls=args.max_calls,
         time_limit=args.time_limit,
         tools=list(args.tool),
+        allow_unreached=list(args.allow_unreached),
         techniques=args.technique,
         connections=[Connection(era, declared) for era in eras for declared in roots],
         scratch_parent=args.scratch_dir,
@@ -144,8 +166,9 @@ def _options(args: argparse.Namespace) -> Options:
     )
 
 
-def _say(stream: Any, text: str) -> None:
-    stream.write(text + "\n")
+def _say(stream: Any, text: str, *, raw: bool = False) -> None:
+    """One line (or a report: ``raw``, escaped already) to a stream; server-supplied text is escaped."""
+    stream.write((text if raw else escape(text)) + "\n")
     stream.flush()
 
 
@@ -344,8 +367,11 @@ def main(argv: Sequence[str]) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except (OSError, ValueError) as exc:
-        _say(sys.stderr, f"mcp-roots: error: {exc}")
+    except Exception as exc:  # a task group wraps what the run raised: one line for a usage error
+        leaf = _leaf(exc)
+        if not isinstance(leaf, (OSError, ValueError)):
+            raise
+        _say(sys.stderr, f"mcp-roots: error: {leaf}")
         return EXIT_ERROR
     finally:
         if target is not None:
@@ -359,10 +385,25 @@ def main(argv: Sequence[str]) -> int:
             f"mcp-roots: error: could not connect to {report.target}: {'; '.join(report.failures)}",
         )
         return EXIT_ERROR
-    _say(sys.stdout, report.to_json() if args.json else report.to_text(all_rows=not args.findings_only))
+    _say(
+        sys.stdout,
+        report.to_json() if args.json else report.to_text(all_rows=not args.findings_only),
+        raw=True,
+    )
     if report.findings:
         return EXIT_FOUND
-    return EXIT_ERROR if report.failures else EXIT_OK  # nothing found, but not everything could be tried
+    if report.failures:
+        return EXIT_ERROR  # nothing found, but not everything could be tried
+    return EXIT_UNREACHED if report.unreached_file_tools else EXIT_OK
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The one exception inside (nested) exception groups of one member each."""
+    inner = getattr(exc, "exceptions", None)
+    while isinstance(inner, tuple) and len(inner) == 1 and isinstance(inner[0], BaseException):
+        exc = inner[0]
+        inner = getattr(exc, "exceptions", None)
+    return exc
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,34 +1,47 @@
 """Subprocesses confined by the kernel (tier 1: it needs only ``_sys`` and ``errors``).
 
-``_sandbox``: what a child may touch, spawning it confined (Landlock plus a seccomp filter) and confining this
-process. This face is the sandbox's internal API for the applications (``mcp-roots run`` and ``doctor``) and
-for ``RootSet.run``: the names below, nothing else.
+``_protect``: the protected set, one table, and where its names are in a set of roots; ``_plan``: what a
+child may touch and do, and what this kernel can enforce; ``_spawn``: starting children confined (a session
+of their own, no capability, a mount namespace for the protected set, Landlock, seccomp); ``_self``:
+confining this process; ``_proof``: every promise attempted live; ``_doctor``: ``doctor``'s report. This
+face is the sandbox's internal API for the applications (``mcp-roots run``, ``doctor``, ``wrap``) and for
+``RootSet.run``: the names below, nothing else.
+
+To spawn a program confined: ``popen(paths, argv, write=..., network=..., extra_read=[...],
+protect=True, **subprocess_options)`` (``run``/``run_async`` likewise); ``protected_names(add=, remove=)``
+builds a changed set for ``protect=``.
 """
 
 from __future__ import annotations
 
 from .._sys.landlock import thread_count
-from ._sandbox import (
-    SYSTEM_DEVICE_PATHS,
-    SYSTEM_READ_PATHS,
-    Support,
-    clean_env,
-    confine_process,
-    no_new_privs,
-    popen,
-    run,
-    support,
-)
+from ._doctor import doctor_report
+from ._plan import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, Support, clean_env, no_new_privs, support
+from ._proof import Proof, prove
+from ._protect import MAX_FOLDERS, PROTECTED, Protected, find_protected, protected_hit, protected_names
+from ._self import confine_process
+from ._spawn import mount_namespace, popen, run, run_async
 
 __all__ = [
+    "MAX_FOLDERS",
+    "PROTECTED",
     "SYSTEM_DEVICE_PATHS",
     "SYSTEM_READ_PATHS",
+    "Proof",
+    "Protected",
     "Support",
     "clean_env",
     "confine_process",
+    "doctor_report",
+    "find_protected",
+    "mount_namespace",
     "no_new_privs",
     "popen",
+    "protected_hit",
+    "protected_names",
+    "prove",
     "run",
+    "run_async",
     "support",
     "thread_count",
 ]
