@@ -66,7 +66,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("__init__",),
     ],
     "filesystem": [
-        ("_globs", "_text", "_state", "_auth", "_budget", "_uvicorn"),
+        ("_globs", "_text", "_state", "_auth", "_budget", "_uvicorn", "_sessions"),
         ("_walk", "_results"),
         ("_toolbox",),
         ("_listing", "_reading", "_writing"),

@@ -312,3 +312,32 @@ def test_a_session_flood_without_the_token_opens_no_session(tree: Path) -> None:
         welcome = initialize(server.url, server.headers)
         assert welcome.status_code == 200
         assert welcome.headers.get("mcp-session-id")
+
+
+def _two_tokens(directory: Path) -> tuple[Path, dict[str, str], dict[str, str]]:
+    """A token file with two tokens (two clients), and each one's headers."""
+    first, a = write_token(directory)
+    (directory / "b").mkdir()
+    _, b = write_token(directory / "b")
+    first.write_text(f"{a}\n{b}\n")
+    return first, {"Authorization": f"Bearer {a}"}, {"Authorization": f"Bearer {b}"}
+
+
+@pytest.mark.parametrize(
+    ("flags", "locked_out"), [(("--max-sessions", "3"), True), (("--max-sessions-per-token", "3"), False)]
+)
+def test_one_token_filling_its_sessions_does_not_lock_out_another(
+    tree: Path, tmp_path: Path, flags: tuple[str, ...], locked_out: bool
+) -> None:
+    """Client A (one token) opens sessions until refused. With only the table's bound (the control), client B
+    (another token) is then refused too; bounded per token, B still gets one, and A gets one again once it
+    closes one of its own."""
+    token_file, a, b = _two_tokens(tmp_path)
+    with launch_http(serve_command("--token-file", str(token_file), *flags), str(tree)) as server:
+        opened = [initialize(server.url, a).headers["mcp-session-id"] for _ in range(3)]
+        assert initialize(server.url, a).status_code == 503
+        assert (initialize(server.url, b).status_code == 503) is locked_out
+        if not locked_out:
+            closed = httpx2.delete(server.url, headers={**a, "Mcp-Session-Id": opened[0]}, timeout=30)
+            assert closed.status_code < 300
+            assert initialize(server.url, a).status_code == 200

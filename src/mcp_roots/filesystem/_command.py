@@ -115,6 +115,13 @@ def _add_http_options(serve: Any) -> None:
         "--max-sessions", type=int, metavar="N", help="legacy-era sessions open at once (default 1000)"
     )
     http.add_argument(
+        "--max-sessions-per-token",
+        type=int,
+        metavar="N",
+        help="legacy-era sessions one token of the token file may hold open (default: --max-sessions); with "
+        "a token per client, one client cannot fill the table for the others",
+    )
+    http.add_argument(
         "--session-idle-timeout",
         type=float,
         metavar="SECONDS",

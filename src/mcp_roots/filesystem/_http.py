@@ -16,11 +16,13 @@ from typing import Any
 
 import uvicorn
 from mcp.server import MCPServer
+from starlette.middleware import Middleware
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import ConfigError
 from ._budget import AnswerAccounting, AnswerBudget
+from ._sessions import SessionQuota
 from ._uvicorn import ConnectionLimits, ConnectionStats, check_uvicorn, guarded_protocol, uvicorn_config
 
 __all__ = [
@@ -56,6 +58,8 @@ class HttpOptions:
     host: str = "127.0.0.1"
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     max_sessions: int = DEFAULT_MAX_SESSIONS
+    #: open legacy sessions per credential (a token of the token file); None: ``max_sessions``
+    sessions_per_credential: int | None = None
     idle_seconds: float = DEFAULT_IDLE_SECONDS
     log_level: str = "WARNING"
 
@@ -137,6 +141,11 @@ class HttpService:
             host=options.host,
             max_sessions=options.max_sessions,
             session_idle_timeout=options.idle_seconds,
+        )
+        # Innermost of the app's middleware: after the SDK's bearer auth, which names the credential.
+        quota = options.sessions_per_credential or options.max_sessions
+        app.user_middleware.append(
+            Middleware(SessionQuota, per_credential=quota, idle_seconds=options.idle_seconds)
         )
         self.readiness = _Readiness(AnswerAccounting(app, self.budget))
         self.app: ASGIApp = self.readiness

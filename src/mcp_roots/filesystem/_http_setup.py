@@ -82,6 +82,9 @@ class HttpSetup:
             port=port,
             limits=limits,
             max_sessions=_count(args.max_sessions, "--max-sessions", DEFAULT_MAX_SESSIONS),
+            sessions_per_credential=None
+            if args.max_sessions_per_token is None
+            else _count(args.max_sessions_per_token, "--max-sessions-per-token", 1),
             idle_seconds=_seconds(args.session_idle_timeout, "--session-idle-timeout", DEFAULT_IDLE_SECONDS),
             log_level=args.log_level,
         )
