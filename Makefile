@@ -184,7 +184,8 @@ bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 # Optional, not part of `make test`: 4 replicas behind HAProxy 2.6 (deploy/haproxy.cfg), 400 legacy sessions and
-# 400 2026-07-28 clients, one replica killed midway, beside the same load on one process (a few minutes).
+# 400 2026-07-28 clients with the replicas' bearer token, HAProxy reloaded mid-run (no legacy session may be lost),
+# then one replica killed (a few minutes).
 # HAProxy comes from the system's packages: installed here when run as root with apt-get, else it says how.
 HAPROXY_DEB := 2.6.12-1+deb12u4
 SCALE_ARGS ?=

@@ -1,10 +1,13 @@
-"""Several replicas behind HAProxy, both protocol eras, one replica killed in the middle: isolation proven.
+"""Replicas behind HAProxy, both protocol eras, HAProxy reloaded and a replica killed: isolation proven.
 
 Starts N replicas of an mcp-roots HTTP server on 127.0.0.1 and HAProxy with deploy/haproxy.cfg in front of
 them, then runs legacy-era sessions (stateful, sticky on Mcp-Session-Id) and 2026-07-28 clients (stateless,
 multi-round-trip roots/list) at once from several client processes, each session with its own root, reading
-its own file and its neighbours' (which must be refused). Midway it kills one replica: its legacy sessions
-end, re-initialize elsewhere and have their roots fetched again. `--phases one,balancer` also runs the same
+its own file and its neighbours' (which must be refused). Every request carries the servers' bearer token
+(--token-file, as deployed). Halfway through the measured window it reloads HAProxy (`haproxy -sf OLD`, as
+`systemctl reload` does): the stick table goes to the new process through the `peers` section, so no legacy
+session may fail. Then it kills one replica: its legacy sessions end, re-initialize elsewhere and have their
+roots fetched again. `--phases one,balancer` also runs the same
 load against one process, for comparison. It prints calls/s and p50/p99 per call, errors by kind, memory per
 session per replica, cross-session grants (must be 0) and the sessions that recovered, and exits 1 if
 isolation or recovery failed. Everything stops by itself (--deadline); every child process is killed on exit.
@@ -27,6 +30,7 @@ import os
 import platform
 import re
 import resource
+import secrets
 import shlex
 import shutil
 import signal
@@ -71,12 +75,13 @@ def default_server_cmd() -> str:
 
     --roots: the fallback for clients that send none; --ceiling: the directory holding every session's root
     (serve's default ceiling is its fallback, which would refuse each session's own root); --state-key-file:
-    one request-state key for all replicas; --timeout: the roots/list timeout, generous because 800 sessions
-    share two cores here (the default, 5 s, is for one client waiting on its own answer).
+    one request-state key for all replicas; --token-file: the bearer token every client sends (HAProxy passes
+    it on); --timeout: the roots/list timeout, generous because 800 sessions share two cores here (the
+    default, 5 s, is for one client waiting on its own answer).
     """
     return (
         "{bindir}/mcp-roots serve --http {port} --roots {fallback} --ceiling {data} "
-        "--state-key-file {key} --timeout 60"
+        "--state-key-file {key} --token-file {token} --timeout 60"
     )
 
 
@@ -240,6 +245,14 @@ def neighbours(session: Session, legacy: list[Session], modern: list[Session]) -
     return [s for s in found if s is not session] or [session]
 
 
+#: What every request carries: the servers' bearer token (set from --token-file in the driver and workers).
+HEADERS: dict[str, str] = {}
+
+
+def bearer(token_file: Path) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token_file.read_text().split()[0]}"}
+
+
 def http_client(session: Session) -> httpx2.AsyncClient:
     async def note_replica(response: httpx2.Response) -> None:
         replica = response.headers.get("x-mcp-replica")
@@ -251,6 +264,7 @@ def http_client(session: Session) -> httpx2.AsyncClient:
     # request sent on a connection the server is closing at that moment fails (seen as ReadError on the
     # direct one-process runs; HAProxy keeps client connections 60 s, so through it the client closes first).
     return httpx2.AsyncClient(
+        headers=HEADERS,
         timeout=httpx2.Timeout(30.0, read=300.0),
         limits=httpx2.Limits(keepalive_expiry=2.0),
         event_hooks={"response": [note_replica]},
@@ -350,6 +364,27 @@ class Children:
             )
         self.procs[name] = proc
         return proc
+
+    def reload(self, haproxy: str, env: dict[str, str]) -> None:
+        """``haproxy -sf OLD`` as a reload does: the new process takes the listeners and, through the local
+        peer, the stick table; the old one finishes its connections (at most hard-stop-after) and exits.
+        Started while threads run: no preexec_fn here, so close() stops it."""
+        old = self.procs["haproxy"]
+        with (self.logdir / "haproxy-reloaded.log").open("wb") as log:
+            new = subprocess.Popen(
+                [haproxy, "-db", "-f", env["MCP_SCALE_HAPROXY_CFG"], "-sf", str(old.pid)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        self.procs["haproxy-old"] = old
+        self.procs["haproxy"] = new
+        deadline = time.monotonic() + 30
+        while set(haproxy_status(int(env["MCP_LB_STATS_PORT"])).values()) != {"UP"}:
+            if new.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("scale_test: the reloaded haproxy did not come up with every replica UP")
+            time.sleep(0.2)
 
     def kill(self, name: str) -> None:
         proc = self.procs[name]
@@ -518,6 +553,7 @@ class Outcome:
     window: tuple[float, float] = (0.0, 0.0)
     client_cpu_window: float = 0.0
     killed_replica: str | None = None
+    reloaded: bool = False
     samples: list[tuple[float, float, str]] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
     error_samples: dict[str, str] = field(default_factory=dict)
@@ -539,7 +575,11 @@ class Outcome:
 
 
 async def run_phase(
-    outcome: Outcome, args: argparse.Namespace, base: Path, kill: Callable[[str], None] | None
+    outcome: Outcome,
+    args: argparse.Namespace,
+    base: Path,
+    kill: Callable[[str], None] | None,
+    reload: Callable[[], None] | None = None,
 ) -> None:
     # One legacy session and one 2026-07-28 call on each replica first, so that "at rest" means after the
     # server's lazy imports and first-use allocations, not before.
@@ -549,7 +589,14 @@ async def run_phase(
             mode = "legacy" if session.era == "legacy" else "auto"
             with anyio.fail_after(args.call_timeout):
                 url = f"http://127.0.0.1:{r.port}/mcp"
-                async with Client(url, mode=mode, list_roots_callback=session.list_roots) as client:
+                async with (
+                    httpx2.AsyncClient(headers=HEADERS, timeout=args.call_timeout) as hc,
+                    Client(
+                        streamable_http_client(url, http_client=hc),
+                        mode=mode,
+                        list_roots_callback=session.list_roots,
+                    ) as client,
+                ):
                     await client.call_tool(args.tool, {"path": str(session.file)})
     await anyio.sleep(0.5)
     for r in outcome.replicas:
@@ -558,6 +605,7 @@ async def run_phase(
     argv += ["--url", outcome.url, "--base", str(base), "--legacy", str(args.legacy)]
     argv += ["--modern", str(args.modern), "--call-timeout", str(args.call_timeout), "--tool", args.tool]
     argv += ["--connect-concurrency", str(max(1, args.connect_concurrency // args.workers))]
+    argv += ["--token-file", str(args.token_file)]
     connected = [anyio.Event() for _ in range(args.workers)]
     reports: list[dict[str, Any] | None] = [None] * args.workers
     t0 = time.monotonic()
@@ -602,7 +650,14 @@ async def run_phase(
             client0 = sum(cpu_seconds(p.pid) for p in procs)
             await tell("go")
             w0 = time.monotonic()
-            await anyio.sleep(args.window)
+            if reload is None:
+                await anyio.sleep(args.window)
+            else:  # halfway through the window: every legacy session must survive it
+                await anyio.sleep(args.window / 2)
+                await anyio.to_thread.run_sync(reload)
+                outcome.reloaded = True
+                print(f"  [{outcome.name}] reloaded haproxy (haproxy -sf OLD)")
+                await anyio.sleep(args.window / 2)
             outcome.window = (w0, time.monotonic())
             for r in outcome.replicas:
                 r.cpu_window = cpu_seconds(r.pid) - cpu0[r.name]
@@ -825,7 +880,7 @@ def workdir(keep: str | None) -> Iterator[Path]:
             yield Path(tmp).resolve()
 
 
-def server_argv(template: str, port: int, data: Path, key: Path) -> list[str]:
+def server_argv(template: str, port: int, data: Path, key: Path, token: Path) -> list[str]:
     return shlex.split(
         template.format(
             python=shlex.quote(sys.executable),
@@ -834,6 +889,7 @@ def server_argv(template: str, port: int, data: Path, key: Path) -> list[str]:
             data=shlex.quote(str(data)),
             fallback=shlex.quote(str(data / "fallback")),
             key=shlex.quote(str(key)),
+            token=shlex.quote(str(token)),
             repo=shlex.quote(str(REPO)),
         )
     )
@@ -876,16 +932,25 @@ def main() -> int:
     )
     parser.add_argument("--haproxy", help="the haproxy binary (default: from PATH or /usr/sbin)")
     parser.add_argument(
+        "--haproxy-cfg",
+        type=Path,
+        default=HAPROXY_CFG,
+        help="the HAProxy config (default deploy/haproxy.cfg; a copy without `peers` on its stick table is "
+        "the control of the reload: legacy sessions then fail)",
+    )
+    parser.add_argument(
         "--keep", metavar="DIR", help="keep files and child logs in DIR (default: a temp dir)"
     )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     parser.add_argument("--workers", type=int, default=4, help="client processes (default 4)")
     parser.add_argument("--kill", default="r2", help="the replica to kill midway (default r2)")
+    parser.add_argument("--no-reload", action="store_true", help="do not reload HAProxy mid-window")
     # Internal: this script run as one of the client processes.
     parser.add_argument("--worker-of", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--base", help=argparse.SUPPRESS)
+    parser.add_argument("--token-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     # The SDK warns that roots are deprecated; this test uses them on purpose.
     warnings.filterwarnings("ignore", message=".*deprecated.*")
@@ -894,6 +959,7 @@ def main() -> int:
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if args.worker_of is not None:
+        HEADERS.update(bearer(args.token_file))
         args.workers = args.worker_of
         anyio.run(worker, args)
         return 0
@@ -919,6 +985,10 @@ def main() -> int:
         key = base / "state.key"
         key.write_text(os.urandom(32).hex())
         key.chmod(0o600)
+        args.token_file = base / "http-token"
+        args.token_file.write_text(secrets.token_urlsafe(32) + "\n")
+        args.token_file.chmod(0o600)
+        HEADERS.update(bearer(args.token_file))
         legacy = [Session("legacy", i, data) for i in range(args.legacy)]
         modern = [Session("modern", i, data) for i in range(args.modern)]
         for s in legacy + modern:  # the workers build the same sessions from the same names
@@ -936,19 +1006,25 @@ def main() -> int:
             ports = {"one": free_port()}
             replicas: dict[str, list[Replica]] = {"one": [], "balancer": []}
             if "one" in phases_wanted:
-                proc = children.start("one", server_argv(args.server_cmd, ports["one"], data, key))
+                proc = children.start(
+                    "one", server_argv(args.server_cmd, ports["one"], data, key, args.token_file)
+                )
                 replicas["one"].append(Replica("one", ports["one"], proc.pid))
             if "balancer" in phases_wanted:
                 env = dict(os.environ, MCP_LB_PORT=str(free_port()), MCP_LB_STATS_PORT=str(free_port()))
+                env["MCP_LB_PEERS_PORT"] = str(free_port())
                 for i in range(1, args.replicas + 1):
                     port = free_port()
                     env[f"MCP_REPLICA{i}_PORT"] = str(port)
-                    proc = children.start(f"r{i}", server_argv(args.server_cmd, port, data, key))
+                    proc = children.start(
+                        f"r{i}", server_argv(args.server_cmd, port, data, key, args.token_file)
+                    )
                     replicas["balancer"].append(Replica(f"r{i}", port, proc.pid))
-                check = subprocess.run([haproxy, "-c", "-q", "-f", str(HAPROXY_CFG)], env=env, check=False)
+                cfg = env["MCP_SCALE_HAPROXY_CFG"] = str(args.haproxy_cfg)
+                check = subprocess.run([haproxy, "-c", "-q", "-f", cfg], env=env, check=False)
                 if check.returncode != 0:
-                    raise SystemExit(f"scale_test: haproxy -c rejected {HAPROXY_CFG}")
-                lb = children.start("haproxy", [haproxy, "-db", "-f", str(HAPROXY_CFG)], env=env)
+                    raise SystemExit(f"scale_test: haproxy -c rejected {cfg}")
+                lb = children.start("haproxy", [haproxy, "-db", "-f", cfg], env=env)
                 ports["balancer"] = int(env["MCP_LB_PORT"])
             for rs in replicas.values():
                 for r in rs:
@@ -969,7 +1045,12 @@ def main() -> int:
                         print(f"phase: {label}")
                         outcome = Outcome(label, f"http://127.0.0.1:{ports[name]}/mcp", replicas[name])
                         kill = children.kill if name == "balancer" else None
-                        await run_phase(outcome, args, data, kill)
+                        reload = (
+                            (lambda: children.reload(haproxy, env))
+                            if name == "balancer" and not args.no_reload
+                            else None
+                        )
+                        await run_phase(outcome, args, data, kill, reload)
                         done.append(outcome)
                         if name == "one":
                             children.kill("one")  # frees its memory and CPU for the next phase

@@ -20,6 +20,8 @@ SERIAL: dict[str, tuple[str, ...] | None] = {
     "test_probe_hostile": ("swapped",),  # a swap loop against the scratch tree, with naive controls
     "test_filesystem_hostile": None,  # hostile globs answered in 1 s; another client delayed <= 100 ms
     "test_filesystem_limits": ("48_kb",),  # the bounded diff answers within 5 s
+    # serve --http: deadlines of 1-2 s, a budget's wait of 0.5 s, and memory traced while clients stall
+    "test_serve_http_limits": None,
     # the control: the official server applies client roots in the background after `initialized`, and its
     # first call must already see them
     "test_filesystem_diff": ("widen_the_official_server",),

@@ -4,23 +4,28 @@ SDK client, both reduced to the same JSON shape."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from . import forkserver
 from .serverkit import RootsCallback
+from .subprocs import HttpServer, launch_http
 
 REPO = Path(__file__).resolve().parent.parent
 INTEROP = REPO / "tests" / "interop"
@@ -38,6 +43,26 @@ SERVE = "from mcp_roots.cli import main; raise SystemExit(main())"
 def serve_command(*args: str) -> list[str]:
     """``mcp-roots serve ARGS`` started cold (an HTTP server: the test kit checks whose listener it is)."""
     return [sys.executable, "-c", SERVE, "serve", *args]
+
+
+def write_token(directory: Path) -> tuple[Path, str]:
+    """A token file for ``serve --http --token-file`` in ``directory`` (mode 0600), and its token."""
+    token = secrets.token_urlsafe(32)
+    path = directory / "http-token"
+    path.write_text(token + "\n")
+    path.chmod(0o600)
+    return path, token
+
+
+@contextlib.contextmanager
+def serve_http(*args: str) -> Iterator[HttpServer]:
+    """``mcp-roots serve --http PORT ARGS`` with a token file of its own; the server's ``headers`` carry
+    the token (``Authorization: Bearer ...``) for every client of the tests."""
+    with tempfile.TemporaryDirectory(prefix="mcp-roots-token-") as directory:
+        path, token = write_token(Path(directory))
+        with launch_http(serve_command("--token-file", str(path)), *args) as server:
+            server.headers = {"Authorization": f"Bearer {token}"}
+            yield server
 
 
 def stdio_serve_command(*args: str) -> list[str]:
@@ -59,16 +84,28 @@ def node() -> str:
 
 
 async def py_session(
-    target: list[str] | str, calls: Sequence[Call], roots: Sequence[Path] | None = None
+    target: list[str] | str | HttpServer, calls: Sequence[Call], roots: Sequence[Path] | None = None
 ) -> dict[str, Any]:
-    """The session through the official Python client: ``target`` is a command line (stdio) or a URL."""
+    """The session through the official Python client: ``target`` is a command line (stdio), a URL, or an
+    HTTP server whose headers (its token) every request carries."""
     kwargs: dict[str, Any] = {} if roots is None else {"list_roots_callback": RootsCallback(*roots)}
-    server: Any = (
-        target
-        if isinstance(target, str)
-        else StdioServerParameters(command=target[0], args=target[1:], env=dict(os.environ))
-    )
     out: dict[str, Any] = {"results": []}
+    async with contextlib.AsyncExitStack() as stack:
+        server: Any
+        if isinstance(target, HttpServer):
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(headers=target.headers, timeout=httpx2.Timeout(30, read=300))
+            )
+            server = streamable_http_client(target.url, http_client=http)
+        elif isinstance(target, str):
+            server = target
+        else:
+            server = StdioServerParameters(command=target[0], args=target[1:], env=dict(os.environ))
+        await _py_calls(server, calls, kwargs, out)
+    return out
+
+
+async def _py_calls(server: Any, calls: Sequence[Call], kwargs: dict[str, Any], out: dict[str, Any]) -> None:
     with anyio.fail_after(120):
         async with Client(server, mode="legacy", **kwargs) as client:
             tools = await client.list_tools()
@@ -93,11 +130,13 @@ async def py_session(
                         "structured": dumped.get("structuredContent"),
                     }
                 )
-    return out
 
 
 def ts_session(
-    target: list[str] | str, calls: Sequence[Call], roots: Sequence[Path] | None = None, deadline: float = 120
+    target: list[str] | str | HttpServer,
+    calls: Sequence[Call],
+    roots: Sequence[Path] | None = None,
+    deadline: float = 120,
 ) -> dict[str, Any]:
     """The session through the official TypeScript SDK client (tests/interop/fs_session.mjs)."""
     spec: dict[str, Any] = {
@@ -105,7 +144,9 @@ def ts_session(
         "calls": [[name, args] for name, args in calls],
         "deadline": deadline,
     }
-    if isinstance(target, str):
+    if isinstance(target, HttpServer):
+        spec.update(transport="http", url=target.url, headers=target.headers)
+    elif isinstance(target, str):
         spec.update(transport="http", url=target)
     else:
         spec.update(transport="stdio", command=target)

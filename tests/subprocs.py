@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -32,6 +32,8 @@ class HttpServer:
     proc: subprocess.Popen[bytes]
     port: int
     log: Path
+    #: what a client must send on every request (``mcp-roots serve --http``'s bearer token)
+    headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def url(self) -> str:

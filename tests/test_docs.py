@@ -19,6 +19,7 @@ import pytest
 
 from mcp_roots import cli
 from mcp_roots.probe import command as probe_command
+from mcp_roots.wrap import command as wrap_command
 
 from .docs_blocks import README, REPO, Block, blocks, command_lines, documents
 
@@ -120,6 +121,8 @@ def _parse_command(argv: list[str], where: str) -> None:
     try:
         if argv[1:2] == ["probe"]:
             probe_command.build_parser().parse_args(argv[2:])
+        elif argv[1:2] == ["wrap"]:
+            wrap_command.build_parser().parse_args(argv[2:])
         else:
             cli.build_parser().parse_args(argv[1:])
     except SystemExit as exc:

@@ -17,8 +17,7 @@ import pytest
 
 from mcp_roots.filesystem import READ_ONLY_TOOLS, WRITE_TOOLS
 
-from .fskit import py_session, serve_command, stdio_serve_command, text, ts_session
-from .subprocs import launch_http
+from .fskit import py_session, serve_http, stdio_serve_command, text, ts_session
 from .tree import FsTree
 
 Check = Callable[[dict[str, Any]], None]
@@ -347,8 +346,8 @@ async def test_every_tool_python_client(tmp_path: Path, transport: str) -> None:
     if transport == "stdio":
         summary = await py_session(stdio_serve_command(str(t.root)), calls(cases))
     else:
-        with launch_http(serve_command(), str(t.root)) as server:
-            summary = await py_session(server.url, calls(cases))
+        with serve_http(str(t.root)) as server:
+            summary = await py_session(server, calls(cases))
     check_full(summary, t, cases)
 
 
@@ -359,8 +358,8 @@ async def test_read_only_python_client(tmp_path: Path, transport: str) -> None:
     if transport == "stdio":
         summary = await py_session(stdio_serve_command("--read-only", str(t.root)), calls(read_only_cases(t)))
     else:
-        with launch_http(serve_command(), "--read-only", str(t.root)) as server:
-            summary = await py_session(server.url, calls(read_only_cases(t)))
+        with serve_http("--read-only", str(t.root)) as server:
+            summary = await py_session(server, calls(read_only_cases(t)))
     check_read_only(summary, t)
 
 
@@ -373,8 +372,8 @@ async def test_client_roots_narrow_and_never_widen_python_client(tmp_path: Path,
     if transport == "stdio":
         summary = await py_session(stdio_serve_command(str(t.root)), calls(cases), roots)
     else:
-        with launch_http(serve_command(), str(t.root)) as server:
-            summary = await py_session(server.url, calls(cases), roots)
+        with serve_http(str(t.root)) as server:
+            summary = await py_session(server, calls(cases), roots)
     for (_, _, check), result in zip(cases, summary["results"], strict=True):
         check(result)
 
@@ -398,8 +397,8 @@ def test_every_tool_typescript_client(tmp_path: Path, transport: str) -> None:
     if transport == "stdio":
         summary = ts_session(stdio_serve_command(str(t.root)), calls(cases))
     else:
-        with launch_http(serve_command(), str(t.root)) as server:
-            summary = ts_session(server.url, calls(cases))
+        with serve_http(str(t.root)) as server:
+            summary = ts_session(server, calls(cases))
     check_full(summary, t, cases)
 
 
@@ -409,8 +408,8 @@ def test_read_only_typescript_client(tmp_path: Path, transport: str) -> None:
     if transport == "stdio":
         summary = ts_session(stdio_serve_command("--read-only", str(t.root)), calls(read_only_cases(t)))
     else:
-        with launch_http(serve_command(), "--read-only", str(t.root)) as server:
-            summary = ts_session(server.url, calls(read_only_cases(t)))
+        with serve_http("--read-only", str(t.root)) as server:
+            summary = ts_session(server, calls(read_only_cases(t)))
     check_read_only(summary, t)
 
 
@@ -422,8 +421,8 @@ def test_client_roots_narrow_and_never_widen_typescript_client(tmp_path: Path, t
     if transport == "stdio":
         summary = ts_session(stdio_serve_command(str(t.root)), calls(cases), roots)
     else:
-        with launch_http(serve_command(), str(t.root)) as server:
-            summary = ts_session(server.url, calls(cases), roots)
+        with serve_http(str(t.root)) as server:
+            summary = ts_session(server, calls(cases), roots)
     for (_, _, check), result in zip(cases, summary["results"], strict=True):
         check(result)
 
@@ -507,7 +506,7 @@ async def test_serve_reads_a_tilde_path_beneath_the_home_directory_and_refuses_o
         ("read_text_file", {"path": "~/secret.txt"}, refused("outside the allowed roots")),
         ("read_text_file", {"path": "~/project/../secret.txt"}, refused("outside the allowed roots")),
     ]
-    summary = await py_session(serve_command(str(home / "project")), calls(cases))
+    summary = await py_session(stdio_serve_command(str(home / "project")), calls(cases))
     for (_, _, check), result in zip(cases, summary["results"], strict=True):
         check(result)
         assert "SECRET" not in str(result)

@@ -17,17 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from mcp_roots import RootSet
 from mcp_roots.filesystem import Limits
 from mcp_roots.filesystem._globs import MAX_EXCLUDE_CHARS, MAX_EXCLUDE_PATTERNS, compile_glob
 from mcp_roots.filesystem._walk import search, tree
 
-from .fskit import serve_command
-from .subprocs import launch_http
+from .fskit import serve_command, serve_http
 
 pytestmark = pytest.mark.anyio
 
@@ -213,8 +214,13 @@ async def test_a_hostile_search_does_not_hold_up_another_client_over_http(tmp_pa
         folder.mkdir(parents=True)
         for i in range(100):
             (folder / f"{NAME40[:36]}{i:04d}").touch()
-    with launch_http(serve_command(), str(root)) as server:
-        async with Client(server.url, mode="legacy") as a, Client(server.url, mode="legacy") as b:
+    with serve_http(str(root)) as server:
+        async with (
+            httpx2.AsyncClient(headers=server.headers) as http_a,
+            httpx2.AsyncClient(headers=server.headers) as http_b,
+            Client(streamable_http_client(server.url, http_client=http_a), mode="legacy") as a,
+            Client(streamable_http_client(server.url, http_client=http_b), mode="legacy") as b,
+        ):
             for _ in range(5):
                 await _latency(b)  # warm up both ends
             idle = [await _latency(b) for _ in range(20)]

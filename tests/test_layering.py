@@ -84,14 +84,16 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("__init__",),
     ],
     "filesystem": [
-        ("_globs", "_text", "_state"),
+        ("_globs", "_text", "_state", "_auth", "_budget", "_uvicorn", "_sessions"),
         ("_walk", "_results"),
         ("_toolbox",),
         ("_listing", "_reading", "_writing"),
-        ("_server", "_stdio"),
+        ("_server", "_stdio", "_http"),
+        ("_http_setup",),
         ("_command",),
         ("__init__",),
     ],
+    "cli": [("_common",), ("_sandbox",), ("__init__",), ("__main__",)],
     "probe": [
         ("_session", "_procs", "_report", "_fdtree"),
         ("_scratch",),

@@ -17,6 +17,7 @@ import pytest
 
 from mcp_roots.cli import main
 
+from .fskit import write_token
 from .interopkit import http_server
 from .test_no_sdk import run_without_sdk
 
@@ -63,9 +64,13 @@ def test_a_broken_server_is_caught_and_the_technique_named(tmp_path: Path) -> No
 
 
 def test_a_server_over_streamable_http_is_started_probed_and_stopped(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    token_file, _ = write_token(tmp_path)
     done = probe(
-        "--json", "--technique", "dotdot", "--technique", "symlink-final", "--scratch-dir", str(tmp_path),
-        "--http", "http://127.0.0.1:{port}/mcp", "--", *MCP_ROOTS, "serve", "--http", "{port}", "{root}",
+        "--json", "--technique", "dotdot", "--technique", "symlink-final", "--scratch-dir", str(scratch),
+        "--http", "http://127.0.0.1:{port}/mcp", "--http-token-file", str(token_file),
+        "--", *MCP_ROOTS, "serve", "--http", "{port}", "--token-file", str(token_file), "{root}",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
@@ -77,8 +82,8 @@ def test_a_server_over_streamable_http_is_started_probed_and_stopped(tmp_path: P
     }
     assert report["escapes"] == 0
     assert {r["outcome"] for r in report["rows"]} == {"held"}
-    assert list(tmp_path.iterdir()) == []
-    assert _processes_naming(str(tmp_path)) == []  # the server's process group is gone
+    assert list(scratch.iterdir()) == []
+    assert _processes_naming(str(scratch)) == []  # the server's process group is gone
 
 
 def test_a_running_http_server_is_probed_through_declared_roots(tmp_path: Path) -> None:
@@ -86,10 +91,12 @@ def test_a_running_http_server_is_probed_through_declared_roots(tmp_path: Path) 
     inside it, so every canary is inside what the server may serve but outside what the client granted."""
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    with http_server(str(tmp_path), command=[*MCP_ROOTS, "serve"]) as server:
+    token_file, token = write_token(tmp_path)
+    with http_server(str(tmp_path), "--token-file", str(token_file), command=[*MCP_ROOTS, "serve"]) as server:
         done = probe(
             "--json", "--era", "legacy", "--technique", "sibling-prefix", "--technique", "symlink-dir",
             "--scratch-dir", str(scratch), "--http", server.url,
+            "--http-header", f"Authorization: Bearer {token}",
         )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)

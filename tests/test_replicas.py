@@ -22,7 +22,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from .fskit import serve_command
+from .fskit import serve_command, write_token
 from .interopkit import FILE_SERVER, HttpServer, http_server
 from .serverkit import RootsCallback, Tree, text_of
 
@@ -73,6 +73,7 @@ class Replicas:
     first: HttpServer  # first and second share a request-state key
     second: HttpServer
     own_key: HttpServer  # the SDK default: a key of this process only
+    headers: dict[str, str]  # mcp-roots serve's bearer token (the example takes none)
 
 
 @pytest.fixture(scope="module", params=KINDS, ids=lambda kind: kind.name)
@@ -84,21 +85,26 @@ def replicas(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     key.write_text("0123456789abcdef" * 4 + "\n")
     tree = Tree(base / "tree")
     # mcp-roots serve needs directories or a ceiling; the example serves whatever roots the client sends.
-    flags = [] if kind.command is None else ["--ceiling", str(tree.base)]
+    flags: list[str] = []
+    headers: dict[str, str] = {}
+    if kind.command is not None:  # every replica reads the same token file, as behind HAProxy
+        token_file, token = write_token(base)
+        flags = ["--ceiling", str(tree.base), "--token-file", str(token_file)]
+        headers = {"Authorization": f"Bearer {token}"}
 
     def start(*extra: str) -> HttpServer:
         return stack.enter_context(http_server(*flags, *extra, command=kind.command))
 
     with contextlib.ExitStack() as stack:
         shared = [start("--state-key-file", str(key)) for _ in range(2)]
-        yield Replicas(kind, tree, shared[0], shared[1], start())
+        yield Replicas(kind, tree, shared[0], shared[1], start(), headers)
 
 
 def balanced_client(
-    ports: list[int], callback: RootsCallback
+    ports: list[int], callback: RootsCallback, headers: dict[str, str]
 ) -> tuple[Client, RoundRobin, httpx2.AsyncClient]:
     balancer = RoundRobin(ports)
-    http = httpx2.AsyncClient(transport=balancer, timeout=httpx2.Timeout(30.0, read=120.0))
+    http = httpx2.AsyncClient(transport=balancer, timeout=httpx2.Timeout(30.0, read=120.0), headers=headers)
     transport = streamable_http_client(f"http://127.0.0.1:{ports[0]}/mcp", http_client=http)
     return Client(transport, mode="2026-07-28", list_roots_callback=callback), balancer, http
 
@@ -106,7 +112,7 @@ def balanced_client(
 async def test_a_shared_key_lets_another_replica_finish_the_call(replicas: Replicas) -> None:
     first, second, tree, read = replicas.first, replicas.second, replicas.tree, replicas.kind.read_tool
     callback = RootsCallback(tree.project)
-    client, balancer, http = balanced_client([first.port, second.port], callback)
+    client, balancer, http = balanced_client([first.port, second.port], callback, replicas.headers)
     async with http, client:
         own = await client.call_tool(read, {"path": str(tree.project / "hello.txt")})
         # The call's first round went to one replica and its retry, with the roots, to the other.
@@ -128,7 +134,9 @@ async def test_without_a_shared_key_the_other_replica_judges_the_retry_by_its_ow
     # and is judged by them alone, so any replica can finish it, whatever its key. A client gains nothing by
     # skipping the first round: on 2026-07-28 the roots are the caller's own claim, per request, either way.
     first, own_key, tree, read = replicas.first, replicas.own_key, replicas.tree, replicas.kind.read_tool
-    client, balancer, http = balanced_client([first.port, own_key.port], RootsCallback(tree.project))
+    client, balancer, http = balanced_client(
+        [first.port, own_key.port], RootsCallback(tree.project), replicas.headers
+    )
     async with http, client:
         for _ in range(2):  # whichever replica starts the call, the other one gets its retry
             own = await client.call_tool(read, {"path": str(tree.project / "hello.txt")})

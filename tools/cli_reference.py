@@ -26,6 +26,9 @@ def render() -> str:
     os.environ["COLUMNS"] = WIDTH  # argparse wraps to the terminal's width: make it the same everywhere
     from mcp_roots import cli
     from mcp_roots.probe import command as probe
+    from mcp_roots.wrap import command as wrap
+
+    own = {"probe": probe.build_parser, "wrap": wrap.build_parser}  # they parse their own options
 
     parser = cli.build_parser()
     parts = [
@@ -41,7 +44,7 @@ def render() -> str:
         "```",
     ]
     for name, sub in _subcommands(parser).items():
-        text = probe.build_parser().format_help() if name == "probe" else sub.format_help()
+        text = own[name]().format_help() if name in own else sub.format_help()
         parts += ["", f"## mcp-roots {name}", "", "```text", text.rstrip(), "```"]
     return "\n".join(parts) + "\n"
 

@@ -3,6 +3,7 @@
 //
 //   node fs_session.mjs SPEC.json
 // SPEC: {"transport": "stdio"|"http", "command": [argv...] (stdio), "url": "..." (http),
+//        "headers": {name: value} (http: sent on every request, e.g. the bearer token of mcp-roots serve),
 //        "roots": [dir...] or null (null: no roots capability), "calls": [[tool, args], ...],
 //        "deadline": seconds}
 // Prints one JSON object: {"tools": [...tools/list...], "results": [{isError, content, structured}...]}.
@@ -33,7 +34,7 @@ if (withRoots) {
 }
 const transport =
   spec.transport === "http"
-    ? new StreamableHTTPClientTransport(new URL(spec.url))
+    ? new StreamableHTTPClientTransport(new URL(spec.url), { requestInit: { headers: spec.headers ?? {} } })
     : new StdioClientTransport({
         command: spec.command[0],
         args: spec.command.slice(1),

@@ -18,6 +18,9 @@ from ..roots import ENV_VAR
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
+    from mcp.server.auth.provider import TokenVerifier
+
+    from ._http_setup import HttpSetup
 
 __all__ = ["add_serve_command", "serve"]
 
@@ -35,13 +38,18 @@ def add_serve_command(command: Any) -> None:
         "Run an MCP server with the official filesystem server's 14 tools over stdio (or streamable HTTP "
         "on 127.0.0.1 with --http). The directories given (DIR... or --roots) are both the fallback roots "
         "for clients that send none and the ceiling: client roots can narrow them, never widen them. "
-        "--ceiling sets a different ceiling. Logs go to stderr.",
+        "--ceiling sets a different ceiling. Logs go to stderr. "
+        "Over --http every request needs 'Authorization: Bearer TOKEN' with a token from --token-file "
+        "(created with a random token, mode 0600, if missing); GET /ready answers a health check "
+        "without one. "
+        "Errors before serving (a bad or taken port, a bad option) are one line on stderr, exit 2.",
     )
     serve.add_argument("dirs", nargs="*", metavar="DIR", help="directories to serve (like --roots)")
     serve.add_argument(
         "--ceiling", action="append", metavar="A,B", help="directories client roots may not leave"
     )
     serve.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT/mcp")
+    _add_http_options(serve)
     serve.add_argument("--read-only", action="store_true", help="leave out the tools that write")
     serve.add_argument(
         "--protect",
@@ -85,6 +93,67 @@ def add_serve_command(command: Any) -> None:
     )
 
 
+def _add_http_options(serve: Any) -> None:
+    http = serve.add_argument_group("with --http")
+    http.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="bearer tokens clients must send, one per line, re-read when the file changes; created with a "
+        "random token (mode 0600) if missing; one other users can read is refused "
+        "(default ~/.config/mcp-roots/http-token)",
+    )
+    http.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        help="serve without a token: every local user (and every container on the host network) can then "
+        "use the files with this server's rights",
+    )
+    http.add_argument(
+        "--max-connections", type=int, metavar="N", help="open connections at once (default 1000)"
+    )
+    http.add_argument(
+        "--max-sessions", type=int, metavar="N", help="legacy-era sessions open at once (default 1000)"
+    )
+    http.add_argument(
+        "--max-sessions-per-token",
+        type=int,
+        metavar="N",
+        help="legacy-era sessions one token of the token file may hold open (default: --max-sessions); with "
+        "a token per client, one client cannot fill the table for the others",
+    )
+    http.add_argument(
+        "--session-idle-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="a legacy-era session idle this long is closed (default 600)",
+    )
+    http.add_argument(
+        "--header-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="a request's headers must be in within this time of its first byte (default 10)",
+    )
+    http.add_argument(
+        "--body-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="a request's body must be in within this time of its headers (default 30)",
+    )
+    http.add_argument(
+        "--max-answer-bytes",
+        type=int,
+        metavar="N",
+        help="bytes of answers in flight in this process, all clients together (default 268435456)",
+    )
+    http.add_argument(
+        "--max-session-answer-bytes",
+        type=int,
+        metavar="N",
+        help="bytes of answers in flight for one session, or one connection without a session "
+        "(default 41943040)",
+    )
+
+
 def _say(text: str) -> None:
     sys.stderr.write(text + "\n")
     sys.stderr.flush()
@@ -97,11 +166,16 @@ def serve(args: argparse.Namespace) -> int:
         stream=sys.stderr,
         format=f"{PROG} serve: %(levelname)s %(message)s",
     )
+    sock = None
     try:
-        server = _build(args)
+        http = _http_setup(args) if args.http is not None else None
+        server = _build(args, None if http is None else http.tokens)
         max_message = _max_message_bytes(args)
+        if http is not None:
+            service = http.service(server)
+            sock = http.bind()
     except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types", "pydantic"):
+        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types", "pydantic", "starlette", "uvicorn"):
             raise
         _say(
             f"{PROG}: error: '{PROG} serve' needs the official mcp SDK, which is not installed here; "
@@ -112,8 +186,10 @@ def serve(args: argparse.Namespace) -> int:
         _say(f"{PROG}: error: {exc}")
         return EXIT_ERROR
     try:
-        if args.http is not None:
-            server.run("streamable-http", host="127.0.0.1", port=args.http)
+        if sock is not None:
+            import asyncio
+
+            asyncio.run(service.serve(sock))
         else:
             import anyio
 
@@ -144,7 +220,13 @@ def _split(values: list[str] | None, flag: str) -> list[str] | None:
     return entries
 
 
-def _build(args: argparse.Namespace) -> MCPServer:
+def _http_setup(args: argparse.Namespace) -> HttpSetup:
+    from ._http_setup import HttpSetup
+
+    return HttpSetup.from_args(args, say=_say)
+
+
+def _build(args: argparse.Namespace, tokens: TokenVerifier | None = None) -> MCPServer:
     from ._server import build_server
     from ._state import shared_request_state
     from ._toolbox import Settings
@@ -187,4 +269,5 @@ def _build(args: argparse.Namespace) -> MCPServer:
         guard,
         Settings(read_only=args.read_only, walk=limits, protect=args.protect),
         request_state_security=security,
+        token_verifier=tokens,
     )

@@ -22,6 +22,7 @@ from pydantic import Field
 
 from .. import PathOutsideRoots, RootsError, RootSet, path_to_uri
 from . import _text
+from ._budget import BudgetExceeded, Ledger, answer_bytes, escape_overhead, ledger_of
 from ._results import (
     INLINE_READ_BYTES,
     READ,
@@ -59,8 +60,40 @@ _READ_TEXT = (
 )
 
 
-async def read_text(roots: RootSet, settings: Settings, path: str, tail: int, head: int) -> CallToolResult:
-    """read_text_file: the whole file, or its first ``head`` / last ``tail`` lines, within the byte cap."""
+def answers_of(ctx: Context) -> Ledger | None:
+    """The answer budget's ledger of the HTTP request this call came in (None over stdio)."""
+    return ledger_of(ctx.request_context.request)
+
+
+async def reserve(answers: Ledger | None, size: int) -> CallToolResult | None:
+    """Room for ``size`` more bytes of this call's answer in the budget, or the failure to answer with."""
+    if answers is None or size <= 0:
+        return None
+    try:
+        await answers.reserve(size)
+    except BudgetExceeded as exc:
+        return failure(str(exc))
+    return None
+
+
+async def reserve_text(answers: Ledger | None, text: str, reserved: int) -> CallToolResult | None:
+    """Top ``reserved`` up to what the answer carrying ``text`` holds (its escapes included)."""
+    if answers is None:
+        return None
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    return await reserve(answers, answer_bytes(size + escape_overhead(text)) - reserved)
+
+
+async def read_text(
+    roots: RootSet,
+    settings: Settings,
+    path: str,
+    tail: int,
+    head: int,
+    answers: Ledger | None = None,
+) -> CallToolResult:
+    """read_text_file: the whole file, or its first ``head`` / last ``tail`` lines, within the byte cap;
+    over HTTP, room for the whole file's answer is reserved in ``answers`` before it is read."""
     if head and tail:
         return failure("Cannot specify both head and tail parameters simultaneously")
     if head < 0 or tail < 0:
@@ -73,6 +106,11 @@ async def read_text(roots: RootSet, settings: Settings, path: str, tail: int, he
         return opened
     with opened as stream:
         size = os.fstat(stream.fileno()).st_size
+        # head and tail: the lines kept are not known before the read; their answer is reserved after it.
+        reserved = 0 if head or tail else answer_bytes(min(size, cap))
+        refused = await reserve(answers, reserved)
+        if refused is not None:
+            return refused
 
         def work(stop: threading.Event) -> str:
             if tail:
@@ -82,7 +120,9 @@ async def read_text(roots: RootSet, settings: Settings, path: str, tail: int, he
             return _text.decode_text(read_stream(stream, path, cap, size))
 
         result = await run_blocking(work, path, inline=size <= INLINE_READ_BYTES)
-    return result if isinstance(result, CallToolResult) else ok(result)
+    if isinstance(result, CallToolResult):
+        return result
+    return await reserve_text(answers, result, reserved) or ok(result)
 
 
 def media_result(path: str, data: bytes) -> CallToolResult:
@@ -154,7 +194,7 @@ def register(box: Toolbox) -> None:
             int, Field(description="If provided, returns only the first N lines of the file")
         ] = 0,
     ) -> TextOutput:
-        return await read_text(await guard.roots(ctx), settings, path, tail, head)
+        return await read_text(await guard.roots(ctx), settings, path, tail, head, answers_of(ctx))
 
     @box.tool(
         "read_media_file",
@@ -167,7 +207,11 @@ def register(box: Toolbox) -> None:
     async def read_media_file(path: str, ctx: Context) -> MediaOutput:
         roots = await guard.roots(ctx)
         data = await run_blocking(lambda _: read_capped(roots, path, settings.max_read_bytes), path)
-        return data if isinstance(data, CallToolResult) else media_result(path, data)
+        if isinstance(data, CallToolResult):
+            return data
+        # base64: 4 bytes for 3
+        refused = await reserve(answers_of(ctx), answer_bytes(4 * ((len(data) + 2) // 3)))
+        return refused or media_result(path, data)
 
     @box.tool(
         "read_multiple_files",
@@ -194,4 +238,6 @@ def register(box: Toolbox) -> None:
         result = await run_blocking(
             lambda stop: read_several(roots, settings, paths, stop), "read_multiple_files"
         )
-        return result if isinstance(result, CallToolResult) else ok(result)
+        if isinstance(result, CallToolResult):
+            return result
+        return await reserve_text(answers_of(ctx), result, 0) or ok(result)

@@ -5,6 +5,8 @@ on one toolbox (reading, writing, listing), guarded by the ``RootsGuard`` given.
 from __future__ import annotations
 
 from mcp.server import MCPServer
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import RequestStateSecurity
 
 from .. import RootsGuard
@@ -25,14 +27,31 @@ def build_server(
     *,
     name: str = "mcp-roots-filesystem",
     request_state_security: RequestStateSecurity | None = None,
+    token_verifier: TokenVerifier | None = None,
 ) -> MCPServer:
     """An ``MCPServer`` with the official filesystem server's tools, guarded by ``guard``
     (``settings.read_only`` leaves out write_file, edit_file, create_directory and move_file).
 
     ``request_state_security`` seals the 2026-07-28 multi-round-trip state; the SDK's default is a key of
     this process only, so replicas behind a load balancer must share one (``shared_request_state(file)``).
+
+    ``token_verifier``: over HTTP, only requests with a bearer token it accepts reach the server (the SDK's
+    bearer-auth middleware, on every method of the endpoint); ``TokenFile`` is the one ``serve`` uses.
     """
-    server = MCPServer(name, instructions=_INSTRUCTIONS, request_state_security=request_state_security)
+    # The SDK's resource-server mode: its bearer middleware on the endpoint, no OAuth routes (neither an
+    # authorization server nor a resource URL is configured; the issuer is required by the settings only).
+    auth = (
+        None
+        if token_verifier is None
+        else AuthSettings.model_validate({"issuer_url": "http://127.0.0.1", "resource_server_url": None})
+    )
+    server = MCPServer(
+        name,
+        instructions=_INSTRUCTIONS,
+        request_state_security=request_state_security,
+        token_verifier=token_verifier,
+        auth=auth,
+    )
     guard.install(server)
     box = Toolbox(guard, settings or Settings(), server)
     # The official server's order: reading, writing, then listing tools.

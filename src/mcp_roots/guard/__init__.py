@@ -12,7 +12,7 @@ guard's internal API for the applications (the probe, wrap): the names below, no
 
 from __future__ import annotations
 
-from ._pathlike import is_path_name
+from ._pathnames import is_path_name
 from ._schema import PathSlot, SchemaPaths, path_slots, slot_at, walk_schema
 
 __all__ = ["PathSlot", "SchemaPaths", "is_path_name", "path_slots", "slot_at", "walk_schema"]

@@ -77,6 +77,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--http", metavar="URL", help="reach the server by streamable HTTP at URL ({port}: a free port)"
     )
     parser.add_argument(
+        "--http-header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="with --http: send this header on every request (repeatable)",
+    )
+    parser.add_argument(
+        "--http-token-file",
+        metavar="FILE",
+        help="with --http: send 'Authorization: Bearer TOKEN', TOKEN the first line of FILE "
+        "(mcp-roots serve --http's --token-file)",
+    )
+    parser.add_argument(
         "--tool",
         action="append",
         default=[],
@@ -223,6 +236,66 @@ async def _listening(port: int, pid: int) -> bool:
     return holders is None or any(descends_from(holder, pid) for holder in holders)
 
 
+def _headers(args: argparse.Namespace) -> dict[str, str]:
+    """--http-header and --http-token-file as the headers every HTTP request carries."""
+    headers: dict[str, str] = {}
+    for given in args.http_header:
+        name, colon, value = given.partition(":")
+        if not colon or not name.strip():
+            raise ValueError(f"--http-header {given!r}: not 'NAME: VALUE'")
+        headers[name.strip()] = value.strip()
+    if args.http_token_file:
+        try:
+            lines = open(args.http_token_file, encoding="utf-8").read().split()  # noqa: SIM115
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"--http-token-file {args.http_token_file}: cannot read it: {exc}") from None
+        if not lines:
+            raise ValueError(f"--http-token-file {args.http_token_file}: holds no token")
+        headers["Authorization"] = f"Bearer {lines[0]}"
+    return headers
+
+
+class _WithHeaders:
+    """A target reached over HTTP whose requests carry headers: its URL, which the probe's client takes as
+    it is, becomes a transport that sends them; the rest is the target's."""
+
+    def __init__(self, target: Any, headers: dict[str, str]) -> None:
+        self._description = str(target.describe())
+        target.url = _HeaderedUrl(str(target.url), headers)
+        self._target = target
+
+    def describe(self) -> str:
+        return self._description
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
+
+
+class _HeaderedUrl:
+    """A target's URL as ``mcp.Client`` takes a transport: streamable HTTP to ``url``, each request
+    carrying ``headers``. Each use (entered and left in one task) gets its own HTTP client."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        self.url = url
+        self.headers = headers
+        self._uses: dict[object, contextlib.AsyncExitStack] = {}
+
+    def __str__(self) -> str:
+        return self.url
+
+    async def __aenter__(self) -> Any:
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        stack = contextlib.AsyncExitStack()
+        self._uses[anyio.get_current_task().id] = stack
+        http = await stack.enter_async_context(httpx2.AsyncClient(headers=self.headers, timeout=30.0))
+        return await stack.enter_async_context(streamable_http_client(self.url, http_client=http))
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._uses.pop(anyio.get_current_task().id).__aexit__(*exc)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -236,7 +309,9 @@ def _target(args: argparse.Namespace) -> Any:
     from ._mcp2 import StdioTarget, UrlTarget
 
     if args.http:
-        return _HttpCommand(args.http, argv) if argv else UrlTarget(args.http)
+        target = _HttpCommand(args.http, argv) if argv else UrlTarget(args.http)
+        headers = _headers(args)
+        return _WithHeaders(target, headers) if headers else target
     if not argv:
         raise ValueError(
             f"'{PROG}' needs a server command after '--' (for example: {PROG} -- mcp-roots serve {{root}}), "
