@@ -296,3 +296,39 @@ async def test_locators_check_every_nested_path_as_the_body_receives_it(tree: Tr
         "opts.workdir",
     )
     assert rows["run"].status == "guarded"
+
+
+async def test_a_tool_asking_for_roots_without_the_decorator_is_refused_in_one_line(
+    tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``await guard.roots(ctx)`` in a tool without ``@guard.paths``, for a client that sends no roots and a
+    server with none configured: the client gets the one-line refusal, the server logs no traceback."""
+    guard = RootsGuard(None, environ={}, user_config_dir=tree.base / "no-config")
+    server = MCPServer("unguarded")
+
+    @server.tool()
+    async def read_text(path: str, ctx: Context) -> str:
+        return (await guard.roots(ctx)).read_text(path)
+
+    @server.tool()
+    async def naive(path: str, ctx: Context) -> str:  # the control: the same RootsError, raised as it is
+        from mcp_roots import RootsUnavailable
+
+        raise RootsUnavailable("This server has no folders for this client")
+
+    guard.install(server)
+    with caplog.at_level(logging.DEBUG):
+        async with Client(server, mode="legacy") as client:
+            control = await client.call_tool("naive", {"path": str(tree.fallback / "fb.txt")})
+            # what a plain exception gets: a generic line for the client, a traceback in the server's log
+            assert control.is_error
+            assert "no folders" not in text_of(control), text_of(control)
+            assert any(r.exc_info for r in caplog.records if "naive" in r.getMessage())
+            caplog.clear()
+            result = await client.call_tool("read_text", {"path": str(tree.fallback / "fb.txt")})
+    assert result.is_error
+    # the framework's own prefix for a deliberate tool error, then the one line; no traceback logged
+    assert text_of(result).endswith(
+        "This server has no folders for this client: it sends no roots, and none are set up for it."
+    ), text_of(result)
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records]

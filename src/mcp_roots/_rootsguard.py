@@ -18,7 +18,7 @@ from .errors import ConfigError, RootsError
 from .guard._audit import EXEMPT_ATTRIBUTE, AuditRow, Handler, audit_handlers, format_audit
 from .guard._calls import current_roots, guard_function
 from .paths._rootset import RootSet
-from .roots._policy import GuardPolicy
+from .roots._policy import GuardPolicy, shown_to_client
 from .roots._sources import SOURCE_UNCONFIGURED, clip_to_ceiling, fallback_roots, how_to_configure
 
 if TYPE_CHECKING:
@@ -194,7 +194,10 @@ class RootsGuard:
         roots = current_roots()
         if roots is not None:
             return roots
-        return await self._adapter(adapter_for_context(ctx)).roots(ctx)
+        try:
+            return await self._adapter(adapter_for_context(ctx)).roots(ctx)
+        except RootsError as exc:  # a tool without @guard.paths: its framework shows the client one line
+            raise shown_to_client(exc) from None
 
     # -- the decorator --
 

@@ -26,7 +26,6 @@ for a client without the capability, the fallback, or a refusal saying how to co
 
 from __future__ import annotations
 
-import functools
 import logging
 import sys
 from collections.abc import Awaitable, Callable
@@ -39,7 +38,14 @@ from ._connections import LegacyConnections
 from ._facts import NeedRoots, RequestFacts
 from ._sources import NO_FOLDERS, SOURCE_UNCONFIGURED, clip_to_ceiling
 
-__all__ = ["NOT_INSTALLED", "GuardNotInstalled", "GuardPolicy", "not_installed_error", "note_deprecation"]
+__all__ = [
+    "NOT_INSTALLED",
+    "GuardNotInstalled",
+    "GuardPolicy",
+    "not_installed_error",
+    "note_deprecation",
+    "shown_to_client",
+]
 
 logger = logging.getLogger("mcp_roots")
 
@@ -79,23 +85,43 @@ _TOOL_ERRORS = (
 nothing is imported to find them."""
 
 
-@functools.lru_cache(maxsize=4)
-def _not_installed_type(bases: tuple[type[Exception], ...]) -> type[GuardNotInstalled]:
-    return type(
-        "GuardNotInstalled", (GuardNotInstalled, *bases), {"__module__": GuardNotInstalled.__module__}
-    )
+_SHOWN: dict[tuple[type[RootsError], tuple[type[Exception], ...]], type[RootsError]] = {}
+"""The classes shown_to_client made: one per error type and set of loaded frameworks (a handful)."""
 
 
-def not_installed_error() -> GuardNotInstalled:
-    """A GuardNotInstalled that is also of the tool-error type of every framework loaded in this process,
-    so that the framework running the function shows the client the reason instead of a generic "Error
-    executing tool" (the class is made once per set of loaded frameworks, not per call)."""
+def _shown_type(kind: type[RootsError], bases: tuple[type[Exception], ...]) -> type[RootsError]:
+    made = _SHOWN.get((kind, bases))
+    if made is None:
+        made = _SHOWN.setdefault(
+            (kind, bases), type(kind.__name__, (kind, *bases), {"__module__": kind.__module__})
+        )
+    return made
+
+
+def shown_to_client(error: RootsError) -> RootsError:
+    """``error`` as an instance of its own type and of the tool-error type of every framework loaded in
+    this process, so that the framework running the tool shows the client its one line instead of a
+    generic "Error executing tool" and a traceback in the server's log (the class is made once per error
+    type and set of loaded frameworks, not per call). Still a ``RootsError``: a handler that catches it and
+    answers ``guard.refusal(exc)`` keeps working."""
     found = []
     for module_name, class_name in _TOOL_ERRORS:
         cls = getattr(sys.modules.get(module_name), class_name, None)
-        if isinstance(cls, type) and issubclass(cls, Exception):
+        if isinstance(cls, type) and issubclass(cls, Exception) and not isinstance(error, cls):
             found.append(cls)
-    return _not_installed_type(tuple(found))(NOT_INSTALLED)
+    if not found:
+        return error
+    shown = _shown_type(type(error), tuple(found))(*error.args)
+    shown.__cause__, shown.__suppress_context__ = error.__cause__, True
+    return shown
+
+
+def not_installed_error() -> GuardNotInstalled:
+    """A GuardNotInstalled the framework running the function shows its client as it is (see
+    :func:`shown_to_client`)."""
+    error = shown_to_client(GuardNotInstalled(NOT_INSTALLED))
+    assert isinstance(error, GuardNotInstalled)
+    return error
 
 
 class GuardPolicy:
