@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import importlib.metadata
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +32,10 @@ __all__ = [
 
 @functools.lru_cache(maxsize=1)
 def _mcp_major() -> int | None:
-    """The major version of the installed ``mcp`` distribution (from its metadata; nothing is imported)."""
+    """The major version of the installed ``mcp`` distribution (from its metadata; nothing is imported).
+    ``importlib.metadata`` is loaded here, on first use: it costs ``import mcp_roots`` about 20 ms."""
+    import importlib.metadata
+
     try:
         return int(importlib.metadata.version("mcp").split(".")[0])
     except (importlib.metadata.PackageNotFoundError, ValueError):
