@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from mcp_roots import RootSet
-from mcp_roots.paths._write import keep_metadata
+from mcp_roots.paths._write import keep_metadata, new_file_mode
 
 OTHER_UID, OTHER_GID = 4321, 4322
 
@@ -136,3 +136,31 @@ def test_keep_metadata_is_the_one_function_the_broker_calls_too(tmp_path: Path) 
     finally:
         os.close(fd)
     assert stat.S_IMODE(os.stat(new).st_mode) == 0o750
+
+
+@pytest.mark.parametrize("existing", [None, 0o600, 0o640])
+def test_the_new_content_is_never_open_to_a_mode_the_result_would_refuse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, existing: int | None
+) -> None:
+    """The temporary file write_bytes fills is 0600 while the content goes in (a new file gets its mode
+    once it is all written; an existing file's mode is given first), so no one the result's mode would
+    refuse can open it meanwhile and read the content through that descriptor. (Created 0666 less the
+    umask, it was readable by everyone while a secret was written into it.)"""
+    target = tmp_path / "secret.txt"
+    if existing is not None:
+        target.write_bytes(b"old")
+        target.chmod(existing)
+    seen: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:  # after the content is written, before the file is put in place
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            seen.append(stat.S_IMODE(os.fstat(fd).st_mode))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    RootSet.from_paths([tmp_path]).write_bytes(target, b"TOP SECRET")
+    assert seen == [0o600 if existing is None else existing], seen
+    final = stat.S_IMODE(target.stat().st_mode)
+    assert final == (new_file_mode() if existing is None else existing)
+    assert target.read_bytes() == b"TOP SECRET"

@@ -24,7 +24,7 @@ from ..paths._beneath import strategy
 from ..paths._rename import rename_noreplace
 from ..paths._rootset import Root, RootSet
 from ..paths._text import cut_to_bytes
-from ..paths._write import TEMP_NAME_BYTES, keep_metadata
+from ..paths._write import TEMP_NAME_BYTES, keep_metadata, new_file_mode
 from . import _protocol as p
 from ._grants import Grants, Revoked
 from ._hostops import check_target, join, look
@@ -179,19 +179,6 @@ def pwrite_all(fd: int, data: bytes, offset: int) -> None:
         written = os.pwrite(fd, view, offset)
         view = view[written:]
         offset += written
-
-
-def new_file_mode() -> int:
-    """The mode a file created now gets (0o666 less the process's umask), read from /proc/self/status so
-    that no thread changes the umask to learn it; 0o644 where that cannot be read."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return 0o666 & ~int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o644
 
 
 def commit_staging(rootset: RootSet, upload: Upload, checks: Grants) -> os.stat_result:

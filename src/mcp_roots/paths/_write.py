@@ -25,6 +25,7 @@ __all__ = [
     "TEMP_NAME_BYTES",
     "drop_set_id_bits",
     "keep_metadata",
+    "new_file_mode",
     "write_atomic",
     "write_bytes",
 ]
@@ -59,17 +60,33 @@ def keep_metadata(fd: int, old: os.stat_result, name: str = "") -> None:
     os.fchmod(fd, stat.S_IMODE(old.st_mode) & KEPT_MODE_BITS)
 
 
+def new_file_mode() -> int:
+    """The mode a file created now gets (0o666 less the process's umask), read from /proc/self/status so
+    that no thread changes the umask to learn it; 0o644 where that cannot be read."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o644
+
+
 def write_atomic(dirfd: int, name: str, data: bytes) -> None:
     """Replace ``name`` in the directory ``dirfd`` atomically: a temporary file in the same directory,
     written, fsynced, then renamed over ``name``. An existing file's owner and permission bits are kept
-    (:func:`keep_metadata`: never set-id or sticky bits). The temporary file never survives a failure."""
+    (:func:`keep_metadata`: never set-id or sticky bits); a new file gets :func:`new_file_mode`. The
+    temporary file is created 0600 and gets its mode before any content is written (an existing file's) or
+    once it is all written (a new file's), so no one that mode would refuse can open it and read the content
+    through that descriptor. The temporary file never survives a failure."""
     check_name(name)
     try:
         old: os.stat_result | None = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
     except FileNotFoundError:
         old = None
     tmp = f".{cut_to_bytes(name, TEMP_NAME_BYTES)}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | O_CREAT | os.O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o666, dir_fd=dirfd)
+    fd = os.open(tmp, os.O_WRONLY | O_CREAT | os.O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600, dir_fd=dirfd)
     try:
         try:
             if old is not None:
@@ -78,6 +95,8 @@ def write_atomic(dirfd: int, name: str, data: bytes) -> None:
             while view:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
+            if old is None:
+                os.fchmod(fd, new_file_mode())
         finally:
             os.close(fd)
         os.rename(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
