@@ -118,7 +118,7 @@ APPLICATIONS = dict(TIERS)["applications"]
 APP_API: dict[str, str] = {
     "errors": "the public exception hierarchy",
     "__init__": "the public API",
-    "sandbox": "mcp-roots run and doctor: spawn confined, the kernel's support",
+    "sandbox": "mcp-roots run, doctor and wrap: spawn confined, the protected set, the kernel's support",
     "roots": "the operator's configuration: fallback roots, the ceiling, the config file and variables",
     "guard": "the schema walk: every path in a tool's input schema (the probe, wrap)",
     "adapters": "serve's stdio transport: the low-level server behind an MCPServer, checked",
