@@ -135,12 +135,9 @@ class RootDescriptors:
     def acquire(self, path: str) -> Descriptor:
         """The descriptor of the root ``path`` with one more holder, opened now if it is not open (I/O:
         ``path`` must be a root). Give it back with :meth:`release`."""
-        found = self._opened.get(path)
+        found = self.hold(path)  # the lock-free protocol, written once
         if found is not None:
-            found.holders.append(None)
-            if not found.retired:
-                return found
-            self.release(found)
+            return found
         fresh = open_root(path)  # I/O outside the lock
         with self._lock:
             found = self._opened.get(path)
