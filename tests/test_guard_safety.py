@@ -477,3 +477,25 @@ async def test_guard_roots_without_install_refuses_instead_of_using_the_fallback
         assert result.is_error
         assert "guard.install(server) was not called" in text_of(result)
         assert str(tree.fallback) not in text_of(result)
+
+
+@pytest.mark.parametrize("uri", ["file:///{path}", "FILE:///{path}", "File:///srv/{path}"])
+def test_a_file_template_counts_as_checked_by_uri_as_its_reads_are_checked(uri: str) -> None:
+    """The audit's "checked by URI" and the read check are one test (schemes compare without case), on
+    every adapter: a case-sensitive copy of it (mcp 1.x's, before) called a FILE: template unguarded while
+    its reads were checked."""
+    from mcp_roots.guard._audit import Handler, audit_handlers
+    from mcp_roots.paths._uri import is_file_uri
+
+    async def read(path: str) -> str:
+        return path
+
+    handler = Handler("resource template", uri, read, {"path": str})
+    assert is_file_uri(uri)
+    assert handler.checked_by_uri
+    assert uri[:5] != "file:" or uri == "file:///{path}"  # the old copy saw only the lower-case spelling
+    [row] = audit_handlers([handler], ())
+    assert row.path_parameters == ("path",), row  # a path-like parameter, unguarded by any decorator...
+    assert not row.unguarded, row  # ...yet checked, as its reads are
+    assert not Handler("tool", uri, read, {"path": str}).checked_by_uri
+    assert not Handler("resource template", "text://{path}", read, {"path": str}).checked_by_uri

@@ -84,11 +84,7 @@ class FastMCP4Adapter(GuardPort):
                 )
             elif isinstance(component, ResourceTemplate) and fn is not None:
                 uri = component.uri_template
-                found.append(
-                    Handler(
-                        "resource template", uri, fn, parameters_of(fn, Context), uri[:5].lower() == "file:"
-                    )
-                )
+                found.append(Handler("resource template", uri, fn, parameters_of(fn, Context)))
         return found
 
     def ports_on(self, server: Any) -> list[GuardPort]:

@@ -159,7 +159,6 @@ class Mcp1Adapter(GuardPort):
                 name,
                 c.fn,
                 parameters_of(c.fn, Context),
-                kind == "resource template" and name[:5] == "file:",
             )
             for kind, name, c in components(server)
         ]

@@ -117,7 +117,6 @@ class Mcp2Adapter(GuardPort):
                 name,
                 c.fn,
                 parameters_of(c.fn, Context),
-                kind == "resource template" and name[:5].lower() == "file:",
             )
             for kind, name, c in Registry(server).components()
         ]

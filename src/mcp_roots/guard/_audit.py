@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..paths._uri import is_file_uri
 from ..roots._policy import GuardPolicy
 from ._annotations import parameter_annotations, path_locators
 from ._locators import OPAQUE
@@ -78,10 +79,14 @@ class Handler:
     name: str
     fn: Callable[..., Any] | None
     parameters: Mapping[str, Any]  # name -> annotation (or None where only the name is known)
-    checked_by_uri: bool = False  # a file: resource template: its reads are checked by URI
     component: object = (
         None  # what the framework registered (whose ``fn`` it runs), where the port may swap it
     )
+
+    @property
+    def checked_by_uri(self) -> bool:
+        """A ``file:`` resource template: its reads are checked by URI (the read check's own test)."""
+        return self.kind == "resource template" and is_file_uri(self.name)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from ..errors import (
     os_error_line,
 )
 from ..paths._rootset import RootSet
-from ..paths._uri import uri_to_path
+from ..paths._uri import is_file_uri, uri_to_path
 from ..roots._facts import NeedRoots, RequestFacts
 from ..roots._policy import NOT_INSTALLED, GuardPolicy, not_installed_error
 from ._argcheck import GuardedCall, lexically_within, targets_of
@@ -236,7 +236,7 @@ async def resource_read(
                 f"@guard.paths stands above the resource decorator on {spec.name}(): the framework "
                 "registered the unchecked function; put @guard.paths below the resource decorator"
             )
-        path = uri_to_path(uri) if uri[:5].lower() == "file:" else None
+        path = uri_to_path(uri) if is_file_uri(uri) else None
         if path is None and spec is None:
             if facts.answer is not None:
                 roots = await policy.answered_roots(facts)

@@ -16,7 +16,14 @@ from typing import Any
 from ..errors import InvalidPath, InvalidRootURI
 from ._text import control_character, describe
 
-__all__ = ["path_to_uri", "uri_and_name", "uri_to_path"]
+__all__ = ["is_file_uri", "path_to_uri", "uri_and_name", "uri_to_path"]
+
+
+def is_file_uri(text: str) -> bool:
+    """Whether ``text`` names the ``file:`` scheme (schemes compare without case, RFC 3986 3.1): the one
+    test of which resources/read URIs and resource templates are checked as paths."""
+    return text[:5].lower() == "file:"
+
 
 _HEX = frozenset(string.hexdigits)
 # Bytes that a URI path may never carry in decoded form: they would change which path is meant.
