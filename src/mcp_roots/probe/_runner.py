@@ -36,7 +36,7 @@ from ._scratch import HostileTree, Scratch
 from ._session import LEGACY, MODERN, Connection, Session, Target
 from ._techniques import LINK, TECHNIQUES, Technique, Variant, expand_template, file_uri
 
-__all__ = ["Options", "UsageError", "run_probe"]
+__all__ = ["Options", "UsageError", "innermost", "run_probe"]
 
 logger = logging.getLogger("mcp_roots")
 
@@ -164,7 +164,7 @@ async def _probe_all(target: Target, run: _Run) -> None:
                     )
                     once_done = await _connection(session, connection, techniques, run, once_done)
         except Exception as exc:  # a client's task group may wrap what the body raised in a group
-            leaf = _leaf(exc)
+            leaf = innermost(exc)
             if isinstance(leaf, (_Budget, UsageError)):
                 raise leaf from None
             if not connected and isinstance(leaf, (FileNotFoundError, PermissionError)):
@@ -454,7 +454,7 @@ def _stderr_tail(errlog: str) -> str:
     return f" (server stderr: {' | '.join(lines)})" if lines else ""
 
 
-def _leaf(exc: BaseException) -> BaseException:
+def innermost(exc: BaseException) -> BaseException:
     """The one exception inside (nested) exception groups of one member each (3.11+, or the backport)."""
     inner = getattr(exc, "exceptions", None)
     while isinstance(inner, tuple) and len(inner) == 1 and isinstance(inner[0], BaseException):

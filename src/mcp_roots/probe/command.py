@@ -18,7 +18,7 @@ import anyio
 
 from ._procs import descends_from, kill_groups, listeners
 from ._report import Report, escape
-from ._runner import Options, run_probe
+from ._runner import Options, innermost, run_probe
 from ._session import LEGACY, MODERN, Connection, Session
 from ._techniques import TECHNIQUES
 
@@ -368,7 +368,7 @@ def main(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception as exc:  # a task group wraps what the run raised: one line for a usage error
-        leaf = _leaf(exc)
+        leaf = innermost(exc)
         if not isinstance(leaf, (OSError, ValueError)):
             raise
         _say(sys.stderr, f"mcp-roots: error: {leaf}")
@@ -395,15 +395,6 @@ def main(argv: Sequence[str]) -> int:
     if report.failures:
         return EXIT_ERROR  # nothing found, but not everything could be tried
     return EXIT_UNREACHED if report.unreached_file_tools else EXIT_OK
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The one exception inside (nested) exception groups of one member each."""
-    inner = getattr(exc, "exceptions", None)
-    while isinstance(inner, tuple) and len(inner) == 1 and isinstance(inner[0], BaseException):
-        exc = inner[0]
-        inner = getattr(exc, "exceptions", None)
-    return exc
 
 
 if __name__ == "__main__":  # pragma: no cover
