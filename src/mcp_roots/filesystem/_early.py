@@ -239,10 +239,12 @@ def answer_early(
     initialized = False
     switch = sys.getswitchinterval()
     sys.setswitchinterval(0.0005)  # the import thread holds the interpreter: take it back soon
+    poll = select.poll()
+    poll.register(wire_in, select.POLLIN)
+    poll.register(ready, select.POLLIN)
     try:
         while True:
-            readable, _, _ = select.select([wire_in, ready], [], [])
-            if ready in readable:
+            if any(fd == ready for fd, _ in poll.poll()):
                 return _stop(lines, handover, [])
             lines.feed(os.read(wire_in, _READ_CHUNK))
             pending = lines.ready()
@@ -255,10 +257,10 @@ def answer_early(
                     requested = params.get("protocolVersion")
                     if not isinstance(requested, str) or requested not in answers:
                         return _stop(lines, handover, pending)
-                    version = requested
-                    handover.initialize_id = ident
-                    handover.given = dict(answers[requested]["initialize"])
-                    _answer(wire_out, ident, handover.given)
+                    given = dict(answers[requested]["initialize"])
+                    if not _answer(wire_out, ident, given):
+                        return _stop(lines, handover, pending)  # the SDK meets the closed pipe itself
+                    version, handover.initialize_id, handover.given = requested, ident, given
                 elif (
                     version is not None
                     and not initialized
@@ -268,7 +270,8 @@ def answer_early(
                     initialized = True
                 elif initialized and method == "tools/list" and _is_id(ident) and params in (None, {}):
                     assert version is not None
-                    _answer(wire_out, ident, answers[version]["tools/list"])
+                    if not _answer(wire_out, ident, answers[version]["tools/list"]):
+                        return _stop(lines, handover, pending)
                     pending.pop(0)
                     continue
                 else:
@@ -288,10 +291,15 @@ def _parse(line: str) -> dict[str, Any]:
     return message if isinstance(message, dict) and message.get("jsonrpc") == "2.0" else {}
 
 
-def _answer(wire_out: int, ident: int | str, result: Mapping[str, Any]) -> None:
+def _answer(wire_out: int, ident: int | str, result: Mapping[str, Any]) -> bool:
+    """Write the answer; False when the client has closed its end."""
     message = {"jsonrpc": "2.0", "id": ident, "result": result}
     text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-    write_all(wire_out, (text + "\n").encode("utf-8", "surrogateescape"))
+    try:
+        write_all(wire_out, (text + "\n").encode("utf-8", "surrogateescape"))
+    except OSError:
+        return False
+    return True
 
 
 def _stop(lines: StdinLines, handover: Handover, pending: list[str]) -> Handover:
