@@ -153,6 +153,41 @@ class Harness(abc.ABC):
             guard.paths(*names)(self.register_template(server, "text://{name}", fn))
 
 
+class LowLevelHarness(Harness):
+    """An entry for a framework's low-level server, whose user writes the dispatch: the server's
+    ``handlers`` (tools, templates, prompts and files by name) are what its handlers dispatch to, and
+    ``@guard.paths`` goes on the functions it calls (no framework decorator to stand above or below)."""
+
+    registry = False
+
+    def register(self, server: Any, fn: Callable[..., Any]) -> Any:
+        server.handlers.tools[fn.__name__] = fn
+        return fn
+
+    def register_template(self, server: Any, uri_template: str, fn: Callable[..., Any]) -> Any:
+        server.handlers.templates[uri_template] = fn
+        return fn
+
+    def register_prompt(self, server: Any, fn: Callable[..., Any]) -> Any:
+        server.handlers.prompts[fn.__name__] = fn
+        return fn
+
+    def tool(
+        self, server: Any, guard: RootsGuard | None, fn: Callable[..., Any], *names: str, order: str = "below"
+    ) -> None:
+        # Both orders register the guarded function: there is no decorator to order it against.
+        self.register(server, fn if guard is None else guard.paths(*names)(fn))
+
+    def template(
+        self, server: Any, guard: RootsGuard, fn: Callable[..., Any], *names: str, order: str = "below"
+    ) -> None:
+        self.register_template(server, "text://{name}", guard.paths(*names)(fn))
+
+    def register_file_resources(self, server: Any, paths: list[Path]) -> None:
+        for path in paths:
+            server.handlers.files[path_to_uri(path)] = path
+
+
 def make_guard(tree: Tree, **options: Any) -> RootsGuard:
     """A guard whose only fallback source is what the row configures."""
     options.setdefault("environ", {})

@@ -127,6 +127,12 @@ def edit(file: Path, change: Any) -> None:
     file.write_text(json.dumps(stored))
 
 
+def poison(file: Path) -> None:
+    """Edit the first tool's description in the recorded tools/list: who serves it is then plain to see."""
+
+    poison(file)
+
+
 def test_a_second_start_gives_the_first_starts_answers_from_the_file(served: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     first = start(served, cache)
@@ -148,12 +154,9 @@ def test_the_answers_come_from_the_file_while_the_sdk_answers_the_calls(served: 
     start(served, cache)
     [file] = recorded(cache)
 
-    def rename_a_tool(answers: dict[str, Any]) -> None:
-        answers["tools/list"]["tools"][0]["description"] = "edited in the file"
-
-    edit(file, rename_a_tool)
+    poison(file)
     second = start(served, cache)
-    assert second["tools/list"]["tools"][0]["description"] == "edited in the file"
+    assert second["tools/list"]["tools"][0]["description"] == "poisoned"
     assert second["read"]["result"]["content"][0]["text"] == "hello\n"
 
 
@@ -188,10 +191,7 @@ def test_a_file_that_is_not_exactly_as_written_is_not_used(served: Path, tmp_pat
     start(served, cache)
     [file] = recorded(cache)
 
-    def poisoned(answers: dict[str, Any]) -> None:
-        answers["tools/list"]["tools"][0]["description"] = "poisoned"
-
-    edit(file, poisoned)
+    poison(file)
     # The control: as the server writes it, the edited file is used.
     assert start(served, cache)["tools/list"]["tools"][0]["description"] == "poisoned"
     if how == "others_can_write":
@@ -253,10 +253,7 @@ def test_a_version_not_recorded_and_a_request_first_go_to_the_sdk(served: Path, 
     start(served, cache)
     [file] = recorded(cache)
 
-    def poisoned(answers: dict[str, Any]) -> None:
-        answers["tools/list"]["tools"][0]["description"] = "poisoned"
-
-    edit(file, poisoned)
+    poison(file)
     # An older version than the one recorded: the SDK answers it (and it is recorded beside the other).
     server = Serve([str(served)], cache)
     server.send(initialize(version="2025-06-18"), INITIALIZED, tools_list(1))

@@ -32,7 +32,18 @@ from starlette.routing import Route
 
 from mcp_roots import RootsGuard, path_to_uri
 
-from ..conformance import HTTP, MEMORY, ROWS, STDIO, TRANSPORTS, Harness, Session, http_url, over_pipes
+from ..conformance import (
+    HTTP,
+    MEMORY,
+    ROWS,
+    STDIO,
+    TRANSPORTS,
+    Harness,
+    LowLevelHarness,
+    Session,
+    http_url,
+    over_pipes,
+)
 from ..tree import Tree
 
 
@@ -260,13 +271,12 @@ class _Handlers:
         return types.GetPromptResult(messages=[message])
 
 
-class Mcp1LowLevelHarness(Mcp1FastMCPHarness):
+class Mcp1LowLevelHarness(LowLevelHarness, Mcp1FastMCPHarness):
     """An mcp 1.x low-level Server whose handlers dispatch to plain functions: ``@guard.paths`` on them works
     as on FastMCP's tools (the port hands the server's tools/call and resources/read to the algorithm)."""
 
     name = "mcp1-lowlevel-Server"
     context_type = RequestContext
-    registry = False
 
     def server(self, guard: RootsGuard | None, *, install: bool = True) -> Any:
         server: Server[Any, Any] = Server("conformance")
@@ -279,33 +289,6 @@ class Mcp1LowLevelHarness(Mcp1FastMCPHarness):
         if guard is not None and install:
             guard.install(server)
         return server
-
-    def register(self, server: Any, fn: Callable[..., Any]) -> Any:
-        server.handlers.tools[fn.__name__] = fn
-        return fn
-
-    def register_template(self, server: Any, uri_template: str, fn: Callable[..., Any]) -> Any:
-        server.handlers.templates[uri_template] = fn
-        return fn
-
-    def register_prompt(self, server: Any, fn: Callable[..., Any]) -> Any:
-        server.handlers.prompts[fn.__name__] = fn
-        return fn
-
-    def tool(
-        self, server: Any, guard: RootsGuard | None, fn: Callable[..., Any], *names: str, order: str = "below"
-    ) -> None:
-        # No framework decorator to stand above or below: both orders register the guarded function.
-        self.register(server, fn if guard is None else guard.paths(*names)(fn))
-
-    def template(
-        self, server: Any, guard: RootsGuard, fn: Callable[..., Any], *names: str, order: str = "below"
-    ) -> None:
-        self.register_template(server, "text://{name}", guard.paths(*names)(fn))
-
-    def register_file_resources(self, server: Any, paths: list[Path]) -> None:
-        for path in paths:
-            server.handlers.files[path_to_uri(path)] = path
 
 
 def _reader(path: Path) -> Callable[[], str]:
