@@ -130,7 +130,10 @@ def edit(file: Path, change: Any) -> None:
 def poison(file: Path) -> None:
     """Edit the first tool's description in the recorded tools/list: who serves it is then plain to see."""
 
-    poison(file)
+    def poisoned(answers: dict[str, Any]) -> None:
+        answers["tools/list"]["tools"][0]["description"] = "poisoned"
+
+    edit(file, poisoned)
 
 
 def test_a_second_start_gives_the_first_starts_answers_from_the_file(served: Path, tmp_path: Path) -> None:
