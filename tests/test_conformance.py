@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from mcp_roots import RootsGuard, path_to_uri
 
 from .conformance import HTTP, MEMORY, ROWS, STDIO, TRANSPORTS, Harness, Session, http_url, over_pipes
-from .tree import Tree
+from .kit import Tree
 
 WITHOUT_FASTMCP = os.environ.get("MCP_ROOTS_COMPAT_NO_FASTMCP") == "1"
 if not WITHOUT_FASTMCP:

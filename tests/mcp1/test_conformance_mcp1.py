@@ -25,7 +25,7 @@ from pydantic import AnyUrl, ValidationError
 from mcp_roots import RootsGuard, path_to_uri
 
 from ..conformance import HTTP, MEMORY, ROWS, STDIO, TRANSPORTS, Harness, Session, http_url, over_pipes
-from ..tree import Tree
+from ..kit import Tree
 
 
 def _text(blocks: Any) -> str:
