@@ -47,8 +47,11 @@ if TYPE_CHECKING:
 
     from mcp_roots import RootsGuard
 
+#: The repository's top directory.
 REPO = Path(__file__).resolve().parent.parent
+#: This interpreter, for the command lines of the servers the tests start.
 PYTHON = sys.executable
+#: What every outside file holds: a reply that contains it leaked.
 SECRET = "TOP SECRET"
 
 
@@ -265,6 +268,7 @@ def write_token(directory: Path) -> tuple[Path, str]:
 # (the naive control) or confined by RootSet.run; its one JSON line, parsed.
 
 _ATTEMPTS_SCRIPT = str(Path(attempts.__file__).resolve())
+#: The command line of the attempts script, before the attempt's own arguments.
 ATTEMPTS_COMMAND = [sys.executable, "-I", "-S", _ATTEMPTS_SCRIPT]
 
 
@@ -300,6 +304,7 @@ def refused(said: dict[str, Any], error: str = "EPERM") -> bool:
 # Servers run as real processes (stdio command lines; HTTP on 127.0.0.1 through one launcher), the reference
 # server and a low-level one in process, and the client side's roots callback.
 
+#: The reference server (examples/file_server.py).
 FILE_SERVER = REPO / "examples" / "file_server.py"
 _SERVE = "from mcp_roots.cli import main; raise SystemExit(main())"
 _START_TIMEOUT = 30.0  # a loaded CI machine starts uvicorn slowly; the bound only stops a hung test
@@ -518,6 +523,7 @@ def text_of(result: Any) -> str:
 # `npm ci`), and one scripted session run through the official Python client or the TypeScript one, both
 # reduced to the same JSON shape.
 
+#: The Node side of the interop tests (their package.json, scripts and node_modules).
 INTEROP = REPO / "tests" / "interop"
 _SESSION_SCRIPT = INTEROP / "fs_session.mjs"
 _OFFICIAL_SERVER = (
@@ -636,6 +642,7 @@ def ts_session(
 # string (``python``, ``json``, ``sh``, ``console``...) and its text; a Python block whose first line is
 # ``# NAME.py`` is a file the README asks the reader to write under that name.
 
+#: README.md.
 README = REPO / "README.md"
 _DOCS = REPO / "docs"
 _FENCE = re.compile(
@@ -709,7 +716,9 @@ def command_lines(block: Block) -> list[str]:
 # keeps every message it saw, ids included. No SDK model sits in between, so what passes through is tested
 # as it is on the wire.
 
+#: A stdio server that tries to escape its roots (tests/servers/hostile_stdio_server.py).
 HOSTILE = REPO / "tests" / "servers" / "hostile_stdio_server.py"
+#: The protocol version of the legacy era that :class:`Host` speaks.
 LEGACY = "2025-11-25"
 
 
