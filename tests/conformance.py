@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field
 
 from mcp_roots import RootsGuard, path_to_uri
 
-from .tree import Tree
+from .kit import Tree
 
 __all__ = ["EVERY_TRANSPORT", "ROWS", "TRANSPORTS", "Harness", "Session", "http_url", "over_pipes"]
 

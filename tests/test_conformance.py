@@ -49,7 +49,7 @@ from .conformance import (
     http_url,
     over_pipes,
 )
-from .tree import Tree
+from .kit import Tree
 
 WITHOUT_FASTMCP = os.environ.get("MCP_ROOTS_COMPAT_NO_FASTMCP") == "1"
 if not WITHOUT_FASTMCP:

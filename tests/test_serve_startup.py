@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,9 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-LEGACY = "2025-11-25"
-SERVE = [sys.executable, "-c", "from mcp_roots.cli import main; raise SystemExit(main())", "serve"]
+from .kit import LEGACY, serve_command
+
+SERVE = serve_command()
 
 
 class Serve:

@@ -19,9 +19,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from mcp_roots.sandbox import support
 
-from .fskit import official_command
-from .serverkit import RootsCallback, text_of
-from .wrapkit import PYTHON, REPO, Host, connected, wrap_argv
+from .kit import PYTHON, REPO, Host, RootsCallback, connected, official_command, text_of, wrap_argv
 
 pytestmark = [
     pytest.mark.anyio,

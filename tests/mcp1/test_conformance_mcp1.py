@@ -44,7 +44,7 @@ from ..conformance import (
     http_url,
     over_pipes,
 )
-from ..tree import Tree
+from ..kit import Tree
 
 
 def _text(blocks: Any) -> str:
