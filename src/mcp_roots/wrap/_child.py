@@ -12,16 +12,18 @@ import os
 import signal
 import subprocess
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
-from .. import RootSet
+from .. import RootSet, guard
 from ..errors import SandboxUnavailable
-from ..guard import PathSlot, path_slots
 from ._plan import Plan, spawn
 from ._wire import Lines, Message, Writer, request
+
+if TYPE_CHECKING:
+    from ..guard import PathSlot
 
 __all__ = ["Child", "ChildFailed", "Forwarded", "kill", "roots_answer", "wait_any"]
 
@@ -151,7 +153,7 @@ class Child:
                     for tool in listed.get("tools") or []:
                         if isinstance(tool, dict) and isinstance(tool.get("name"), str):
                             schema = tool.get("inputSchema")
-                            tools[tool["name"]] = path_slots(schema if isinstance(schema, dict) else {})
+                            tools[tool["name"]] = guard.path_slots(schema if isinstance(schema, dict) else {})
                     cursor = listed.get("nextCursor")
                     if not cursor:
                         break
