@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import logging
 import os
 import signal
@@ -180,18 +179,6 @@ def _claim_stdio() -> Iterator[tuple[int, int]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # Start-up allocates much and frees little (the proxy's imports, the event loop's): no cyclic collection
-    # until the loop runs (_serve turns it back on), about a tenth of wrap's start-up.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return _main(argv, collecting)
-    finally:
-        if collecting:
-            gc.enable()
-
-
-def _main(argv: Sequence[str] | None, collecting: bool) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
@@ -215,7 +202,7 @@ def _main(argv: Sequence[str] | None, collecting: bool) -> int:
         with _claim_stdio() as (wire_in, wire_out):
             first = _start_first(options)
             try:
-                _serve(options, wire_in, wire_out, first, collecting)
+                _serve(options, wire_in, wire_out, first)
             finally:
                 if first is not None:
                     _stop(first)
@@ -244,9 +231,7 @@ def _start_first(options: Options) -> subprocess.Popen[bytes] | None:
         return None
 
 
-def _serve(
-    options: Options, wire_in: int, wire_out: int, first: subprocess.Popen[bytes] | None, collecting: bool
-) -> None:
+def _serve(options: Options, wire_in: int, wire_out: int, first: subprocess.Popen[bytes] | None) -> None:
     # Imported here, after the first child has started: the event loop, the proxy and the roots cache are
     # most of wrap's start-up (the guard's schema walk waits for the first tool call).
     import anyio
@@ -254,8 +239,6 @@ def _serve(
     from ._proxy import Proxy
 
     async def serve() -> None:
-        if collecting:
-            gc.enable()  # start-up is over
         await Proxy(options, wire_in, wire_out, first).run()
 
     anyio.run(serve)
