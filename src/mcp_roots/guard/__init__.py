@@ -34,3 +34,7 @@ def __getattr__(name: str) -> Any:
     value = getattr(_schema, name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -63,3 +63,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'mcp_roots.sandbox' has no attribute {name!r}")
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
