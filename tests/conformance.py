@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field
 
 from mcp_roots import RootsGuard, path_to_uri
 
-from .tree import Tree
+from .kit import Tree
 
 __all__ = ["EVERY_TRANSPORT", "ROWS", "TRANSPORTS", "Harness", "Session", "http_url", "over_pipes"]
 
@@ -151,6 +151,41 @@ class Harness(abc.ABC):
             self.register_template(server, "text://{name}", guard.paths(*names)(fn))
         else:
             guard.paths(*names)(self.register_template(server, "text://{name}", fn))
+
+
+class LowLevelHarness(Harness):
+    """An entry for a framework's low-level server, whose user writes the dispatch: the server's
+    ``handlers`` (tools, templates, prompts and files by name) are what its handlers dispatch to, and
+    ``@guard.paths`` goes on the functions it calls (no framework decorator to stand above or below)."""
+
+    registry = False
+
+    def register(self, server: Any, fn: Callable[..., Any]) -> Any:
+        server.handlers.tools[fn.__name__] = fn
+        return fn
+
+    def register_template(self, server: Any, uri_template: str, fn: Callable[..., Any]) -> Any:
+        server.handlers.templates[uri_template] = fn
+        return fn
+
+    def register_prompt(self, server: Any, fn: Callable[..., Any]) -> Any:
+        server.handlers.prompts[fn.__name__] = fn
+        return fn
+
+    def tool(
+        self, server: Any, guard: RootsGuard | None, fn: Callable[..., Any], *names: str, order: str = "below"
+    ) -> None:
+        # Both orders register the guarded function: there is no decorator to order it against.
+        self.register(server, fn if guard is None else guard.paths(*names)(fn))
+
+    def template(
+        self, server: Any, guard: RootsGuard, fn: Callable[..., Any], *names: str, order: str = "below"
+    ) -> None:
+        self.register_template(server, "text://{name}", guard.paths(*names)(fn))
+
+    def register_file_resources(self, server: Any, paths: list[Path]) -> None:
+        for path in paths:
+            server.handlers.files[path_to_uri(path)] = path
 
 
 def make_guard(tree: Tree, **options: Any) -> RootsGuard:

@@ -6,9 +6,19 @@ controls miss or their clocks lie.
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# `mcp-roots serve` keeps its start-up answers in the user's cache folder (and wrap its children's caches):
+# the servers the tests start keep theirs in a folder of this run, removed at its end.
+_CACHE = tempfile.mkdtemp(prefix="mcp-roots-tests-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, True)
 
 #: What runs alone (marker ``serial``), by module: ``None`` for the whole module, else the tests whose name
 #: holds one of the words. Races whose naive control must be seen to leak, and wall-clock bounds.

@@ -20,8 +20,7 @@ from fastmcp.client.transports import StdioTransport
 
 from mcp_roots import RootsGuard, path_to_uri
 
-from .subprocs import http_server
-from .tree import Tree
+from .kit import Tree, subprocess_http_url
 
 pytestmark = pytest.mark.anyio
 
@@ -134,7 +133,7 @@ async def test_over_streamable_http(tree: Tree, era: str) -> None:
     waiting call's response stream; on 2026-07-28 the roots come with the retried call."""
     command = [sys.executable, str(HERE / "fastmcp4_server.py")]
     async with (
-        http_server(command, tree.base / "server.log") as url,
+        subprocess_http_url(command, tree.base / "server.log") as url,
         Client(url, roots=Roots(tree.project), mode=ERAS[era]) as c,  # type: ignore[arg-type]
     ):
         assert await read(c, tree.project / "hello.txt") == (False, "hello from project")

@@ -27,7 +27,7 @@ from mcp.server.mcpserver import Context
 from mcp_roots import RootSet, RootsGuard
 from mcp_roots.roots._answers import LastAnswers, answer_key, check_roots_answer
 
-from .serverkit import RootsCallback, text_of
+from .kit import RootsCallback, text_of
 
 pytestmark = pytest.mark.anyio
 

@@ -2,7 +2,7 @@
 
 The fetch function is the cache's seam to the transport (the guard passes one that sends roots/list), so a
 scripted fake client is the real input here, not a mock of the cache. Roots are real temporary directories.
-Time is a manual clock (tests/clockkit.py): "after 3 x timeout" costs no wall-clock time and no margin.
+Time is a manual clock (tests/kit.py): "after 3 x timeout" costs no wall-clock time and no margin.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from mcp_roots import RootsCache, RootSet, RootsUnavailable, path_to_uri
 from mcp_roots.roots._answers import MAX_ROOTS
 from mcp_roots.roots._cache import MAX_OUTSTANDING, Phase
 
-from .clockkit import ManualClock
+from .kit import ManualClock
 
 pytestmark = pytest.mark.anyio
 

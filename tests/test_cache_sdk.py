@@ -29,7 +29,7 @@ from mcp_types import (
 
 from mcp_roots import RootsCache, RootSet, RootsUnavailable
 
-from .serverkit import RootsCallback
+from .kit import RootsCallback
 
 pytestmark = [
     pytest.mark.anyio,

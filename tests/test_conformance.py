@@ -37,8 +37,19 @@ from pydantic import ValidationError
 
 from mcp_roots import RootsGuard, path_to_uri
 
-from .conformance import HTTP, MEMORY, ROWS, STDIO, TRANSPORTS, Harness, Session, http_url, over_pipes
-from .tree import Tree
+from .conformance import (
+    HTTP,
+    MEMORY,
+    ROWS,
+    STDIO,
+    TRANSPORTS,
+    Harness,
+    LowLevelHarness,
+    Session,
+    http_url,
+    over_pipes,
+)
+from .kit import Tree
 
 WITHOUT_FASTMCP = os.environ.get("MCP_ROOTS_COMPAT_NO_FASTMCP") == "1"
 if not WITHOUT_FASTMCP:
@@ -268,13 +279,12 @@ class _Handlers:
         return mcp_types.ReadResourceResult(contents=[mcp_types.TextResourceContents(uri=uri, text=text)])
 
 
-class Mcp2LowLevelHarness(_Mcp2Base):
+class Mcp2LowLevelHarness(LowLevelHarness, _Mcp2Base):
     """A low-level Server whose handler dispatches to plain functions: ``@guard.paths`` on them works as
     on a framework's tools (the guard asks for the roots when the function is called)."""
 
     name = "mcp2-lowlevel-Server"
     context_type = ServerRequestContext
-    registry = False
 
     def server(self, guard: RootsGuard | None, *, install: bool = True) -> Any:
         handlers = _Handlers()
@@ -289,33 +299,6 @@ class Mcp2LowLevelHarness(_Mcp2Base):
         if guard is not None and install:
             guard.install(server)
         return server
-
-    def register(self, server: Any, fn: Callable[..., Any]) -> Any:
-        server.handlers.tools[fn.__name__] = fn
-        return fn
-
-    def register_template(self, server: Any, uri_template: str, fn: Callable[..., Any]) -> Any:
-        server.handlers.templates[uri_template] = fn
-        return fn
-
-    def register_prompt(self, server: Any, fn: Callable[..., Any]) -> Any:
-        server.handlers.prompts[fn.__name__] = fn
-        return fn
-
-    def tool(
-        self, server: Any, guard: RootsGuard | None, fn: Callable[..., Any], *names: str, order: str = "below"
-    ) -> None:
-        # No framework decorator to stand above or below: both orders register the guarded function.
-        self.register(server, fn if guard is None else guard.paths(*names)(fn))
-
-    def template(
-        self, server: Any, guard: RootsGuard, fn: Callable[..., Any], *names: str, order: str = "below"
-    ) -> None:
-        self.register_template(server, "text://{name}", guard.paths(*names)(fn))
-
-    def register_file_resources(self, server: Any, paths: list[Path]) -> None:
-        for path in paths:
-            server.handlers.files[path_to_uri(path)] = path
 
 
 class _FastMCPSession(Session):

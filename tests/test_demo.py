@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from .interopkit import REPO
+from .kit import REPO
 
 
 def test_demo_shows_the_boundary_and_its_change() -> None:

@@ -21,7 +21,7 @@ from mcp_roots import cli
 from mcp_roots.probe import command as probe_command
 from mcp_roots.wrap import command as wrap_command
 
-from .docs_blocks import README, REPO, Block, blocks, command_lines, documents
+from .kit import README, REPO, Block, blocks, command_lines, documents
 
 ALL_BLOCKS = [block for path in documents() for block in blocks(path)]
 README_BLOCKS = blocks(README)

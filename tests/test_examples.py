@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .docs_blocks import README, REPO, blocks
+from .kit import README, REPO, blocks
 
 EXAMPLES = REPO / "examples"
 

@@ -17,8 +17,8 @@ import pytest
 
 from mcp_roots.filesystem import READ_ONLY_TOOLS, WRITE_TOOLS
 
-from .fskit import py_session, serve_http, stdio_serve_command, text, ts_session
-from .tree import FsTree
+from .kit import FsTree, py_session, serve_http, stdio_serve_command, ts_session
+from .kit import text_of as text
 
 Check = Callable[[dict[str, Any]], None]
 Case = tuple[str, dict[str, Any], Check]

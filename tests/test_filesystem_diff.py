@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from .fskit import official_command, serve_command, text, ts_session
-from .tree import FsTree
+from .kit import FsTree, official_command, serve_command, ts_session
+from .kit import text_of as text
 
 # How two results are compared: "same" (content and structured content equal), "errors" (both refuse),
 # or a function of (official, ours) that asserts the documented difference.

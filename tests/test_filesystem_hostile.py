@@ -28,7 +28,7 @@ from mcp_roots.filesystem import Limits
 from mcp_roots.filesystem._globs import MAX_EXCLUDE_CHARS, MAX_EXCLUDE_PATTERNS, compile_glob
 from mcp_roots.filesystem._walk import search, tree
 
-from .fskit import serve_command, serve_http
+from .kit import serve_command, serve_http
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,7 @@ from mcp_roots.filesystem._globs import compile_glob, excluder
 from mcp_roots.filesystem._text import BinaryFile, apply_edits, head_lines, tail_lines, unified_diff
 from mcp_roots.filesystem._walk import search, tree
 
-from .fskit import INTEROP, node
+from .kit import INTEROP, node
 
 
 def reference(cases: list[list[Any]]) -> list[Any]:

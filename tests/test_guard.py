@@ -28,7 +28,7 @@ from mcp_roots import RootsCache, RootsGuard
 from mcp_roots.adapters.mcp2_sdk import connection_of as _connection_of
 from mcp_roots.adapters.mcp2_sdk import request_channel as _request_channel
 
-from .serverkit import RootsCallback, Tree, lowlevel_server, text_of
+from .kit import RootsCallback, Tree, lowlevel_server, text_of
 
 pytestmark = pytest.mark.anyio
 

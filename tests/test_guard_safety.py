@@ -23,7 +23,7 @@ from typing_extensions import TypedDict
 from mcp_roots import RootsGuard, path_to_uri
 from mcp_roots.guard._audit import guarded_function_of
 
-from .serverkit import RootsCallback, Tree, lowlevel_server, text_of
+from .kit import RootsCallback, Tree, lowlevel_server, text_of
 
 pytestmark = pytest.mark.anyio
 

@@ -8,6 +8,7 @@ naive control that leaks.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from . import forkserver
-from .interopkit import http_server
-from .serverkit import RootsCallback, Tree, text_of
+from .kit import RootsCallback, Tree, launch_http, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +39,7 @@ class _Servers:
 
     def url(self, *args: str) -> str:
         if args not in self.urls:
-            server = self.stack.enter_context(http_server(*args, script=SCRIPT))
+            server = self.stack.enter_context(launch_http([sys.executable, str(SCRIPT)], *args))
             self.urls[args] = server.url
         return self.urls[args]
 

@@ -25,7 +25,7 @@ import pytest
 from mcp_roots import path_to_uri
 
 from . import forkserver
-from .interopkit import FILE_SERVER, Dirs
+from .kit import FILE_SERVER, Dirs
 
 ROOTS_TIMEOUT = 1.0  # the server's --timeout for roots/list: cases without an answer wait this long
 CALL_TIMEOUT = 20.0  # every tool call must be answered within this (generous for a loaded CI machine)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .interopkit import FILE_SERVER, REPO, Dirs, HttpServer, http_server
+from .kit import FILE_SERVER, REPO, Dirs, HttpServer, launch_file_server
 
 INTEROP = REPO / "tests" / "interop"
 SCRIPT = INTEROP / "ts_client.mjs"
@@ -86,7 +86,7 @@ def shared_dirs(tmp_path_factory: pytest.TempPathFactory) -> Dirs:
 def stateful_http(shared_dirs: Dirs) -> Iterator[HttpServer]:
     # One stateful HTTP server for the HTTP tests (a server start costs more than a scenario); each client
     # is its own session, so nothing carries over from one test to the next but the directories.
-    with http_server("--roots", str(shared_dirs.fallback)) as server:
+    with launch_file_server("--roots", str(shared_dirs.fallback)) as server:
         yield server
         assert server.proc.poll() is None, server.stderr()
 
@@ -183,7 +183,7 @@ def test_ts_client_without_roots_capability_gets_fallback_roots(
 def test_ts_client_with_roots_on_stateless_http_gets_fallback_roots(dirs: Dirs) -> None:
     # Stateless HTTP has no back-channel: the server cannot ask for the client's roots, so the operator's
     # fallback roots apply even though the client declared the capability (and it is never asked).
-    with http_server("--stateless", "--roots", str(dirs.fallback)) as server:
+    with launch_file_server("--stateless", "--roots", str(dirs.fallback)) as server:
         summary = run_ts_client(
             "--transport", "http", "--url", server.url, *dir_args(dirs), "--scenario", "fallback"
         )

@@ -89,7 +89,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_toolbox",),
         ("_listing", "_reading", "_writing"),
         ("_server", "_stdio", "_http"),
-        ("_http_setup",),
+        ("_early", "_http_setup"),
         ("_command",),
         ("__init__",),
     ],

@@ -11,13 +11,13 @@ installed: `pip install --dry-run --report` of '.[fastmcp]' and '.[mcp1]' instal
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 import tomllib
 from packaging.requirements import Requirement
 
-REPO = Path(__file__).resolve().parent.parent
+from .kit import REPO
+
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 
 #: extra -> the lock files holding the two ends of its range that the conformance table runs on.

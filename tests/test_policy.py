@@ -29,7 +29,7 @@ from mcp_types import METHOD_NOT_FOUND, ErrorData, ListRootsResult, Root, RootsL
 from mcp_roots import RootSet, RootsGuard, path_to_uri
 
 from . import forkserver
-from .serverkit import FILE_SERVER, RootsCallback, Tree, load_file_server, text_of
+from .kit import FILE_SERVER, RootsCallback, Tree, load_file_server, text_of
 
 file_server = load_file_server()
 

@@ -15,7 +15,7 @@ import pytest
 
 from mcp_roots.probe import command
 from mcp_roots.probe._procs import listeners
-from tests import subprocs
+from tests import kit
 
 # A stand-in server: binds --http PORT or exits 1 (what uvicorn does when the port is taken).
 FAKE_SERVER = """
@@ -50,9 +50,9 @@ def test_a_taken_port_is_not_mistaken_for_the_server(
     script = tmp_path / "server.py"
     script.write_text(FAKE_SERVER)
     picks = iter([taken])
-    real = subprocs.free_port
-    monkeypatch.setattr(subprocs, "free_port", lambda: next(picks, 0) or real())
-    with subprocs.launch_http([sys.executable, str(script)]) as server:
+    real = kit.free_port
+    monkeypatch.setattr(kit, "free_port", lambda: next(picks, 0) or real())
+    with kit.launch_http([sys.executable, str(script)]) as server:
         assert server.port != taken
         assert listeners(server.port) == {server.proc.pid}
     assert listeners(taken) == {os.getpid()}

@@ -17,8 +17,7 @@ import pytest
 
 from mcp_roots.cli import main
 
-from .fskit import write_token
-from .interopkit import http_server
+from .kit import launch_http, write_token
 from .test_no_sdk import run_without_sdk
 
 BROKEN = Path(__file__).resolve().parent / "broken_servers" / "broken_server.py"
@@ -92,7 +91,7 @@ def test_a_running_http_server_is_probed_through_declared_roots(tmp_path: Path) 
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     token_file, token = write_token(tmp_path)
-    with http_server(str(tmp_path), "--token-file", str(token_file), command=[*MCP_ROOTS, "serve"]) as server:
+    with launch_http([*MCP_ROOTS, "serve"], str(tmp_path), "--token-file", str(token_file)) as server:
         done = probe(
             "--json", "--era", "legacy", "--technique", "sibling-prefix", "--technique", "symlink-dir",
             "--scratch-dir", str(scratch), "--http", server.url,

@@ -30,7 +30,7 @@ from mcp_roots.testing import assert_confined
 
 from .broken_servers.broken_server import BUGS
 from .broken_servers.broken_server import build as build_broken
-from .serverkit import load_file_server, lowlevel_server
+from .kit import load_file_server, lowlevel_server
 
 pytestmark = pytest.mark.anyio
 

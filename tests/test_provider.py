@@ -25,11 +25,11 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_roots import ConsentRequest, RootsProvider, path_to_uri, uri_to_path
 
-from .clockkit import ManualClock
+from .kit import ManualClock
 
 pytestmark = pytest.mark.anyio
 
-# The poller and the debounce wait on a manual clock (tests/clockkit.py) wherever a test attaches the
+# The poller and the debounce wait on a manual clock (tests/kit.py) wherever a test attaches the
 # provider: "20 polls later" or "after the debounce window" cost no wall-clock time and no margin.
 FAST: dict[str, Any] = {"poll_interval": 0.02, "debounce": 0.05}
 

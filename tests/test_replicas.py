@@ -22,9 +22,16 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from .fskit import serve_command, write_token
-from .interopkit import FILE_SERVER, HttpServer, http_server
-from .serverkit import RootsCallback, Tree, text_of
+from .kit import (
+    FILE_SERVER,
+    HttpServer,
+    RootsCallback,
+    Tree,
+    launch_http,
+    serve_command,
+    text_of,
+    write_token,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -93,7 +100,9 @@ def replicas(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         headers = {"Authorization": f"Bearer {token}"}
 
     def start(*extra: str) -> HttpServer:
-        return stack.enter_context(http_server(*flags, *extra, command=kind.command))
+        return stack.enter_context(
+            launch_http(kind.command or [sys.executable, str(FILE_SERVER)], *flags, *extra)
+        )
 
     with contextlib.ExitStack() as stack:
         shared = [start("--state-key-file", str(key)) for _ in range(2)]

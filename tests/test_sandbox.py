@@ -18,7 +18,7 @@ import pytest
 from mcp_roots import RootSet
 from mcp_roots.sandbox import support
 
-from .tree import SECRET, SandboxTree
+from .kit import SECRET, SandboxTree
 
 TESTS = Path(__file__).resolve().parent
 WITHOUT_LANDLOCK = TESTS / "without_landlock.py"

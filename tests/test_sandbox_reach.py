@@ -20,7 +20,7 @@ import pytest
 from mcp_roots import RootSet
 from mcp_roots.sandbox import support
 
-from .attempt import COMMAND, confined, refused, unconfined
+from .kit import ATTEMPTS_COMMAND, confined, refused, unconfined
 
 KERNEL = support()
 pytestmark = pytest.mark.skipif(
@@ -100,7 +100,7 @@ def test_prio_pgrp_and_prio_user_reach_only_the_childs_own_group(places: tuple[R
     roots, _ = places
     # The control: a child that shares a process group with a stand-in server (a sleep) lowers the
     # priority of the whole group with setpriority(PRIO_PGRP, 0), the stand-in's too.
-    script = f"sleep 30 & echo $!; {shlex.join(COMMAND)} setpriority 1 0 5"
+    script = f"sleep 30 & echo $!; {shlex.join(ATTEMPTS_COMMAND)} setpriority 1 0 5"
     control = subprocess.run(["sh", "-c", script], start_new_session=True, capture_output=True, text=True)
     stand_in = int(control.stdout.split()[0])
     try:
@@ -192,7 +192,9 @@ def test_a_key_in_the_parents_keyring(places: tuple[RootSet, Path]) -> None:
 
 def test_inotify_on_an_outside_folder(places: tuple[RootSet, Path]) -> None:
     roots, outside = places
-    watcher = subprocess.Popen([*COMMAND, "inotify", str(outside), "20"], stdout=subprocess.PIPE, text=True)
+    watcher = subprocess.Popen(
+        [*ATTEMPTS_COMMAND, "inotify", str(outside), "20"], stdout=subprocess.PIPE, text=True
+    )
     with watcher:
         assert watcher.stdout is not None
         assert watcher.stdout.readline().strip() == "watching"

@@ -19,7 +19,7 @@ import pytest
 from mcp_roots import RootSet
 from mcp_roots.sandbox import support
 
-from .attempt import confined, refused, unconfined
+from .kit import confined, refused, unconfined
 
 KERNEL = support()
 ROOT = os.geteuid() == 0

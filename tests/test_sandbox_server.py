@@ -17,7 +17,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from mcp_roots.sandbox import support
 
-from .serverkit import text_of
+from .kit import text_of
 
 pytestmark = pytest.mark.anyio
 KERNEL = support()

@@ -20,8 +20,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from .fskit import serve_command, serve_http, write_token
-from .subprocs import HttpServer, launch_http
+from .kit import HttpServer, launch_http, serve_command, serve_http, write_token
 
 MODERN = "2026-07-28"
 _META = {

@@ -26,7 +26,7 @@ from mcp_roots.filesystem._budget import AnswerBudget
 from mcp_roots.filesystem._http import HttpOptions, HttpService, bind
 from mcp_roots.filesystem._uvicorn import ConnectionLimits
 
-from .fskit import serve_http
+from .kit import serve_http
 from .test_serve_http import modern_call
 
 MIB = 1024 * 1024

@@ -28,13 +28,7 @@ from mcp_types import (
 
 from mcp_roots import RootsGuard, path_to_uri
 
-from .interopkit import http_server
-from .serverkit import (
-    RootsCallback,
-    Tree,
-    load_file_server,
-    text_of,
-)
+from .kit import RootsCallback, Tree, launch_file_server, load_file_server, text_of
 
 file_server = load_file_server()
 
@@ -58,7 +52,7 @@ class _HttpServers:
 
     def url(self, args: tuple[str, ...]) -> str:
         if args not in self._ports:
-            self._ports[args] = self._stack.enter_context(http_server(*args)).port
+            self._ports[args] = self._stack.enter_context(launch_file_server(*args)).port
         return f"http://127.0.0.1:{self._ports[args]}/mcp"
 
     def close(self) -> None:

@@ -18,8 +18,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from mcp_roots.sandbox import support
 
-from .serverkit import RootsCallback, text_of
-from .wrapkit import PYTHON, Host, connected, hostile_argv, wrap_argv
+from .kit import PYTHON, Host, RootsCallback, connected, hostile_argv, text_of, wrap_argv
 
 pytestmark = [
     pytest.mark.anyio,
@@ -337,7 +336,7 @@ async def test_a_new_child_gets_the_hosts_initialize_and_what_it_asked_since(wor
     ]  # the last: wrap's
     # own, for the schemas of the arguments it checks
     params = history[0][1]
-    assert params["clientInfo"] == {"name": "wrapkit", "version": "0"}
+    assert params["clientInfo"] == {"name": "kit-host", "version": "0"}
     assert params["capabilities"]["sampling"] == {}  # the host's own capabilities, replayed
     assert params["capabilities"]["roots"] == {"listChanged": True}  # roots are wrap's to answer
     assert history[1][1] == {"level": "debug"}

@@ -7,6 +7,7 @@ repository on the host. Under wrap neither reaches outside the ceiling, and both
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,15 +19,14 @@ from mcp.client.stdio import StdioServerParameters
 
 from mcp_roots.sandbox import support
 
-from .fskit import official_command
-from .serverkit import RootsCallback, text_of
-from .wrapkit import PYTHON, REPO, Host, connected, wrap_argv
+from .kit import PYTHON, REPO, Host, RootsCallback, connected, official_command, text_of, wrap_argv
 
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.skipif(not support().complete, reason="needs Landlock and the seccomp filter"),
 ]
 GIT_SERVER = REPO / ".venv-git-server" / "bin" / "mcp-server-git"
+INTEROP = REPO / "tests" / "interop"
 SECRET = "OUTSIDE SECRET 51d0"
 
 
@@ -45,8 +45,22 @@ async def roots_applied(host: Host, folder: Path) -> bool:
     return False
 
 
+def npx_command(*dirs: str) -> list[str]:
+    """The official filesystem server as host configs start it, through npx: here from the pinned local
+    install (``--prefix tests/interop``), offline, as no network reaches this machine's tests."""
+    npx = shutil.which("npx")
+    if npx is None:
+        pytest.fail("npx is not installed; it comes with Node's npm")
+    return [npx, "--prefix", str(INTEROP), "--no-install", "--offline", "mcp-server-filesystem", *dirs]
+
+
+#: How the server is started: node on its script, or npx (which reads npm's files and starts node itself).
+LAUNCHERS = {"node": (official_command, ()), "npx": (npx_command, ("--read", str(INTEROP)))}
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 async def test_client_roots_widen_the_official_filesystem_server_bare_and_never_under_wrap(
-    tmp_path: Path,
+    tmp_path: Path, launcher: str
 ) -> None:
     served, elsewhere = tmp_path / "served", tmp_path / "elsewhere"
     for folder in (served, elsewhere):
@@ -54,17 +68,20 @@ async def test_client_roots_widen_the_official_filesystem_server_bare_and_never_
     (elsewhere / "secret.txt").write_text(SECRET)
     read = {"path": str(elsewhere / "secret.txt")}
     write = {"path": str(elsewhere / "planted.txt"), "content": "planted"}
-    async with connected(official_command(str(served)), [str(elsewhere)]) as host:  # the control
+    command, options = LAUNCHERS[launcher]
+    async with connected(command(str(served)), [str(elsewhere)]) as host:  # the control
         await host.initialize()
         assert await roots_applied(host, elsewhere)
         assert await host.text("read_text_file", read) == SECRET
         await host.text("write_file", write)
     assert (elsewhere / "planted.txt").read_text() == "planted"
     (elsewhere / "planted.txt").unlink()
-    argv = wrap_argv([served], official_command(str(served)), "--cache-dir", str(tmp_path / "cache"))
+    argv = wrap_argv([served], command(str(served)), "--cache-dir", str(tmp_path / "cache"), *options)
     async with connected(argv, [str(elsewhere), str(served)]) as host:
         await host.initialize()
         assert await roots_applied(host, served)
+        (served / "inside.txt").write_text("inside")
+        assert await host.text("read_text_file", {"path": str(served / "inside.txt")}) == "inside"
         answer = await host.call("read_text_file", read)
         assert answer["result"]["isError"] is True
         assert SECRET not in json.dumps(answer)

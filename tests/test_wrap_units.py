@@ -22,7 +22,7 @@ from mcp_roots.wrap._plan import refuse_container
 from mcp_roots.wrap._schema import named_values
 from mcp_roots.wrap._wire import Lines, Writer
 
-from .wrapkit import LEGACY, hostile_argv
+from .kit import LEGACY, hostile_argv
 
 # --- the schema walk -----------------------------------------------------------------------------------
 

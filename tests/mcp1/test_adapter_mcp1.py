@@ -27,8 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_roots import path_to_uri
 
 from .. import forkserver
-from ..subprocs import http_server
-from ..tree import Tree
+from ..kit import Tree, subprocess_http_url
 
 pytestmark = pytest.mark.anyio
 
@@ -84,7 +83,7 @@ async def connect(
             params = StdioServerParameters(command=command[0], args=command[1:])
             read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
         else:
-            url = await stack.enter_async_context(http_server(command, log))
+            url = await stack.enter_async_context(subprocess_http_url(command, log))
             read, write, _ = await stack.enter_async_context(streamable_http_client(url))
         session = await stack.enter_async_context(ClientSession(read, write, list_roots_callback=roots))
         await session.initialize()
@@ -193,7 +192,7 @@ async def test_two_concurrent_connections_are_isolated(tree: Tree, flavor: tuple
         # One server, two sessions: the case where one connection's roots could leak to another.
         command = [sys.executable, str(SERVER), kind]
         async with (
-            http_server(command, tree.base / "server.log") as url,
+            subprocess_http_url(command, tree.base / "server.log") as url,
             streamable_http_client(url) as (r1, w1, _),
             streamable_http_client(url) as (r2, w2, _),
             ClientSession(r1, w1, list_roots_callback=Roots(tree.project)) as s1,

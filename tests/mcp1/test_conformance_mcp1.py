@@ -1,10 +1,12 @@
-"""The adapter conformance table (tests/conformance.py) on mcp 1.x ``FastMCP`` (legacy era: the only one
-mcp 1.x speaks), in memory and (for the rows that name them) over stdio and streamable HTTP. Runs in
+"""The adapter conformance table (tests/conformance.py) on mcp 1.x ``FastMCP`` and the mcp 1.x low-level
+``Server`` (legacy era: the only one mcp 1.x speaks), in memory and (for the rows that name them) over stdio
+and streamable HTTP. Runs in
 .venv-mcp1 (`make pytest-mcp1`), in memory on asyncio and trio; over stdio and HTTP on asyncio
 (tests/test_conformance.py says why)."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -16,27 +18,46 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.context import RequestContext
 from mcp.shared.exceptions import McpError
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.shared.message import SessionMessage
 from pydantic import AnyUrl, ValidationError
+from starlette.applications import Starlette
+from starlette.routing import Route
 
 from mcp_roots import RootsGuard, path_to_uri
 
-from ..conformance import HTTP, MEMORY, ROWS, STDIO, TRANSPORTS, Harness, Session, http_url, over_pipes
-from ..tree import Tree
+from ..conformance import (
+    HTTP,
+    MEMORY,
+    ROWS,
+    STDIO,
+    TRANSPORTS,
+    Harness,
+    LowLevelHarness,
+    Session,
+    http_url,
+    over_pipes,
+)
+from ..kit import Tree
 
 
 def _text(blocks: Any) -> str:
     return "".join(getattr(b, "text", "") for b in blocks)
 
 
-def _serve_stdio(server: FastMCP) -> Callable[[anyio.AsyncFile[str], anyio.AsyncFile[str]], Any]:
+def _serve_stdio(
+    server: FastMCP | Server[Any, Any],
+) -> Callable[[anyio.AsyncFile[str], anyio.AsyncFile[str]], Any]:
     """What ``FastMCP.run_stdio_async`` does, over the given pipes instead of fds 0 and 1."""
 
     async def serve(stdin: anyio.AsyncFile[str], stdout: anyio.AsyncFile[str]) -> None:
-        lowlevel = server._mcp_server
+        lowlevel = server._mcp_server if isinstance(server, FastMCP) else server
         with anyio.CancelScope() as done:
             async with stdio_server(stdin=stdin, stdout=stdout) as (read, write):
                 await lowlevel.run(read, write, lowlevel.create_initialization_options())
@@ -79,12 +100,36 @@ async def _client_end(stdin: anyio.AsyncFile[str], stdout: anyio.AsyncFile[str])
             tg.cancel_scope.cancel()  # the reader's blocking read returns at the server's EOF
 
 
-def _http_app(server: FastMCP) -> Callable[[], Any]:
+def _http_app(server: FastMCP | Server[Any, Any]) -> Callable[[], Any]:
     def app() -> Any:
+        if not isinstance(server, FastMCP):
+            return _lowlevel_http_app(server)
         server._session_manager = None  # FastMCP 1.x keeps its first manager, and a manager runs once
         return server.streamable_http_app()
 
     return app
+
+
+class _Endpoint:
+    """The session manager as an ASGI endpoint (what FastMCP 1.x mounts at /mcp)."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+        self.manager = manager
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.manager.handle_request(scope, receive, send)
+
+
+def _lowlevel_http_app(server: Server[Any, Any]) -> Starlette:
+    """A low-level server's streamable HTTP app at /mcp, as its users write one."""
+    manager = StreamableHTTPSessionManager(app=server)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    return Starlette(routes=[Route("/mcp", endpoint=_Endpoint(manager))], lifespan=lifespan)
 
 
 class _Mcp1Session(Session):
@@ -187,13 +232,73 @@ class Mcp1FastMCPHarness(Harness):
             yield session
 
 
+class _Handlers:
+    """A hand-written low-level server's own dispatch: tools, templates and prompts by name, as a user writes
+    it (the request's context, ``server.request_context``, passed to a function that asks for ``ctx``)."""
+
+    def __init__(self, server: Server[Any, Any]) -> None:
+        self.server = server
+        self.tools: dict[str, Callable[..., Any]] = {}
+        self.templates: dict[str, Callable[..., Any]] = {}
+        self.prompts: dict[str, Callable[..., Any]] = {}
+        self.files: dict[str, Path] = {}
+
+    async def run(self, fn: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+        if "ctx" in inspect.signature(fn).parameters:
+            arguments["ctx"] = self.server.request_context
+        result = fn(**arguments)
+        return await result if inspect.isawaitable(result) else result
+
+    async def list_tools(self) -> list[types.Tool]:
+        return [types.Tool(name=name, inputSchema={"type": "object"}) for name in self.tools]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> list[types.TextContent]:
+        # An exception here is the SDK's isError result with its text, as a careful handler's would be.
+        return [types.TextContent(type="text", text=str(await self.run(self.tools[name], dict(arguments))))]
+
+    async def read_resource(self, uri: AnyUrl) -> list[ReadResourceContents]:
+        text = str(uri)
+        if text in self.files:
+            return [ReadResourceContents(self.files[text].read_text(), "text/plain")]
+        scheme, _, name = text.partition("://")
+        return [
+            ReadResourceContents(await self.run(self.templates[scheme + "://{name}"], {"name": name}), None)
+        ]
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
+        text = await self.run(self.prompts[name], dict(arguments or {}))
+        message = types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))
+        return types.GetPromptResult(messages=[message])
+
+
+class Mcp1LowLevelHarness(LowLevelHarness, Mcp1FastMCPHarness):
+    """An mcp 1.x low-level Server whose handlers dispatch to plain functions: ``@guard.paths`` on them works
+    as on FastMCP's tools (the port hands the server's tools/call and resources/read to the algorithm)."""
+
+    name = "mcp1-lowlevel-Server"
+    context_type = RequestContext
+
+    def server(self, guard: RootsGuard | None, *, install: bool = True) -> Any:
+        server: Server[Any, Any] = Server("conformance")
+        handlers = _Handlers(server)
+        server.list_tools()(handlers.list_tools)
+        server.call_tool(validate_input=False)(handlers.call_tool)
+        server.read_resource()(handlers.read_resource)
+        server.get_prompt()(handlers.get_prompt)
+        server.handlers = handlers  # type: ignore[attr-defined]
+        if guard is not None and install:
+            guard.install(server)
+        return server
+
+
 def _reader(path: Path) -> Callable[[], str]:
     return lambda: path.read_text()
 
 
-@pytest.fixture
-def adapter() -> Harness:
-    return Mcp1FastMCPHarness()
+@pytest.fixture(params=[Mcp1FastMCPHarness, Mcp1LowLevelHarness], ids=["FastMCP", "lowlevel"])
+def adapter(request: pytest.FixtureRequest) -> Harness:
+    harness: Harness = request.param()
+    return harness
 
 
 #: (row, transport, backend): every row in memory on both backends; over stdio and HTTP on asyncio.

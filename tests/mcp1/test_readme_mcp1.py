@@ -15,7 +15,7 @@ from mcp.client.stdio import stdio_client
 
 from mcp_roots import path_to_uri
 
-from ..docs_blocks import README, blocks
+from ..kit import README, blocks
 
 
 @pytest.fixture

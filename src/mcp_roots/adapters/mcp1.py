@@ -1,19 +1,16 @@
 """The official ``mcp`` 1.x port: ``mcp.server.fastmcp.FastMCP`` and the low-level ``Server`` (legacy era;
-stdio and streamable HTTP).
-
-mcp 1.x keeps one ``ServerSession`` per connection, which keys the connection's roots, but offers no
-middleware, and its notification handlers are not told which session a notification came from. So the port
-wraps the low-level server's message dispatch to see ``initialized`` and ``roots/list_changed`` (and
-``prompts/get``), and FastMCP's tool and resource managers, where it hands each call to the one guarded-call
-algorithm (``mcp_roots.guard._calls``) with the facts of the request. The SDK's private corners, and how
-``roots/list`` is sent, are in ``mcp1_sdk``.
+stdio and streamable HTTP). mcp 1.x keeps one ``ServerSession`` per connection, which keys its roots, but has
+no middleware, and does not tell notification handlers their session: the port wraps the low-level dispatch
+(``initialized``, ``roots/list_changed``, ``prompts/get``; a low-level server's ``tools/call`` and
+``resources/read``) and FastMCP's tool and resource managers, handing each call to the one guarded-call
+algorithm (``mcp_roots.guard._calls``) with the request's facts. The SDK's corners are in ``mcp1_sdk``.
 """
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import mcp.types as types
@@ -30,11 +27,15 @@ from ..paths._rootset import RootSet
 from ..roots._facts import HANDLER, PROMPT, READ, TOOL, RequestFacts
 from .mcp1_sdk import (
     Dispatch,
+    DispatchRequest,
+    ErrorAnswer,
+    answer,
     check_private_corners,
     components,
     installed_ports,
     prompt_manager,
     record_port,
+    refusal,
     request_context_of,
     resource_manager,
     send_roots_list,
@@ -47,29 +48,13 @@ from .mcp1_sdk import (
 __all__ = ["Mcp1Adapter", "refusal"]
 
 
-def refusal(message: str) -> types.CallToolResult:
-    """An mcp 1.x tool result with ``isError: true`` carrying ``message``."""
-    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], isError=True)
-
-
 class _Refused(RootsError):
     """A guarded body's refusal, raised through FastMCP's tool runner (which would turn a returned
     result into a validation error for a tool with an output schema) and answered by the port."""
 
 
-@dataclass(frozen=True)
-class _PromptRefused:
-    """A ``prompts/get`` refused before the prompt ran: the dispatch answers it with this error."""
-
-    message: str
-
-
-@dataclass(frozen=True)
-class _Request:
-    """A request seen at the dispatch, before the SDK made its ``RequestContext``."""
-
-    session: Any
-    request_id: Any
+#: What a low-level server's dispatch hands to the algorithm (a FastMCP's calls go through its managers).
+_AT_DISPATCH = (types.GetPromptRequest, types.CallToolRequest, types.ReadResourceRequest)
 
 
 class Mcp1Adapter(GuardPort):
@@ -96,14 +81,18 @@ class Mcp1Adapter(GuardPort):
             self._wrap_managers(server)
 
     def _dispatch(self, server: Any, dispatch: Dispatch) -> Dispatch:
+        fastmcp = isinstance(server, FastMCP)
+
         async def handle_message(
             message: Any, session: ServerSession, lifespan_context: Any, raise_exceptions: bool = False
         ) -> None:
             self.audit_once(server)
             self._sessions.add(session)
             request = getattr(message, "request", None)
-            if isinstance(request, types.ClientRequest) and isinstance(request.root, types.GetPromptRequest):
-                await self._get_prompt(
+            if isinstance(request, types.ClientRequest) and isinstance(
+                request.root, types.GetPromptRequest if fastmcp else _AT_DISPATCH
+            ):
+                await self._at_dispatch(
                     server,
                     message,
                     session,
@@ -118,7 +107,7 @@ class Mcp1Adapter(GuardPort):
                 elif isinstance(message.root, types.InitializedNotification):
                     await dispatch(message, session, lifespan_context, raise_exceptions)
                     # Outside the SDK's dispatch on purpose: it records warnings for the whole task.
-                    facts = self.facts(_Request(session, None), HANDLER)
+                    facts = self.facts(DispatchRequest(session, None), HANDLER)
                     self.initialize_seen(
                         session, declared=bool(facts.declared), list_changed=facts.list_changed
                     )
@@ -131,24 +120,33 @@ class Mcp1Adapter(GuardPort):
 
         return handle_message
 
-    async def _get_prompt(
+    async def _at_dispatch(
         self, server: Any, responder: Any, session: ServerSession, run: Callable[[], Awaitable[None]]
     ) -> None:
-        """``prompts/get`` through the one algorithm, at the dispatch (mcp 1.x has no prompt hook that
-        sees the request): a refusal before the prompt runs answers the request with an error."""
-        params = responder.request.root.params
-        prompt = prompt_manager(server).get_prompt(params.name) if isinstance(server, FastMCP) else None
-        outcome = await tool_call(
-            self,
-            self.facts(_Request(session, responder.request_id), PROMPT),
-            name=params.name,
-            component=prompt,
-            arguments=params.arguments or {},
-            run=run,
-        )
-        if isinstance(outcome, _PromptRefused):
-            with responder:
-                await responder.respond(types.ErrorData(code=types.INVALID_PARAMS, message=outcome.message))
+        """Through the one algorithm at the dispatch: ``prompts/get`` (mcp 1.x has no prompt hook that sees
+        the request) and, on a low-level server (no registry: the user's handlers call the guarded
+        functions), ``tools/call`` and ``resources/read``. A refusal before the handler runs answers the
+        request here: an error, or a tool's ``isError`` result."""
+        request = responder.request.root
+        facts = functools.partial(self.facts, DispatchRequest(session, responder.request_id))
+        params = request.params
+        if isinstance(request, types.ReadResourceRequest):
+            try:
+                outcome = await resource_read(self, facts(READ), uri=str(params.uri), component=None, run=run)
+            except ResourceError as exc:  # a low-level read's refusal (FastMCP's own never gets here)
+                outcome = ErrorAnswer(str(exc))
+        else:
+            fastmcp = isinstance(server, FastMCP)  # then only prompts come here
+            outcome = await tool_call(
+                self,
+                facts(PROMPT if isinstance(request, types.GetPromptRequest) else TOOL),
+                name=params.name,
+                component=prompt_manager(server).get_prompt(params.name) if fastmcp else None,
+                arguments=params.arguments or {},
+                run=run,
+            )
+        if isinstance(outcome, (ErrorAnswer, types.CallToolResult)):
+            await answer(responder, outcome.message if isinstance(outcome, ErrorAnswer) else outcome)
 
     def handlers(self, server: Any) -> list[Handler]:
         """FastMCP's tools, resource templates and prompts (for the audit); none for a low-level server,
@@ -168,7 +166,9 @@ class Mcp1Adapter(GuardPort):
 
     # -- the facts of a request --
 
-    def facts(self, request: RequestContext[Any, Any, Any] | _Request | None, kind: str) -> RequestFacts:
+    def facts(
+        self, request: RequestContext[Any, Any, Any] | DispatchRequest | None, kind: str
+    ) -> RequestFacts:
         """The facts of ``request`` (None: no MCP request behind the call); mcp 1.x speaks the legacy era
         only."""
         if request is None:
@@ -208,7 +208,7 @@ class Mcp1Adapter(GuardPort):
             raise ResourceError(message)
         if in_body:
             raise _Refused(message)
-        return _PromptRefused(message) if facts.kind == PROMPT else refusal(message)
+        return ErrorAnswer(message) if facts.kind == PROMPT else refusal(message)
 
     # -- FastMCP tools and resources: where the algorithm runs --
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import mcp.types as types
@@ -23,12 +24,16 @@ from ..errors import SDKChanged
 from ..roots._facts import ConnectionEnded
 
 __all__ = [
+    "DispatchRequest",
+    "ErrorAnswer",
+    "answer",
     "check_private_corners",
     "components",
     "installed_ports",
     "lowlevel_of",
     "prompt_manager",
     "record_port",
+    "refusal",
     "request_context_of",
     "resource_manager",
     "send_roots_list",
@@ -64,6 +69,36 @@ def lowlevel_of(server: object) -> Server[Any, Any]:
     if not isinstance(low, Server):
         raise _changed(f"the low-level server of FastMCP (FastMCP.{_LOWLEVEL_SERVER})")
     return low
+
+
+def refusal(message: str) -> types.CallToolResult:
+    """An mcp 1.x tool result with ``isError: true`` carrying ``message``."""
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], isError=True)
+
+
+@dataclass(frozen=True)
+class ErrorAnswer:
+    """A request refused before its handler ran, answered at the dispatch with this error."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class DispatchRequest:
+    """A request seen at the dispatch, before the SDK made its ``RequestContext``."""
+
+    session: Any
+    request_id: Any
+
+
+async def answer(responder: Any, outcome: str | types.CallToolResult) -> None:
+    """Answer the request of the dispatch's ``responder`` (a ``RequestResponder``) without its handler: an
+    error carrying ``outcome``'s text, or the tool result ``outcome``."""
+    with responder:
+        if isinstance(outcome, str):
+            await responder.respond(types.ErrorData(code=types.INVALID_PARAMS, message=outcome))
+        else:
+            await responder.respond(types.ServerResult(outcome))
 
 
 def _manager(server: FastMCP, name: str, methods: tuple[str, ...], what: str) -> Any:

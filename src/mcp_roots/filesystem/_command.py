@@ -5,6 +5,7 @@ streamable HTTP). Imports no SDK until it runs, so that the rest of the command 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import logging
 import math
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from mcp.server import MCPServer
     from mcp.server.auth.provider import TokenVerifier
 
+    from ._early import StartupFile
     from ._http_setup import HttpSetup
 
 __all__ = ["add_serve_command", "serve"]
@@ -167,38 +169,96 @@ def serve(args: argparse.Namespace) -> int:
         format=f"{PROG} serve: %(levelname)s %(message)s",
     )
     sock = None
-    try:
-        http = _http_setup(args) if args.http is not None else None
-        server = _build(args, None if http is None else http.tokens)
-        max_message = _max_message_bytes(args)
-        if http is not None:
-            service = http.service(server)
-            sock = http.bind()
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types", "pydantic", "starlette", "uvicorn"):
-            raise
-        _say(
-            f"{PROG}: error: '{PROG} serve' needs the official mcp SDK, which is not installed here; "
-            "install it with: pip install 'mcp-roots[mcp]' (or pipx install 'mcp-roots[mcp]')"
-        )
-        return EXIT_ERROR
-    except (RootsError, OSError, ValueError) as exc:
-        _say(f"{PROG}: error: {exc}")
-        return EXIT_ERROR
-    try:
-        if sock is not None:
-            import asyncio
+    wire = None
+    with contextlib.ExitStack() as stack:
+        try:
+            http = _http_setup(args) if args.http is not None else None
+            stdio = http is None and _pipes()
+            # Read before the guard exists: with --confine, the guard confines this process to the roots.
+            startup = _startup_file(args) if stdio else None
+            guard = _guard(args)
+            max_message = _max_message_bytes(args)
+            if startup is not None:
+                wire = _answer_early(startup, max_message, stack)
+            server = _build(args, guard, None if http is None else http.tokens)
+            if http is not None:
+                service = http.service(server)
+                sock = http.bind()
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types", "pydantic", "starlette", "uvicorn"):
+                raise
+            _say(
+                f"{PROG}: error: '{PROG} serve' needs the official mcp SDK, which is not installed here; "
+                "install it with: pip install 'mcp-roots[mcp]' (or pipx install 'mcp-roots[mcp]')"
+            )
+            return EXIT_ERROR
+        except (RootsError, OSError, ValueError) as exc:
+            _say(f"{PROG}: error: {exc}")
+            return EXIT_ERROR
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
+        try:
+            if sock is not None:
+                import asyncio
 
-            asyncio.run(service.serve(sock))
-        else:
-            import anyio
+                asyncio.run(service.serve(sock))
+            else:
+                import anyio
 
-            from ._stdio import serve_stdio
+                from ._stdio import serve_stdio
 
-            anyio.run(functools.partial(serve_stdio, server, max_line_bytes=max_message))
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+                anyio.run(functools.partial(serve_stdio, server, max_line_bytes=max_message, wire=wire))
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
     return EXIT_OK
+
+
+def _pipes() -> bool:
+    from ._stdio import pipes_are_the_wire
+
+    return pipes_are_the_wire()
+
+
+def _startup_file(args: argparse.Namespace) -> tuple[StartupFile, dict[str, dict[str, Any]]] | None:
+    """The file of this command line's recorded start-up answers, and what it holds (``_early``); None
+    when it cannot be named (a cache only ever costs speed, never the start)."""
+    from ._early import StartupFile
+
+    options = {
+        name: value
+        for name, value in vars(args).items()
+        if name != "log_level" and (value is None or isinstance(value, (str, int, float, bool, list)))
+    }
+    try:
+        file = StartupFile.for_command(options)
+    except OSError as exc:
+        logging.getLogger("mcp_roots").debug("serve: no start-up answers: %s", exc)
+        return None
+    return file, file.load()
+
+
+def _answer_early(
+    startup: tuple[StartupFile, dict[str, dict[str, Any]]], max_message: int, stack: contextlib.ExitStack
+) -> tuple[Any, Any]:
+    """Claim the pipes; answer the host's first requests from the recorded answers while the SDK is
+    imported (when there are any); give the (stdin, stdout) the SDK's server then uses, which records
+    the answers the file lacks."""
+    from . import _early
+    from ._stdio import StdinLines, StdoutWriter, pipes_claimed
+
+    file, answers = startup
+    wire_in, wire_out = stack.enter_context(pipes_claimed())
+    stdin = StdinLines(wire_in, max_message)
+    handover = None
+    if answers:
+        loader = _early.SdkLoader()
+        loader.start()
+        try:
+            handover = _early.answer_early(stdin, wire_in, wire_out, answers, loader.ready)
+        finally:
+            loader.join()
+    recorder = _early.Recorder(stdin, StdoutWriter(wire_out), file, answers, handover)
+    return recorder, recorder
 
 
 def _max_message_bytes(args: argparse.Namespace) -> int:
@@ -226,12 +286,8 @@ def _http_setup(args: argparse.Namespace) -> HttpSetup:
     return HttpSetup.from_args(args, say=_say)
 
 
-def _build(args: argparse.Namespace, tokens: TokenVerifier | None = None) -> MCPServer:
-    from ._server import build_server
-    from ._state import shared_request_state
-    from ._toolbox import Settings
-    from ._walk import Limits
-
+def _guard(args: argparse.Namespace) -> RootsGuard:
+    """The guard of the directories and options given (no SDK needed: every configuration error is here)."""
     project = getattr(args, "project", None)
     roots = (args.dirs or []) + (_split(getattr(args, "roots", None), "--roots") or [])
     ceiling = _split(args.ceiling, "--ceiling")
@@ -247,12 +303,14 @@ def _build(args: argparse.Namespace, tokens: TokenVerifier | None = None) -> MCP
     for directory in roots:
         if os.path.exists(directory) and not os.path.isdir(directory):
             raise ConfigError(f"{directory!r} is not a directory: mcp-roots serve serves directories")
+    if args.max_results is not None and args.max_results < 1:
+        raise ConfigError(f"--max-results must be at least 1, not {args.max_results}")
     allow_home = bool(getattr(args, "allow_home", False))
     fallback = fallback_roots(roots or None, project_root=project, allow_home=allow_home)
     # The directories given are the ceiling unless one is named: client roots narrow them, never widen them.
     # expand_user: '~/notes.txt' (which models write) means the home directory's, as in the official
     # server; the expanded path is checked like any other.
-    guard = RootsGuard(
+    return RootsGuard(
         roots or None,
         project_root=project,
         ceiling=ceiling if ceiling is not None else fallback,
@@ -261,8 +319,14 @@ def _build(args: argparse.Namespace, tokens: TokenVerifier | None = None) -> MCP
         expand_user=True,
         **timeout,
     )
-    if args.max_results is not None and args.max_results < 1:
-        raise ConfigError(f"--max-results must be at least 1, not {args.max_results}")
+
+
+def _build(args: argparse.Namespace, guard: RootsGuard, tokens: TokenVerifier | None = None) -> MCPServer:
+    from ._server import build_server
+    from ._state import shared_request_state
+    from ._toolbox import Settings
+    from ._walk import Limits
+
     limits = Limits() if args.max_results is None else Limits(max_results=args.max_results)
     security = shared_request_state(args.state_key_file) if args.state_key_file is not None else None
     return build_server(

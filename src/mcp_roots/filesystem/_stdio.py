@@ -14,21 +14,22 @@ import stat
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.to_thread
-from mcp.server import MCPServer
-from mcp.server.stdio import stdio_server
 
-from ..adapters import check_stdio_server, lowlevel_of
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
     "StdinLines",
     "StdoutWriter",
+    "pipes_are_the_wire",
     "pipes_claimed",
     "serve_stdio",
+    "write_all",
 ]
 
 logger = logging.getLogger("mcp_roots")
@@ -80,6 +81,15 @@ class StdinLines:
     def held(self) -> int:
         """Bytes read and held that do not yet make a whole line."""
         return len(self._buffer)
+
+    @property
+    def at_eof(self) -> bool:
+        """Whether the pipe has ended (lines may still be queued)."""
+        return self._eof
+
+    def put_back(self, lines: list[str]) -> None:
+        """Queue ``lines`` before the ones queued now: they are given first."""
+        self._lines.extendleft(reversed(lines))
 
     def ready(self) -> list[str]:
         """Take the complete lines queued so far (the ones ``async for`` would give next)."""
@@ -161,7 +171,7 @@ class StdoutWriter:
             if written == len(data):
                 return
             data = data[written:]
-        await anyio.to_thread.run_sync(_write_all, self._fd, data)
+        await anyio.to_thread.run_sync(write_all, self._fd, data)
 
 
 def _nothing() -> None:
@@ -170,10 +180,11 @@ def _nothing() -> None:
 
 def _write_pieces(fd: int, text: str) -> None:
     for start in range(0, len(text), _ENCODE_CHUNK):
-        _write_all(fd, text[start : start + _ENCODE_CHUNK].encode("ascii"))
+        write_all(fd, text[start : start + _ENCODE_CHUNK].encode("ascii"))
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``, however many writes it takes."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
@@ -220,20 +231,38 @@ def pipes_claimed() -> Iterator[tuple[int, int]]:
         os.close(wire_out)
 
 
-async def serve_stdio(server: MCPServer, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+async def serve_stdio(
+    server: MCPServer,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    wire: tuple[Any, Any] | None = None,
+) -> None:
     """Serve ``server`` over this process's stdin and stdout until the client closes stdin.
 
     Pipes (how MCP clients start a stdio server) take the fast path; anything else (a file, a terminal)
-    is left to the SDK's own ``MCPServer.run_stdio_async()``.
+    is left to the SDK's own ``MCPServer.run_stdio_async()``. ``wire``: the (lines in, writer out) to use
+    on pipes already claimed (``pipes_claimed``) instead of claiming them here.
     """
-    if sys.platform == "win32" or not (_is_pipe(0) and _is_pipe(1)):
+    if wire is None and not pipes_are_the_wire():
         await server.run_stdio_async()
         return
+    from mcp.server.stdio import stdio_server
+
+    from ..adapters import check_stdio_server, lowlevel_of
+
     lowlevel = lowlevel_of(server)
     check_stdio_server()
     run: Callable[..., Any] = lowlevel.run
-    with pipes_claimed() as (wire_in, wire_out):
-        stdin = cast(anyio.AsyncFile[str], StdinLines(wire_in, max_line_bytes))
-        stdout = cast(anyio.AsyncFile[str], StdoutWriter(wire_out))
+    with contextlib.ExitStack() as stack:
+        if wire is None:
+            wire_in, wire_out = stack.enter_context(pipes_claimed())
+            wire = (StdinLines(wire_in, max_line_bytes), StdoutWriter(wire_out))
+        stdin = cast(anyio.AsyncFile[str], wire[0])
+        stdout = cast(anyio.AsyncFile[str], wire[1])
         async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):
             await run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
+def pipes_are_the_wire() -> bool:
+    """Whether stdin and stdout are pipes (how MCP clients start a stdio server) on a POSIX system."""
+    return sys.platform != "win32" and _is_pipe(0) and _is_pipe(1)

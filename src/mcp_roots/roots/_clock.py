@@ -1,5 +1,5 @@
 """Where a RootsCache (and the client-side provider) reads the time and waits for it: the event loop's clock,
-or a test's manual one (``tests/clockkit.py``), so that timing logic is tested on a mock clock.
+or a test's manual one (``tests/kit.py``), so that timing logic is tested on a mock clock.
 """
 
 from __future__ import annotations
