@@ -16,7 +16,7 @@ import pytest
 
 from mcp_roots.sandbox import support
 
-from .wrapkit import LEGACY, connected, hostile_argv, wrap_argv
+from .kit import LEGACY, connected, hostile_argv, wrap_argv
 
 pytestmark = pytest.mark.skipif(not support().complete, reason="needs Landlock and the seccomp filter")
 
