@@ -93,7 +93,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_command",),
         ("__init__",),
     ],
-    "cli": [("_common",), ("_sandbox",), ("__init__",), ("__main__",)],
+    "cli": [("_common",), ("_sandbox",), ("_commands",), ("__init__",), ("__main__",)],
     "probe": [
         ("_session", "_procs", "_report", "_fdtree"),
         ("_scratch",),
@@ -103,7 +103,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("command", "__init__"),
     ],
     "wrap": [
-        ("_wire", "_schema", "_plan"),
+        ("_options", "_wire", "_schema", "_plan"),
         ("_child",),
         ("_modern", "_checks"),
         ("_proxy",),

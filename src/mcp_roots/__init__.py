@@ -1,13 +1,13 @@
 """mcp-roots: a trustworthy filesystem boundary for MCP servers.
 
-The public API is what ``__all__`` lists; every module behind it is private. The names that need the `mcp`
-SDK (``RootsProvider``, ``ConsentRequest``) are imported on first use, so that the path guard, ``RootsGuard``
-and the ``mcp-roots`` command work without loading (or having) an SDK.
+The public API is what ``__all__`` lists; every module behind it is private. The exceptions are defined
+here on import; every other name is imported on first use (PEP 562), so that a command that needs a few
+parts (``mcp-roots wrap``: RootSet and RootsCache, not the RootsGuard facade and its adapters) loads only
+those, and nothing here loads (or needs) an SDK: ``RootsProvider`` and ``ConsentRequest`` need `mcp`.
 """
 
 from typing import TYPE_CHECKING, Any
 
-from ._rootsguard import RootsGuard
 from .errors import (
     BrokerError,
     BrokeringUnavailable,
@@ -21,18 +21,33 @@ from .errors import (
     SandboxUnavailable,
     SDKChanged,
 )
-from .paths._rootset import Root, RootSet
-from .paths._tree import Entry, TreeEntry
-from .paths._uri import path_to_uri, uri_to_path
-from .roots._cache import RootsCache
-from .roots._sources import clip_to_ceiling, fallback_roots
 
 if TYPE_CHECKING:
+    from ._rootsguard import RootsGuard
+    from .paths._rootset import Root, RootSet
+    from .paths._tree import Entry, TreeEntry
+    from .paths._uri import path_to_uri, uri_to_path
+    from .roots._cache import RootsCache
     from .roots._provider import ConsentRequest, RootsProvider
+    from .roots._sources import clip_to_ceiling, fallback_roots
 
 __version__ = "0.1.0.dev0"
 
-_LAZY = {"ConsentRequest": ".roots._provider", "RootsProvider": ".roots._provider"}
+#: Each name imported on first use, and the module it comes from.
+_LAZY = {
+    "RootsGuard": "._rootsguard",
+    "Root": ".paths._rootset",
+    "RootSet": ".paths._rootset",
+    "Entry": ".paths._tree",
+    "TreeEntry": ".paths._tree",
+    "path_to_uri": ".paths._uri",
+    "uri_to_path": ".paths._uri",
+    "RootsCache": ".roots._cache",
+    "ConsentRequest": ".roots._provider",
+    "RootsProvider": ".roots._provider",
+    "clip_to_ceiling": ".roots._sources",
+    "fallback_roots": ".roots._sources",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -44,6 +59,10 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

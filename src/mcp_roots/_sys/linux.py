@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 import sys
 from collections.abc import Callable
 
@@ -33,7 +32,7 @@ RESOLVE_BENEATH = 0x08
 RENAME_NOREPLACE = 0x1
 RENAME_EXCHANGE = 0x2
 
-_MACHINE = platform.machine() if sys.platform.startswith("linux") else ""
+_MACHINE = os.uname().machine if sys.platform.startswith("linux") else ""  # as platform.machine()
 _OPENAT2_NR = {"x86_64": 437, "aarch64": 437}.get(_MACHINE)
 _RENAMEAT2_NR = {"x86_64": 316, "aarch64": 276}.get(_MACHINE)
 

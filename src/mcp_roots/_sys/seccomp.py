@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 import struct
 import sys
 from collections.abc import Iterable
@@ -276,8 +275,9 @@ def probe() -> str | None:
     """None where this process can install the filter, else the reason (for ``doctor`` and refusals)."""
     if sys.platform != "linux":
         return f"seccomp is a Linux feature; this is {sys.platform}"
-    if platform.machine() != "x86_64" or struct.calcsize("P") != 8:
-        return f"the system-call filter is written for x86_64 only; this is {platform.machine()}"
+    machine = os.uname().machine  # what platform.machine() reads, without importing platform
+    if machine != "x86_64" or struct.calcsize("P") != 8:
+        return f"the system-call filter is written for x86_64 only; this is {machine}"
     for action in (_RET_ERRNO, _RET_KILL_PROCESS):
         value = ctypes.c_uint32(action)
         result = _lib().syscall(

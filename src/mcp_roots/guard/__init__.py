@@ -7,12 +7,34 @@ in a parameter's type), ``_values`` (the values at a locator, read or replaced i
 in a tool's JSON input schema, by the same name rule and locators), ``_argcheck`` (the checks of a guarded
 function's arguments), ``_calls`` (the guarded call, written once; adapters are its ports), ``_port`` (what
 every adapter's port shares: the audit at the first message, the legacy lifecycle facts). This face is the
-guard's internal API for the applications (the probe, wrap): the names below, nothing else.
+guard's internal API for the applications (the probe, wrap): the names below, nothing else. The schema
+walk's names are imported on first use (PEP 562): wrap needs the name rule at start and the walk only at
+its first tool call.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._pathnames import is_path_name
-from ._schema import PathSlot, SchemaPaths, path_slots, slot_at, walk_schema
+
+if TYPE_CHECKING:
+    from ._schema import PathSlot, SchemaPaths, path_slots, slot_at, walk_schema
 
 __all__ = ["PathSlot", "SchemaPaths", "is_path_name", "path_slots", "slot_at", "walk_schema"]
+
+_SCHEMA_NAMES = frozenset({"PathSlot", "SchemaPaths", "path_slots", "slot_at", "walk_schema"})
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _SCHEMA_NAMES:
+        raise AttributeError(f"module 'mcp_roots.guard' has no attribute {name!r}")
+    from . import _schema
+
+    value = getattr(_schema, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -9,7 +9,6 @@ import contextlib
 import errno
 import os
 import posixpath
-import secrets
 import stat
 
 from .._sys import linux
@@ -85,7 +84,8 @@ def write_atomic(dirfd: int, name: str, data: bytes) -> None:
         old: os.stat_result | None = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
     except FileNotFoundError:
         old = None
-    tmp = f".{cut_to_bytes(name, TEMP_NAME_BYTES)}.{secrets.token_hex(6)}.tmp"
+    # 12 hex digits from the kernel's CSPRNG: what secrets.token_hex(6) is, without importing secrets.
+    tmp = f".{cut_to_bytes(name, TEMP_NAME_BYTES)}.{os.urandom(6).hex()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | O_CREAT | os.O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600, dir_fd=dirfd)
     try:
         try:

@@ -15,8 +15,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeAlias
 
-import platformdirs
-
 from ..errors import ConfigError, InvalidPath, InvalidRootURI
 from ..paths._rootset import Root, RootSet
 from ..paths._uri import uri_to_path
@@ -67,6 +65,8 @@ def default_user_config_dir(environ: Mapping[str, str] | None = None) -> Path:
     override = env.get(CONFIG_DIR_ENV_VAR)
     if override:
         return Path(os.path.abspath(override))
+    import platformdirs  # here: explicit roots (wrap's ceiling) never need it
+
     return Path(platformdirs.user_config_dir("mcp-roots"))
 
 

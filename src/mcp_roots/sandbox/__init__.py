@@ -5,7 +5,8 @@ child may touch and do, and what this kernel can enforce; ``_spawn``: starting c
 of their own, no capability, a mount namespace for the protected set, Landlock, seccomp); ``_self``:
 confining this process; ``_proof``: every promise attempted live; ``_doctor``: ``doctor``'s report. This
 face is the sandbox's internal API for the applications (``mcp-roots run``, ``doctor``, ``wrap``) and for
-``RootSet.run``: the names below, nothing else.
+``RootSet.run``: the names below, nothing else. The proofs and the doctor's report are imported on first
+use (PEP 562): a spawn needs neither.
 
 To spawn a program confined: ``popen(paths, argv, write=..., network=..., extra_read=[...],
 protect=True, **subprocess_options)`` (``run``/``run_async`` likewise); ``protected_names(add=, remove=)``
@@ -14,13 +15,17 @@ builds a changed set for ``protect=``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .._sys.landlock import thread_count
-from ._doctor import doctor_report
 from ._plan import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, Support, clean_env, no_new_privs, support
-from ._proof import Proof, prove
 from ._protect import MAX_FOLDERS, PROTECTED, Protected, find_protected, protected_hit, protected_names
 from ._self import confine_process
 from ._spawn import mount_namespace, popen, run, run_async
+
+if TYPE_CHECKING:
+    from ._doctor import doctor_report
+    from ._proof import Proof, prove
 
 __all__ = [
     "MAX_FOLDERS",
@@ -45,3 +50,20 @@ __all__ = [
     "support",
     "thread_count",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "doctor_report":
+        from ._doctor import doctor_report as value
+    elif name in ("Proof", "prove"):
+        from . import _proof
+
+        value = getattr(_proof, name)
+    else:
+        raise AttributeError(f"module 'mcp_roots.sandbox' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

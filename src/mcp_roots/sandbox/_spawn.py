@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -242,6 +241,8 @@ def _spawn_from_child(
 def mount_namespace() -> str | None:
     """None where a child can get a mount namespace of its own with a read-only bind (what the protected
     set needs), else why not; tried once per process with ``true`` and a bind of an empty folder."""
+    import tempfile  # here: only this probe needs it
+
     program = shutil.which("true") or sys.executable
     with tempfile.TemporaryDirectory(prefix="mcp-roots-probe-") as folder:
         try:

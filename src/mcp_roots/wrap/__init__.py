@@ -1,13 +1,38 @@
 """``mcp-roots wrap``: any stdio MCP server, confined by the kernel to the client's roots clipped to the
 operator's ceiling (an application, on the public face and the sandbox, roots and guard faces).
 
-``_wire`` (JSON-RPC lines on pipes, bounded), ``_schema`` (path names anywhere in the arguments),
-``_plan`` (what the child may touch beside its roots; the commands refused), ``_child`` (one confined
-server), ``_modern`` (the 2026-07-28 era: discover, per-request roots, the pool), ``_checks`` (paths checked
-before forwarding), ``_proxy`` (host <-> wrap <-> child), ``command`` (the options and the run).
+``_options`` (the operator's bounds), ``_wire`` (JSON-RPC lines on pipes, bounded), ``_schema`` (path names
+anywhere in the arguments), ``_plan`` (what the child may touch beside its roots; the commands refused;
+starting it confined), ``_child`` (one confined server), ``_modern`` (the 2026-07-28 era: discover,
+per-request roots, the pool), ``_checks`` (paths checked before forwarding), ``_proxy`` (host <-> wrap <->
+child), ``command`` (the options and the run). The names below are imported on first use (PEP 562): the
+command starts the first child before it imports the proxy, the event loop and the roots cache.
 """
 
-from ._plan import Plan, make_plan
-from ._proxy import Options, Proxy
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._options import Options
+    from ._plan import Plan, make_plan
+    from ._proxy import Proxy
 
 __all__ = ["Options", "Plan", "Proxy", "make_plan"]
+
+_LAZY = {"Options": "._options", "Plan": "._plan", "Proxy": "._proxy", "make_plan": "._plan"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mcp_roots.wrap' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -6,24 +6,26 @@ process group.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
 import subprocess
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
-from .. import RootSet
+from .. import RootSet, guard
 from ..errors import SandboxUnavailable
-from ..guard import PathSlot, path_slots
-from ..sandbox import popen
-from ._plan import Plan
+from ._plan import Plan, spawn
 from ._wire import Lines, Message, Writer, request
 
-__all__ = ["Child", "ChildFailed", "Forwarded", "roots_answer", "wait_any"]
+if TYPE_CHECKING:
+    from ..guard import PathSlot
+
+__all__ = ["Child", "ChildFailed", "Forwarded", "kill", "roots_answer", "wait_any"]
 
 logger = logging.getLogger("mcp_roots.wrap")
 
@@ -74,29 +76,17 @@ class Child:
         write: bool,
         network: bool,
         max_bytes: int,
+        process: subprocess.Popen[bytes] | None = None,
     ) -> Child:
-        paths = [str(p) for p in roots.paths]
-        cwd = paths[0] if paths else os.path.join(plan.cache, "home")
-
-        def start() -> subprocess.Popen[bytes]:
-            return popen(
-                [*paths, plan.cache],
-                list(plan.argv),
-                write=write,
-                network=network,
-                extra_read=list(plan.read),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=None,  # the child's stderr is wrap's
-                cwd=cwd,
-                env=dict(plan.env),
-                start_new_session=True,
-            )
-
-        try:
-            process = await anyio.to_thread.run_sync(start)
-        except (OSError, SandboxUnavailable) as exc:
-            raise ChildFailed(f"the wrapped server could not be started: {exc}") from None
+        """The server started confined to ``roots`` (on a worker thread), or ``process`` when the caller
+        started it so already (``_plan.spawn``, before the event loop)."""
+        if process is None:
+            paths = [str(p) for p in roots.paths]
+            start = functools.partial(spawn, plan, paths, write=write, network=network)
+            try:
+                process = await anyio.to_thread.run_sync(start)
+            except (OSError, SandboxUnavailable) as exc:
+                raise ChildFailed(f"the wrapped server could not be started: {exc}") from None
         logger.info("started child #%d (pid %d) confined to %s", generation, process.pid, roots.describe())
         return cls(process, roots, generation, max_bytes)
 
@@ -163,7 +153,7 @@ class Child:
                     for tool in listed.get("tools") or []:
                         if isinstance(tool, dict) and isinstance(tool.get("name"), str):
                             schema = tool.get("inputSchema")
-                            tools[tool["name"]] = path_slots(schema if isinstance(schema, dict) else {})
+                            tools[tool["name"]] = guard.path_slots(schema if isinstance(schema, dict) else {})
                     cursor = listed.get("nextCursor")
                     if not cursor:
                         break
@@ -185,13 +175,18 @@ class Child:
 
     async def kill(self) -> None:
         """SIGKILL the child's process group, and reap it."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        await anyio.to_thread.run_sync(self.process.wait)
-        for stream in (self.process.stdin, self.process.stdout):
-            with contextlib.suppress(OSError):
-                if stream is not None:
-                    stream.close()
+        await kill(self.process)
+
+
+async def kill(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a child's process group (it has a session of its own), reap it, close its pipes."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    await anyio.to_thread.run_sync(process.wait)
+    for stream in (process.stdin, process.stdout):
+        with contextlib.suppress(OSError):
+            if stream is not None:
+                stream.close()
 
 
 async def wait_any(*events: anyio.Event) -> None:

@@ -1,6 +1,8 @@
 """What a wrapped server may touch beside its roots: its runtime and code (found from the command and its
 arguments), the operator's ``--read`` folders, a private cache folder per wrapped command, a clean
-environment; and the commands wrap refuses because it cannot bound them (a container daemon runs them).
+environment; the commands wrap refuses because it cannot bound them (a container daemon runs them); and the
+server's process started confined to a set of roots by that plan (``spawn``: no event loop needed, so the
+first child starts before the proxy is imported).
 """
 
 from __future__ import annotations
@@ -8,14 +10,15 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..sandbox import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS
+from ..sandbox import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, popen
 
-__all__ = ["CONTAINER_TOOLS", "Plan", "cache_dir_for", "make_plan"]
+__all__ = ["CONTAINER_TOOLS", "Plan", "cache_dir_for", "make_plan", "prepare_cache", "spawn"]
 
 #: Commands that hand the server to a daemon (``docker run``...): the child wrap confines would be a client
 #: of that daemon, and the server would run outside the confinement.
@@ -252,3 +255,22 @@ def prepare_cache(plan: Plan) -> None:
     """Make the cache folder and its parts (mode 0700)."""
     for sub in ("home", "cache", "config", "data", "tmp", "npm", "pip", "uv"):
         os.makedirs(os.path.join(plan.cache, sub), mode=0o700, exist_ok=True)
+
+
+def spawn(plan: Plan, roots: Sequence[str], *, write: bool, network: bool) -> subprocess.Popen[bytes]:
+    """The server of ``plan`` started confined to ``roots`` (read-write unless ``write`` is false) and its
+    private cache folder, in a session of its own, its stdin and stdout pipes, its stderr this process's;
+    its working folder is the first root (none: the cache's home). Raises OSError or SandboxUnavailable."""
+    return popen(
+        [*roots, plan.cache],
+        list(plan.argv),
+        write=write,
+        network=network,
+        extra_read=list(plan.read),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=None,  # the child's stderr is wrap's
+        cwd=roots[0] if roots else os.path.join(plan.cache, "home"),
+        env=dict(plan.env),
+        start_new_session=True,
+    )

@@ -10,7 +10,7 @@ import contextlib
 import itertools
 import logging
 import math
-from dataclasses import dataclass
+import subprocess
 from typing import Any
 
 import anyio
@@ -20,9 +20,9 @@ from .. import RootsCache, RootSet, clip_to_ceiling
 from ..errors import RootsError, RootsUnavailable
 from . import _checks as checks
 from . import _modern as modern
-from ._child import Child, ChildFailed, Forwarded, roots_answer
-from ._plan import Plan
-from ._wire import DEFAULT_MAX_MESSAGE_BYTES, Lines, Message, Writer, error, request, result
+from ._child import Child, ChildFailed, Forwarded, kill, roots_answer
+from ._options import Options
+from ._wire import Lines, Message, Writer, error, request, result
 
 __all__ = ["Options", "Proxy"]
 
@@ -40,28 +40,16 @@ BUSY = -32000
 NEEDS_ROOTS = frozenset({"tools/call", "resources/read", "resources/subscribe"})
 
 
-@dataclass(frozen=True)
-class Options:
-    """The operator's bounds for one wrap."""
-
-    plan: Plan
-    ceiling: RootSet
-    fallback: RootSet | None = None  # --roots, clipped; None: a client without roots is refused
-    write: bool = True
-    network: bool = True
-    drain: float = 5.0  # seconds an old child keeps its in-flight calls after the roots change
-    start_timeout: float = 30.0  # seconds a new child has to answer initialize
-    max_in_flight: int = 64
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    restart_interval: float = 0.1  # the least time between two child starts (a flapping client's bound)
-    roots_timeout: float = 10.0  # how long a call waits for the client's roots
-
-
 class Proxy:
     """One host connection (this process's stdio) and the children serving it."""
 
-    def __init__(self, options: Options, host_in: int, host_out: int) -> None:
+    def __init__(
+        self, options: Options, host_in: int, host_out: int, first: subprocess.Popen[bytes] | None = None
+    ) -> None:
         self.options = options
+        # The server started before the event loop, confined to no roots (command.main): the first child
+        # wanted with no roots is this process, already under way.
+        self._first = first
         self.host = Lines(host_in, "the host", options.max_message_bytes)
         self.host_writer = Writer(host_out)
         self._ids = itertools.count(1)
@@ -106,6 +94,8 @@ class Proxy:
                 with anyio.CancelScope(shield=True):
                     for child in list(self.children):
                         await self._drop(child)
+                    if self._first is not None:
+                        await kill(self._first)
 
     def _want(self) -> RootSet:
         """The roots a child should have now: the effective roots, or none before they are known."""
@@ -155,6 +145,9 @@ class Proxy:
         assert self.init_params is not None
         assert self._group is not None
         options = self.options
+        first = None
+        if self._first is not None and not roots.paths:
+            first, self._first = self._first, None
         child = await Child.spawn(
             options.plan,
             roots,
@@ -162,6 +155,7 @@ class Proxy:
             write=options.write,
             network=options.network,
             max_bytes=options.max_message_bytes,
+            process=first,
         )
         self.children.append(child)
         self._group.start_soon(self._read_child, child)

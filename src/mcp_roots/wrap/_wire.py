@@ -13,13 +13,11 @@ from typing import Any
 
 import anyio
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "Lines", "Writer", "encode", "error", "request", "result"]
+from ._options import DEFAULT_MAX_MESSAGE_BYTES
+
+__all__ = ["Lines", "Writer", "encode", "error", "request", "result"]
 
 logger = logging.getLogger("mcp_roots.wrap")
-
-DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
-"""The longest message (one line, in bytes) taken from either peer; a longer one is dropped with a warning
-and never held whole."""
 
 _READ_CHUNK = 256 * 1024
 

@@ -1,5 +1,7 @@
 """``mcp-roots wrap``: its options, the checks before anything starts, and the run (this process's stdio is
-the host's channel; the wrapped server is a confined child).
+the host's channel; the wrapped server is a confined child). The first child, confined to no roots, is
+started as soon as the checks have passed, before the proxy, the event loop and the roots cache are
+imported: the server comes up while wrap does.
 """
 
 from __future__ import annotations
@@ -8,17 +10,16 @@ import argparse
 import contextlib
 import logging
 import os
+import signal
+import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 
-import anyio
-
 from .. import RootSet, clip_to_ceiling, fallback_roots
-from ..errors import ConfigError, RootsError
+from ..errors import ConfigError, RootsError, SandboxUnavailable
 from ..sandbox import support
-from ._plan import make_plan, prepare_cache, refuse_container
-from ._proxy import Options, Proxy
-from ._wire import DEFAULT_MAX_MESSAGE_BYTES
+from ._options import DEFAULT_MAX_MESSAGE_BYTES, Options
+from ._plan import make_plan, prepare_cache, refuse_container, spawn
 
 __all__ = ["build_parser", "main"]
 
@@ -199,7 +200,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         prepare_cache(options.plan)
         with _claim_stdio() as (wire_in, wire_out):
-            anyio.run(_serve, options, wire_in, wire_out)
+            first = _start_first(options)
+            try:
+                _serve(options, wire_in, wire_out, first)
+            finally:
+                if first is not None:
+                    _stop(first)
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
@@ -215,5 +221,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.removeHandler(handler)
 
 
-async def _serve(options: Options, wire_in: int, wire_out: int) -> None:
-    await Proxy(options, wire_in, wire_out).run()
+def _start_first(options: Options) -> subprocess.Popen[bytes] | None:
+    """The server confined to no roots (the child that answers initialize before the client's roots are
+    known), started now so that it comes up while wrap imports the rest; None when it cannot start (the
+    proxy's own start then reports why, to the host, as it would have)."""
+    try:
+        return spawn(options.plan, [], write=options.write, network=options.network)
+    except (OSError, SandboxUnavailable):
+        return None
+
+
+def _serve(options: Options, wire_in: int, wire_out: int, first: subprocess.Popen[bytes] | None) -> None:
+    # Imported here, after the first child has started: the event loop, the proxy and the roots cache are
+    # most of wrap's start-up (the guard's schema walk waits for the first tool call).
+    import anyio
+
+    from ._proxy import Proxy
+
+    async def serve() -> None:
+        await Proxy(options, wire_in, wire_out, first).run()
+
+    anyio.run(serve)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Kill the first child's process group unless the proxy has reaped it already (its number may then be
+    another process's), and reap it."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    for stream in (process.stdin, process.stdout):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
