@@ -1,4 +1,5 @@
-"""``mcp-roots serve`` over stdio answers a host's first requests (``initialize``, ``tools/list``) from the
+"""``mcp-roots serve`` over stdio answers a host's first requests (``initialize``, ``tools/list`` and the
+other lists hosts ask at start) from the
 answers it recorded on an earlier start while the SDK loads (``filesystem/_early``).
 
 Every test runs the real command over real pipes, with a cache folder of its own. That the answers came
@@ -18,6 +19,8 @@ import anyio
 import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
+
+from mcp_roots.filesystem._early import LISTS
 
 from .kit import LEGACY, serve_command
 
@@ -226,6 +229,36 @@ def test_another_command_line_has_its_own_answers(served: Path, tmp_path: Path) 
     assert again["tools/list"] == read_only["tools/list"] != everything["tools/list"]
     assert "write_file" not in names
     assert len(names) == 10
+
+
+def ask_every_list(served: Path, cache: Path) -> dict[str, Any]:
+    """A host that asks for every list at once after initialize (Claude Desktop asks three): the answers."""
+    server = Serve([str(served)], cache)
+    server.send(initialize())
+    server.answer(0, [str(served)])
+    server.send(INITIALIZED, *({"jsonrpc": "2.0", "id": i, "method": m} for i, m in enumerate(LISTS, 1)))
+    answers = {m: server.answer(i, [str(served)])["result"] for i, m in enumerate(LISTS, 1)}
+    assert server.close() == 0
+    return answers
+
+
+def test_the_lists_a_host_asks_at_start_are_recorded_and_given(served: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    start(served, cache)  # a host that asks for tools/list only
+    [file] = recorded(cache)
+    assert set(json.loads(file.read_text())["answers"][LEGACY]) == {"initialize", "tools/list"}
+    first = ask_every_list(served, cache)  # tools/list from the file; the SDK answers the others
+    assert set(json.loads(file.read_text())["answers"][LEGACY]) == {"initialize", *LISTS}
+
+    def a_prompt_from_the_file(answers: dict[str, Any]) -> None:
+        answers["prompts/list"]["prompts"].append({"name": "from-the-file"})
+
+    edit(file, a_prompt_from_the_file)
+    second = ask_every_list(served, cache)
+    assert [p["name"] for p in second["prompts/list"]["prompts"]] == ["from-the-file"]
+    assert {m: a for m, a in second.items() if m != "prompts/list"} == {
+        m: a for m, a in first.items() if m != "prompts/list"
+    }
 
 
 def test_messages_back_to_back_each_get_one_answer(served: Path, tmp_path: Path) -> None:

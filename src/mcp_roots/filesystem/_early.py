@@ -1,13 +1,15 @@
-"""What a host waits for when it starts ``mcp-roots serve`` over stdio (``initialize``, then ``tools/list``),
-answered from this server's own earlier answers while a thread imports the SDK.
+"""What a host waits for when it starts ``mcp-roots serve`` over stdio (``initialize``, then ``tools/list``
+and the other lists it asks for at start), answered from this server's own earlier answers while a thread
+imports the SDK.
 
 Importing the official SDK is most of serve's start-up (``import mcp.server``: about half a second; the
-rest of serve, about a tenth of that). So the first time a command line of serve answers those two requests,
+rest of serve, about a tenth of that). So the first time a command line of serve answers those requests,
 ``Recorder`` keeps the SDK's answers in a file of the user's cache folder (``$XDG_CACHE_HOME/mcp-roots/
 serve``), named by a digest of everything they depend on: the command line, the Python, the stat of every
 file of mcp-roots and the installed SDK's distributions (``StartupFile``). On the next start with the same
 digest, ``answer_early`` gives them itself: it answers ``initialize`` (for a protocol version recorded) and,
-after ``notifications/initialized``, ``tools/list``, while ``SdkLoader`` imports the SDK. When the SDK is in,
+after ``notifications/initialized``, the lists recorded (``LISTS``: serve's tools, prompts and resources,
+which no call changes), while ``SdkLoader`` imports the SDK. When the SDK is in,
 or at the first message it has no recorded answer for, it steps aside: the SDK's server gets the client's
 ``initialize`` and ``initialized`` replayed first, and ``Recorder`` drops the SDK's answer to the replayed
 ``initialize`` (it was given already; a different one is logged and the file removed).
@@ -36,7 +38,7 @@ from typing import Any, TypeGuard
 
 from ._stdio import StdinLines, StdoutWriter, write_all
 
-__all__ = ["Handover", "Recorder", "SdkLoader", "StartupFile", "answer_early"]
+__all__ = ["LISTS", "Handover", "Recorder", "SdkLoader", "StartupFile", "answer_early"]
 
 logger = logging.getLogger("mcp_roots")
 
@@ -51,6 +53,10 @@ _SDK_PACKAGES = ("mcp", "mcp_types", "pydantic", "pydantic_core")
 #: The modules the SDK side of serve needs, imported by ``SdkLoader`` while the early answers are given.
 _SDK_MODULES = ("mcp_roots.filesystem._server", "mcp.server.stdio")
 _READ_CHUNK = 64 * 1024
+#: The requests without parameters whose answers are recorded beside ``initialize``: what hosts ask at start
+#: (Claude Desktop asks the first three at once), none of which a call can change on serve.
+LISTS = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
+_KNOWN = frozenset(("initialize", *LISTS))
 
 
 def _is_id(value: object) -> TypeGuard[int | str]:
@@ -105,12 +111,13 @@ class StartupFile:
             answers = stored["answers"]
             if stored["format"] != _FORMAT or stored["key"] != self.key or not isinstance(answers, dict):
                 raise ValueError("another format or key")
-            for version, pair in answers.items():
+            for version, recorded in answers.items():
                 if not (
                     isinstance(version, str)
-                    and isinstance(pair, dict)
-                    and isinstance(pair.get("initialize"), dict)
-                    and isinstance(pair.get("tools/list"), dict)
+                    and isinstance(recorded, dict)
+                    and isinstance(recorded.get("initialize"), dict)
+                    and isinstance(recorded.get("tools/list"), dict)
+                    and all(m in _KNOWN and isinstance(r, dict) for m, r in recorded.items())
                 ):
                     raise ValueError(f"answers for {version!r} incomplete")
         except (ValueError, KeyError, TypeError) as exc:
@@ -119,9 +126,12 @@ class StartupFile:
         return answers
 
     def save(self, answers: Mapping[str, Mapping[str, Any]]) -> None:
-        """Write ``answers`` (merged over what the file holds), 0600, by rename; keep the folder to the
-        newest files. Best effort: a folder that cannot be written (a confined server) only costs speed."""
-        merged = {**self.load(), **answers}
+        """Write ``answers`` (merged over what the file holds, request by request), 0600, by rename; keep the
+        folder to the newest files. Best effort: a folder that cannot be written (a confined server) only
+        costs speed."""
+        merged = self.load()
+        for version, recorded in answers.items():
+            merged[version] = {**merged.get(version, {}), **recorded}
         if len(merged) > _MAX_VERSIONS:
             return
         text = json.dumps({"format": _FORMAT, "key": self.key, "answers": merged}, ensure_ascii=False)
@@ -268,9 +278,15 @@ def answer_early(
                     and "id" not in message
                 ):
                     initialized = True
-                elif initialized and method == "tools/list" and _is_id(ident) and params in (None, {}):
-                    assert version is not None
-                    if not _answer(wire_out, ident, answers[version]["tools/list"]):
+                elif (
+                    initialized
+                    and version is not None
+                    and method in answers[version]
+                    and method in LISTS
+                    and _is_id(ident)
+                    and params in (None, {})
+                ):
+                    if not _answer(wire_out, ident, answers[version][method]):
                         return _stop(lines, handover, pending)
                     pending.pop(0)
                     continue
@@ -309,24 +325,24 @@ def _stop(lines: StdinLines, handover: Handover, pending: list[str]) -> Handover
 
 class Recorder:
     """The SDK's stdin and stdout for serve, as ``StdinLines`` and ``StdoutWriter`` are, that also record the
-    answers to ``initialize`` and ``tools/list`` into ``file`` (when it lacks the version asked for) and drop
-    the SDK's answer to an ``initialize`` already given early."""
+    answers to ``initialize`` and the ``LISTS`` that ``file`` lacks for the version the client asked for,
+    and drop the SDK's answer to an ``initialize`` already given early."""
 
     def __init__(
         self,
         stdin: StdinLines,
         stdout: StdoutWriter,
         file: StartupFile | None,
-        known: Iterable[str] = (),
+        recorded: Mapping[str, Mapping[str, Any]] | None = None,
         handover: Handover | None = None,
     ) -> None:
         self._stdin = stdin
         self._stdout = stdout
         self._file = file
-        self._known = set(known)
+        self._recorded = recorded or {}
         self._handover = handover
         self._seen = 0 if file is not None else _RECORD_MESSAGES
-        self._asked: dict[int | str, tuple[str, str]] = {}
+        self._asked: dict[int | str, str] = {}
         self._version: str | None = None
         self._got: dict[str, Any] = {}
 
@@ -348,11 +364,17 @@ class Recorder:
             return
         if method == "initialize" and isinstance(params, dict) and self._version is None:
             requested = params.get("protocolVersion")
-            if isinstance(requested, str) and len(requested) <= 32 and requested not in self._known:
+            if isinstance(requested, str) and len(requested) <= 32:
                 self._version = requested
-                self._asked[ident] = ("initialize", requested)
-        elif method == "tools/list" and params in (None, {}) and self._version is not None:
-            self._asked[ident] = ("tools/list", self._version)
+                if "initialize" not in self._recorded.get(requested, {}):
+                    self._asked[ident] = "initialize"
+        elif (
+            method in LISTS
+            and params in (None, {})
+            and self._version is not None
+            and method not in self._recorded.get(self._version, {})
+        ):
+            self._asked[ident] = method
 
     async def write(self, text: str) -> int:
         if self._handover is not None and self._handover.initialize_id is not None:
@@ -379,19 +401,14 @@ class Recorder:
     def _look_out(self, message: dict[str, Any]) -> None:
         ident = message.get("id")
         # A request of the server's own (roots/list) may carry the id of one of the client's.
-        asked = self._asked.pop(ident, None) if _is_id(ident) and "method" not in message else None
-        if asked is None:
-            return
-        kind, version = asked
+        method = self._asked.pop(ident, None) if _is_id(ident) and "method" not in message else None
         result = message.get("result")
-        if not isinstance(result, dict):
-            self._asked.clear()
+        if method is None or self._version is None or not isinstance(result, dict):
             return
-        self._got[kind] = result
-        if len(self._got) == 2 and self._file is not None:
-            self._file.save({version: dict(self._got)})
-            self._asked.clear()
-            self._seen = _RECORD_MESSAGES
+        self._got[method] = result
+        whole = {**self._recorded.get(self._version, {}), **self._got}
+        if self._file is not None and "initialize" in whole and "tools/list" in whole:
+            self._file.save({self._version: self._got})
 
     async def flush(self) -> None:
         await self._stdout.flush()
