@@ -22,7 +22,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from mcp_roots.filesystem._early import LISTS
 
-from .kit import LEGACY, serve_command
+from .kit import LEGACY, serve_command, ts_session
 
 SERVE = serve_command()
 
@@ -314,6 +314,20 @@ def test_a_host_that_leaves_after_tools_list_ends_the_server(served: Path, tmp_p
     server.answer(0, [])
     server.answer(1, [])
     assert server.close() == 0
+
+
+def test_the_typescript_sdks_client_gets_the_recorded_answers(served: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    command = ["env", f"XDG_CACHE_HOME={cache}", *SERVE, str(served)]
+    calls = [("read_text_file", {"path": str(served / "note.txt")})]
+    first = ts_session(command, calls, [served])
+    [file] = recorded(cache)
+    poison(file)
+    second = ts_session(command, calls, [served])
+    assert second["tools"][0]["description"] == "poisoned"
+    assert second["tools"][1:] == first["tools"][1:]
+    assert second["results"] == first["results"]
+    assert first["results"][0]["content"][0]["text"] == "hello\n"
 
 
 def test_confine_starts_without_the_file(served: Path, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from mcp.server.lowlevel import Server
 
 from mcp_roots import SDKChanged
 from mcp_roots.adapters.mcp2_sdk import check_stdio_server, lowlevel_of
+from mcp_roots.filesystem import _stdio
 from mcp_roots.filesystem._stdio import StdinLines
 
 from . import forkserver
@@ -228,3 +230,28 @@ async def test_reads_a_real_pipe_on_the_event_loop() -> None:
         os.close(read_end)
         if write_end >= 0:
             os.close(write_end)
+
+
+def test_pipes_and_unix_stream_sockets_are_the_wire_other_descriptors_are_not(tmp_path: Path) -> None:
+    """Node (so the desktop hosts and the TypeScript SDK's client) starts a child on socket pairs, Python's
+    subprocess on pipes: both take this transport; a datagram socket, a file or a TCP socket does not."""
+    read_end, write_end = os.pipe()
+    streams = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    datagrams = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    file = tmp_path / "f"
+    file.write_text("")
+    regular = os.open(file, os.O_RDONLY)
+    try:
+        assert _stdio._is_stream(read_end)
+        assert _stdio._is_stream(write_end)
+        assert _stdio._is_stream(streams[0].fileno())
+        assert not _stdio._is_stream(datagrams[0].fileno())
+        assert not _stdio._is_stream(tcp.fileno())
+        assert not _stdio._is_stream(regular)
+        assert not _stdio._is_stream(-1)
+    finally:
+        for fd in (read_end, write_end, regular):
+            os.close(fd)
+        for sock in (*streams, *datagrams, tcp):
+            sock.close()

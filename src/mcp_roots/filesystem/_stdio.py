@@ -1,6 +1,7 @@
-"""The stdio transport of ``mcp-roots serve``: the pipes read and written from the event loop, not a
-worker-thread hop per line as the SDK's ``stdio_server()`` does; the SDK's own ``stdio_server(stdin=...,
-stdout=...)`` still does the framing, so parsing and errors are the SDK's.
+"""The stdio transport of ``mcp-roots serve``: the pipes (or Unix stream sockets, which Node gives a child)
+read and written from the event loop, not a worker-thread hop per line as the SDK's ``stdio_server()`` does;
+the SDK's own ``stdio_server(stdin=..., stdout=...)`` still does the framing, so parsing and errors are the
+SDK's.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import logging
 import os
 import re
 import select
+import socket
 import stat
 import sys
 from collections import deque
@@ -166,7 +168,9 @@ class StdoutWriter:
         data = text.encode("utf-8")
         if len(data) <= select.PIPE_BUF and self._poll.poll(0):
             # A pipe that polls writable has a free page: a write of at most PIPE_BUF bytes neither blocks
-            # nor splits (POSIX pipe atomicity), so it cannot stall the event loop.
+            # nor splits (POSIX pipe atomicity), so it cannot stall the event loop. A Unix stream socket
+            # polls writable while at most a quarter of its send buffer is in use (unix_writable), so such
+            # a write fits whole there too.
             written = os.write(self._fd, data)
             if written == len(data):
                 return
@@ -190,9 +194,20 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _is_pipe(fd: int) -> bool:
+def _is_stream(fd: int) -> bool:
+    """Whether ``fd`` is a pipe or a Unix stream socket: how clients start a stdio server (Node, and so
+    the desktop hosts built on it and the TypeScript SDK's client, gives a child socket pairs)."""
     try:
-        return stat.S_ISFIFO(os.fstat(fd).st_mode)
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    if stat.S_ISFIFO(mode):
+        return True
+    if not stat.S_ISSOCK(mode):
+        return False
+    try:
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            return sock.family == socket.AF_UNIX and sock.type == socket.SOCK_STREAM
     except OSError:
         return False
 
@@ -239,9 +254,9 @@ async def serve_stdio(
 ) -> None:
     """Serve ``server`` over this process's stdin and stdout until the client closes stdin.
 
-    Pipes (how MCP clients start a stdio server) take the fast path; anything else (a file, a terminal)
-    is left to the SDK's own ``MCPServer.run_stdio_async()``. ``wire``: the (lines in, writer out) to use
-    on pipes already claimed (``pipes_claimed``) instead of claiming them here.
+    Pipes and Unix stream sockets (how MCP clients start a stdio server) take the fast path; anything else
+    (a file, a terminal) is left to the SDK's own ``MCPServer.run_stdio_async()``. ``wire``: the (lines in,
+    writer out) to use on pipes already claimed (``pipes_claimed``) instead of claiming them here.
     """
     if wire is None and not pipes_are_the_wire():
         await server.run_stdio_async()
@@ -264,5 +279,6 @@ async def serve_stdio(
 
 
 def pipes_are_the_wire() -> bool:
-    """Whether stdin and stdout are pipes (how MCP clients start a stdio server) on a POSIX system."""
-    return sys.platform != "win32" and _is_pipe(0) and _is_pipe(1)
+    """Whether stdin and stdout are pipes or Unix stream sockets (how MCP clients start a stdio server) on a
+    POSIX system."""
+    return sys.platform != "win32" and _is_stream(0) and _is_stream(1)
