@@ -62,10 +62,11 @@ compat-fastmcp4.2: .venv-fastmcp4.2/.installed
 compat-mcp2.1: .venv-mcp2.1/.installed
 	$(MKTMP); MCP_ROOTS_COMPAT_NO_FASTMCP=1 .venv-mcp2.1/bin/pytest -p no:xdist -q --basetemp="$$tmp/c" \
 	  tests/test_conformance.py; status=$$?; rm -rf "$$tmp"; exit $$status
-# mcp 1.26: the table in memory and over streamable HTTP; its stdio cells are left out there (the test
-# harness's in-process stdio pair hangs on 1.26, a harness gap noted in the CHANGELOG; .venv-mcp1 runs them on 1.30).
+# mcp 1.26: the table in every cell, and a real guarded stdio process that must end at EOF (1.26, unlike
+# 1.30, waits for every message's task when the client goes).
 compat-mcp1.26: .venv-mcp1.26/.installed
-	$(MKTMP); .venv-mcp1.26/bin/pytest -p no:xdist -q -k "not stdio" --basetemp="$$tmp/c" tests/mcp1/test_conformance_mcp1.py; \
+	$(MKTMP); .venv-mcp1.26/bin/pytest -p no:xdist -q --basetemp="$$tmp/c" tests/mcp1/test_conformance_mcp1.py \
+	  "tests/mcp1/test_adapter_mcp1.py::test_a_guarded_stdio_server_ends_when_its_client_closes_stdin"; \
 	  status=$$?; rm -rf "$$tmp"; exit $$status
 
 # Re-pin requirements/compat-*.txt (run by a developer): a pip freeze of a fresh venv for each end.

@@ -3,13 +3,15 @@ too late, FastMCP) run as a real subprocess (tests/mcp1/server.py) over stdio an
 127.0.0.1, driven by the SDK's own ClientSession, on asyncio and trio (a stdio server runs on the test's
 backend too; an HTTP server runs on uvicorn's asyncio loop, so its rows are collected on asyncio only:
 tests/conftest.py). Legacy era only (mcp 1.x has no other). FastMCP's guarded call is the conformance
-table's (tests/mcp1/test_conformance_mcp1.py), in memory, over stdio and over streamable HTTP; the table
-has no low-level mcp 1.x entry yet, so these tests cover it.
+table's (tests/mcp1/test_conformance_mcp1.py), in memory, over stdio and over streamable HTTP, for FastMCP
+and the low-level Server; these tests add real processes and a client that answers too late.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -265,3 +267,42 @@ def test_install_checks_the_private_corners_it_relies_on(tree: Tree) -> None:
 def test_install_names_the_supported_frameworks(tree: Tree) -> None:
     with pytest.raises(TypeError, match=r"mcp 1\.x FastMCP"):
         _guard(tree).install(object())
+
+
+@pytest.mark.parametrize("kind", ["fastmcp", "lowlevel"])
+def test_a_guarded_stdio_server_ends_when_its_client_closes_stdin(kind: str) -> None:
+    """The guard keeps a connection's roots fresh in a task that lives as long as the connection; mcp 1.x
+    1.26 (unlike 1.30) waits, at EOF, for every message's task, so that task must not be the ``initialized``
+    notification's own, or the server never ends (make compat runs this at mcp 1.26, where it hung)."""
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"roots": {"listChanged": True}},
+                "clientInfo": {"name": "host", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ]
+    server = subprocess.Popen(
+        [sys.executable, str(SERVER), kind],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert server.stdin is not None
+        assert server.stdout is not None
+        server.stdin.write(json.dumps(messages[0]).encode() + b"\n")
+        server.stdin.flush()
+        assert json.loads(server.stdout.readline())["id"] == 0
+        server.stdin.write(json.dumps(messages[1]).encode() + b"\n")
+        server.stdin.close()
+        # A bound only to catch the hang: a stdio server ends on EOF at once.
+        assert server.wait(timeout=30) == 0
+    finally:
+        server.kill()
+        server.wait()

@@ -32,7 +32,9 @@ from .mcp1_sdk import (
     answer,
     check_private_corners,
     components,
+    for_the_connection,
     installed_ports,
+    keep_tasks_with_runs,
     prompt_manager,
     record_port,
     refusal,
@@ -77,6 +79,7 @@ class Mcp1Adapter(GuardPort):
         self._installed.add(id(server))
         record_port(server, self)
         wrap_dispatch(server, lambda dispatch: self._dispatch(server, dispatch))
+        keep_tasks_with_runs(server)
         if isinstance(server, FastMCP):
             self._wrap_managers(server)
 
@@ -111,10 +114,10 @@ class Mcp1Adapter(GuardPort):
                     self.initialize_seen(
                         session, declared=bool(facts.declared), list_changed=facts.list_changed
                     )
-                    # The first roots/list goes out with the first call that needs roots, tied to that
-                    # call: here the port cannot tell stdio from streamable HTTP, where a request sent
-                    # before the client opened its GET stream is dropped.
-                    await self.initialized(session, cannot_ask=None, send_now=False)
+                    # The first roots/list goes out with the first call that needs roots, tied to it: here
+                    # the port cannot tell stdio from HTTP, which drops a request sent before the GET stream.
+                    serve = functools.partial(self.initialized, session, cannot_ask=None, send_now=False)
+                    await for_the_connection(serve)
                     return
             await dispatch(message, session, lifespan_context, raise_exceptions)
 
