@@ -25,7 +25,7 @@ PACKAGE = "mcp_roots"
 #: The tiers, lowest first. A module's place is named by its first component under mcp_roots (a module or a
 #: package); the members of one tier are ordered too (the applications: filesystem below probe below cli).
 TIERS: list[tuple[str, tuple[str, ...]]] = [
-    ("errors", ("errors",)),  # the public exception hierarchy
+    ("base", ("errors", "_lazy")),  # the public exception hierarchy; the faces' names loaded on first use
     ("platform", ("_sys",)),  # ctypes, syscall numbers, /proc and statfs facts
     ("sandbox", ("sandbox",)),  # children confined by the kernel; needs only _sys and errors
     ("paths", ("paths",)),  # text rules, URIs, RootSet, race-free operations
@@ -73,7 +73,13 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_port",),
         ("__init__",),
     ],
-    "adapters": [("mcp2_sdk", "fastmcp4_sdk", "mcp1_sdk"), ("mcp2", "mcp1"), ("fastmcp4",), ("__init__",)],
+    "adapters": [
+        ("mcp2_sdk", "fastmcp4_sdk", "mcp1_sdk"),
+        ("mcp1_dispatch",),
+        ("mcp2", "mcp1"),
+        ("fastmcp4",),
+        ("__init__",),
+    ],
     "broker": [
         ("_protocol", "_consent"),
         ("_wire", "_grants"),
@@ -117,6 +123,7 @@ APPLICATIONS = dict(TIERS)["applications"]
 #: ``mcp_roots.errors``): each package's face is its internal API, named here with what it is for.
 APP_API: dict[str, str] = {
     "errors": "the public exception hierarchy",
+    "_lazy": "an application's own face loads its names on first use, as the library's faces do",
     "__init__": "the public API",
     "sandbox": "mcp-roots run, doctor and wrap: spawn confined, the protected set, the kernel's support",
     "roots": "the operator's configuration: fallback roots, the ceiling, the config file and variables",

@@ -6,8 +6,9 @@ parts (``mcp-roots wrap``: RootSet and RootsCache, not the RootsGuard facade and
 those, and nothing here loads (or needs) an SDK: ``RootsProvider`` and ``ConsentRequest`` need `mcp`.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ._lazy import lazy_names
 from .errors import (
     BrokerError,
     BrokeringUnavailable,
@@ -50,19 +51,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mcp_roots' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [

@@ -25,16 +25,12 @@ from ..guard._calls import resource_read, tool_call
 from ..guard._port import GuardPort, PolicyArgument
 from ..paths._rootset import RootSet
 from ..roots._facts import HANDLER, PROMPT, READ, TOOL, RequestFacts
+from .mcp1_dispatch import DispatchRequest, ErrorAnswer, answer, for_the_connection, keep_tasks_with_runs
 from .mcp1_sdk import (
     Dispatch,
-    DispatchRequest,
-    ErrorAnswer,
-    answer,
     check_private_corners,
     components,
-    for_the_connection,
     installed_ports,
-    keep_tasks_with_runs,
     prompt_manager,
     record_port,
     refusal,

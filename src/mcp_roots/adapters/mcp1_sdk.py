@@ -6,15 +6,11 @@ untyped result: the cache judges each entry).
 
 from __future__ import annotations
 
-import contextvars
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import anyio
 import mcp.types as types
-from anyio.abc import TaskGroup
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.lowlevel.server import Server
 from mcp.server.session import ServerSession
@@ -27,14 +23,9 @@ from ..errors import SDKChanged
 from ..roots._facts import ConnectionEnded
 
 __all__ = [
-    "DispatchRequest",
-    "ErrorAnswer",
-    "answer",
     "check_private_corners",
     "components",
-    "for_the_connection",
     "installed_ports",
-    "keep_tasks_with_runs",
     "lowlevel_of",
     "prompt_manager",
     "record_port",
@@ -56,12 +47,6 @@ _RESOURCE_MANAGER = "_resource_manager"
 _PROMPT_MANAGER = "_prompt_manager"
 # Where install() records the ports it wired into a low-level server (an attribute of our own).
 _INSTALLED = "_mcp_roots_ports"
-# Set on a low-level server whose run keep_tasks_with_runs wrapped (an attribute of our own).
-_RUNS = "_mcp_roots_runs"
-#: The task group of the connection whose run is in progress (seen by the tasks its messages start).
-_CONNECTION: contextvars.ContextVar[TaskGroup | None] = contextvars.ContextVar(
-    "mcp_roots_mcp1_run", default=None
-)
 
 Dispatch = Callable[..., Awaitable[None]]
 
@@ -85,31 +70,6 @@ def lowlevel_of(server: object) -> Server[Any, Any]:
 def refusal(message: str) -> types.CallToolResult:
     """An mcp 1.x tool result with ``isError: true`` carrying ``message``."""
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], isError=True)
-
-
-@dataclass(frozen=True)
-class ErrorAnswer:
-    """A request refused before its handler ran, answered at the dispatch with this error."""
-
-    message: str
-
-
-@dataclass(frozen=True)
-class DispatchRequest:
-    """A request seen at the dispatch, before the SDK made its ``RequestContext``."""
-
-    session: Any
-    request_id: Any
-
-
-async def answer(responder: Any, outcome: str | types.CallToolResult) -> None:
-    """Answer the request of the dispatch's ``responder`` (a ``RequestResponder``) without its handler: an
-    error carrying ``outcome``'s text, or the tool result ``outcome``."""
-    with responder:
-        if isinstance(outcome, str):
-            await responder.respond(types.ErrorData(code=types.INVALID_PARAMS, message=outcome))
-        else:
-            await responder.respond(types.ServerResult(outcome))
 
 
 def _manager(server: FastMCP, name: str, methods: tuple[str, ...], what: str) -> Any:
@@ -151,39 +111,6 @@ def wrap_dispatch(server: object, wrap: Callable[[Dispatch], Dispatch]) -> None:
     """Replace the low-level server's message dispatch (``Server._handle_message``) by ``wrap(dispatch)``."""
     low = lowlevel_of(server)
     setattr(low, _DISPATCH, wrap(getattr(low, _DISPATCH)))
-
-
-def keep_tasks_with_runs(server: object) -> None:
-    """Wrap the low-level server's ``run`` (one connection's life) once, so that :func:`for_the_connection`
-    can start a task that ends with the connection. mcp 1.26 (unlike 1.30) waits, when the client goes, for
-    every message's task to finish: a task that lives as long as the connection must not be one of them,
-    or a stdio server never ends on EOF."""
-    low = lowlevel_of(server)
-    if getattr(low, _RUNS, False):
-        return
-    run: Callable[..., Awaitable[Any]] = low.run
-
-    async def run_connection(*args: Any, **kwargs: Any) -> Any:
-        async with anyio.create_task_group() as group:
-            token = _CONNECTION.set(group)
-            try:
-                return await run(*args, **kwargs)
-            finally:
-                _CONNECTION.reset(token)
-                group.cancel_scope.cancel()
-
-    low.run = run_connection  # type: ignore[method-assign]
-    setattr(low, _RUNS, True)
-
-
-async def for_the_connection(serve: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Run ``serve()`` for as long as the connection lives: in its run's own task group where ``run`` is
-    wrapped (:func:`keep_tasks_with_runs`), else here, in the message's task."""
-    group = _CONNECTION.get()
-    if group is None:
-        await serve()
-    else:
-        group.start_soon(serve)
 
 
 def record_port(server: object, port: object) -> None:

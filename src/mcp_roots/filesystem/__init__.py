@@ -5,8 +5,9 @@ the mcp SDK when first used, so that ``mcp-roots serve`` can say when it is not 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._server import build_server
@@ -17,19 +18,12 @@ if TYPE_CHECKING:
 __all__ = ["READ_ONLY_TOOLS", "WRITE_TOOLS", "Limits", "Settings", "build_server", "shared_request_state"]
 
 _HOMES = {
-    "READ_ONLY_TOOLS": "_toolbox",
-    "WRITE_TOOLS": "_toolbox",
-    "Settings": "_toolbox",
-    "Limits": "_walk",
-    "build_server": "_server",
-    "shared_request_state": "_state",
+    "READ_ONLY_TOOLS": "._toolbox",
+    "WRITE_TOOLS": "._toolbox",
+    "Settings": "._toolbox",
+    "Limits": "._walk",
+    "build_server": "._server",
+    "shared_request_state": "._state",
 }
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)

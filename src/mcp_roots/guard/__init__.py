@@ -14,8 +14,9 @@ its first tool call.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_names
 from ._pathnames import is_path_name
 
 if TYPE_CHECKING:
@@ -23,18 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PathSlot", "SchemaPaths", "is_path_name", "path_slots", "slot_at", "walk_schema"]
 
-_SCHEMA_NAMES = frozenset({"PathSlot", "SchemaPaths", "path_slots", "slot_at", "walk_schema"})
+#: The schema walk's names, imported on first use.
+_SCHEMA = {name: "._schema" for name in ("PathSlot", "SchemaPaths", "path_slots", "slot_at", "walk_schema")}
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _SCHEMA_NAMES:
-        raise AttributeError(f"module 'mcp_roots.guard' has no attribute {name!r}")
-    from . import _schema
-
-    value = getattr(_schema, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _SCHEMA)

@@ -15,8 +15,9 @@ builds a changed set for ``protect=``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_names
 from .._sys.landlock import thread_count
 from ._plan import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, Support, clean_env, no_new_privs, support
 from ._protect import MAX_FOLDERS, PROTECTED, Protected, find_protected, protected_hit, protected_names
@@ -52,18 +53,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "doctor_report":
-        from ._doctor import doctor_report as value
-    elif name in ("Proof", "prove"):
-        from . import _proof
+#: The proofs and the doctor's report, imported on first use.
+_LAZY = {"doctor_report": "._doctor", "Proof": "._proof", "prove": "._proof"}
 
-        value = getattr(_proof, name)
-    else:
-        raise AttributeError(f"module 'mcp_roots.sandbox' has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -11,7 +11,9 @@ command starts the first child before it imports the proxy, the event loop and t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._options import Options
@@ -23,16 +25,4 @@ __all__ = ["Options", "Plan", "Proxy", "make_plan"]
 _LAZY = {"Options": "._options", "Plan": "._plan", "Proxy": "._proxy", "make_plan": "._plan"}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mcp_roots.wrap' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
