@@ -306,6 +306,25 @@ def test_a_version_not_recorded_and_a_request_first_go_to_the_sdk(served: Path, 
     assert server.close() == 0
 
 
+@pytest.mark.parametrize("recorded_before", [False, True], ids=["first_start", "later_start"])
+def test_a_malformed_message_is_left_to_the_sdk_and_the_server_goes_on(
+    served: Path, tmp_path: Path, recorded_before: bool
+) -> None:
+    cache = tmp_path / "cache"
+    if recorded_before:
+        start(served, cache)
+    server = Serve([str(served)], cache)
+    # A method that is not a string (no mapping can hold it): the early phase hands over there.
+    server.send(initialize(), INITIALIZED, {"jsonrpc": "2.0", "id": 1, "method": ["tools/list"]})
+    server.answer(0, [str(served)])
+    assert server.proc.stdin is not None
+    server.proc.stdin.write(b"[" * 50_000 + b"]" * 50_000 + b"\n")  # deeper than any JSON parser goes
+    server.proc.stdin.flush()
+    server.send(call(2, "read_text_file", {"path": str(served / "note.txt")}))
+    assert server.answer(2, [str(served)])["result"]["content"][0]["text"] == "hello\n"
+    assert server.close() == 0
+
+
 def test_a_host_that_leaves_after_tools_list_ends_the_server(served: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     start(served, cache)

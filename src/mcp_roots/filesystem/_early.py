@@ -53,6 +53,8 @@ _SDK_PACKAGES = ("mcp", "mcp_types", "pydantic", "pydantic_core")
 #: The modules the SDK side of serve needs, imported by ``SdkLoader`` while the early answers are given.
 _SDK_MODULES = ("mcp_roots.filesystem._server", "mcp.server.stdio")
 _READ_CHUNK = 64 * 1024
+#: The longest line looked into (serve's tools/list answer is about 13 KB): longer ones pass untouched.
+_MAX_PARSE = 1024 * 1024
 #: The requests without parameters whose answers are recorded beside ``initialize``: what hosts ask at start
 #: (Claude Desktop asks the first three at once), none of which a call can change on serve.
 LISTS = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
@@ -281,8 +283,8 @@ def answer_early(
                 elif (
                     initialized
                     and version is not None
+                    and method in LISTS  # first: a method that is not a string is in no mapping
                     and method in answers[version]
-                    and method in LISTS
                     and _is_id(ident)
                     and params in (None, {})
                 ):
@@ -300,9 +302,13 @@ def answer_early(
 
 
 def _parse(line: str) -> dict[str, Any]:
+    """The JSON-RPC message of ``line``, or ``{}`` (what no rule here matches): for one that is not JSON,
+    nests deeper than the parser goes, or is longer than any message recorded or answered early."""
+    if len(line) > _MAX_PARSE:
+        return {}
     try:
         message = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return message if isinstance(message, dict) and message.get("jsonrpc") == "2.0" else {}
 
