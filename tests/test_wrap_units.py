@@ -235,3 +235,16 @@ async def test_the_wire_drops_what_is_too_long_or_not_an_object_and_keeps_the_re
     finally:
         os.close(read_end)
     assert got == [{"id": 1}, {"id": 2}, {"id": 3}, None]
+
+
+@pytest.mark.anyio
+async def test_the_wire_drops_a_message_nested_deeper_than_the_parser_goes() -> None:
+    read_end, write_end = os.pipe()
+    lines = Lines(read_end, "a test peer")
+    try:
+        os.write(write_end, b'{"a": ' * 5_000 + b"1" + b"}" * 5_000 + b'\n{"id": 2}\n')
+        os.close(write_end)
+        got = [await lines.receive() for _ in range(2)]
+    finally:
+        os.close(read_end)
+    assert got == [{"id": 2}, None]

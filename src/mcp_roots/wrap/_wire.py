@@ -98,6 +98,9 @@ class Lines:
         except ValueError:
             logger.warning("dropped a line from %s that is not JSON (%d bytes)", self._peer, len(line))
             return None
+        except RecursionError:  # the parser's own bound on nesting: a peer's line must not end wrap
+            logger.warning("dropped a message from %s nested deeper than JSON is read here", self._peer)
+            return None
         if not isinstance(message, dict):
             logger.warning(
                 "dropped a message from %s that is not a JSON object (batches are not MCP)", self._peer
