@@ -24,7 +24,7 @@ from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import InputRequiredToolResult, ToolResult
 from fastmcp.tools.function_tool import FunctionTool
 
-from ..guard._audit import Handler, parameters_of
+from ..guard._audit import Handler
 from ..guard._calls import resource_read, tool_call
 from ..guard._port import GuardPort
 from ..paths._rootset import RootSet
@@ -75,16 +75,11 @@ class FastMCP4Adapter(GuardPort):
         for component in components_of(server).values():
             fn = getattr(component, "fn", None)
             if isinstance(component, FunctionTool):
-                found.append(
-                    Handler("tool", component.name, fn, parameters_of(fn, Context), component=component)
-                )
+                found.append(Handler.of("tool", component.name, fn, Context, component))
             elif isinstance(component, FunctionPrompt):
-                found.append(
-                    Handler("prompt", component.name, fn, parameters_of(fn, Context), component=component)
-                )
+                found.append(Handler.of("prompt", component.name, fn, Context, component))
             elif isinstance(component, ResourceTemplate) and fn is not None:
-                uri = component.uri_template
-                found.append(Handler("resource template", uri, fn, parameters_of(fn, Context)))
+                found.append(Handler.of("resource template", component.uri_template, fn, Context))
         return found
 
     def ports_on(self, server: Any) -> list[GuardPort]:

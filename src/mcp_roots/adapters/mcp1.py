@@ -20,7 +20,7 @@ from mcp.server.session import ServerSession
 from mcp.shared.context import RequestContext
 
 from ..errors import RootsError
-from ..guard._audit import Handler, parameters_of
+from ..guard._audit import Handler
 from ..guard._calls import resource_read, tool_call
 from ..guard._port import GuardPort, PolicyArgument
 from ..paths._rootset import RootSet
@@ -150,15 +150,7 @@ class Mcp1Adapter(GuardPort):
     def handlers(self, server: Any) -> list[Handler]:
         """FastMCP's tools, resource templates and prompts (for the audit); none for a low-level server,
         whose handlers are the user's own dispatch functions."""
-        return [
-            Handler(
-                kind,
-                name,
-                c.fn,
-                parameters_of(c.fn, Context),
-            )
-            for kind, name, c in components(server)
-        ]
+        return [Handler.of(kind, name, c.fn, Context) for kind, name, c in components(server)]
 
     def ports_on(self, server: Any) -> list[GuardPort]:
         return installed_ports(server)

@@ -19,7 +19,7 @@ from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, CallToolResult, ErrorData, TextContent
 
-from ..guard._audit import Handler, parameters_of
+from ..guard._audit import Handler
 from ..guard._calls import resource_read, tool_call
 from ..guard._port import GuardPort
 from ..paths._rootset import RootSet
@@ -111,15 +111,7 @@ class Mcp2Adapter(GuardPort):
 
     def handlers(self, server: Any) -> list[Handler]:
         """The tools, resource templates and prompts ``server`` has registered (for the audit)."""
-        return [
-            Handler(
-                kind,
-                name,
-                c.fn,
-                parameters_of(c.fn, Context),
-            )
-            for kind, name, c in Registry(server).components()
-        ]
+        return [Handler.of(kind, name, c.fn, Context) for kind, name, c in Registry(server).components()]
 
     def ports_on(self, server: Any) -> list[GuardPort]:
         return [m.adapter for m in getattr(server, "middleware", None) or [] if isinstance(m, _Middleware)]

@@ -83,6 +83,12 @@ class Handler:
         None  # what the framework registered (whose ``fn`` it runs), where the port may swap it
     )
 
+    @classmethod
+    def of(cls, kind: str, name: str, fn: Any, context_type: type, component: object = None) -> Handler:
+        """The handler of function ``fn``, its parameters read without its framework's context object
+        (``context_type``: see :func:`parameters_of`)."""
+        return cls(kind, name, fn, parameters_of(fn, context_type), component)
+
     @property
     def checked_by_uri(self) -> bool:
         """A ``file:`` resource template: its reads are checked by URI (the read check's own test)."""
