@@ -11,6 +11,7 @@ tests/forkserver.py and the conformance table tests/conformance.py stay files of
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import importlib.util
 import json
@@ -33,7 +34,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from mcp_roots import RootsError, RootSet, path_to_uri
+from mcp_roots import BrokerError, RootsError, RootSet, path_to_uri
 from mcp_roots._sys import attempts
 from mcp_roots.probe._procs import descends_from, listeners
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from mcp_types import ErrorData, ListRootsResult
 
     from mcp_roots import RootsGuard
+    from mcp_roots.broker import FileBroker
 
 #: The repository's top directory.
 REPO = Path(__file__).resolve().parent.parent
@@ -516,6 +518,22 @@ def text_of(result: Any) -> str:
     if isinstance(result, dict):
         return "".join(block.get("text", "") for block in result["content"])
     return "".join(getattr(c, "text", "") for c in result.content)
+
+
+# --- the broker ------------------------------------------------------------------------------------------
+# What the broker's tests send and expect, beside FileBroker itself (tests/test_broker_*.py).
+
+
+def b64(data: bytes) -> str:
+    """``data`` as the protocol carries it (base64 text)."""
+    return base64.b64encode(data).decode("ascii")
+
+
+async def broker_refusal(broker: FileBroker, method: str, params: dict[str, Any]) -> BrokerError:
+    """The error ``broker`` answers ``method`` with (the test fails if it answers)."""
+    with pytest.raises(BrokerError) as caught:
+        await broker.handle(method, params)
+    return caught.value
 
 
 # --- interop ---------------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ other-user test runs as root and drops to ``nobody``."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import os
 import pwd
@@ -41,17 +40,9 @@ from mcp_roots.broker import _uploads as up
 from mcp_roots.broker._grants import Grants
 from mcp_roots.broker._watch import snapshot
 
+from .kit import b64, broker_refusal
+
 pytestmark = pytest.mark.anyio
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-async def refused(broker: FileBroker, method: str, params: dict[str, Any]) -> BrokerError:
-    with pytest.raises(BrokerError) as caught:
-        await broker.handle(method, params)
-    return caught.value
 
 
 async def until(condition: Callable[[], bool], seconds: float = 10) -> None:
@@ -122,9 +113,9 @@ async def test_a_symlink_renamed_over_a_watched_file_ends_the_watch_without_a_na
         control = unfenced(root, "work/x")
         (root / "private" / "later.txt").write_text("later")  # a later change inside the revoked folder
         await until(lambda: bool(recorder.ended()))
-        listed = await refused(broker, "files/list", {"path": "work/x"})
-        read = await refused(broker, "files/read", {"path": "work/x/s.txt"})
-        stat = await refused(broker, "files/stat", {"path": "work/x/s.txt"})
+        listed = await broker_refusal(broker, "files/list", {"path": "work/x"})
+        read = await broker_refusal(broker, "files/read", {"path": "work/x/s.txt"})
+        stat = await broker_refusal(broker, "files/stat", {"path": "work/x/s.txt"})
     assert "s.txt" in control  # the attack: the old look walks the revoked folder by the watched name
     assert recorder.ended() == ["revoked"]
     assert not [x for x in recorder.paths() if x.startswith("work/x/")], recorder.paths()
@@ -151,7 +142,7 @@ async def test_a_revoked_folder_moved_into_a_watched_one_is_never_reported(root:
         (root / "work" / "marker2").write_text("m")
         await until(lambda: "work/marker2" in recorder.paths())
         listing = await broker.handle("files/list", {"path": "work"})
-        read = await refused(broker, "files/read", {"path": "work/private/s.txt"})
+        read = await broker_refusal(broker, "files/read", {"path": "work/private/s.txt"})
         still = broker.watching
     assert {"private", "private/s.txt"} <= control  # the attack: the old look walks the moved folder
     assert not [x for x in recorder.paths() if x.startswith("work/private")], recorder.paths()
@@ -218,11 +209,11 @@ async def test_a_hard_link_to_a_revoked_file_is_neither_described_nor_listed(roo
     broker = FileBroker(rootset, rate=None)
     broker.revoke([root / "private" / "s.txt"])
     control = ops.look(rootset, f"{root}/work/h.txt")  # the old, unfenced look
-    stat = await refused(broker, "files/stat", {"path": "work/h.txt"})
-    conflict = await refused(
+    stat = await broker_refusal(broker, "files/stat", {"path": "work/h.txt"})
+    conflict = await broker_refusal(
         broker, "files/write", {"path": "work/h.txt", "content": b64(b"x"), "ifMatch": "v"}
     )
-    delete = await refused(broker, "files/delete", {"path": "work/h.txt", "ifMatch": "v"})
+    delete = await broker_refusal(broker, "files/delete", {"path": "work/h.txt", "ifMatch": "v"})
     listing = await broker.handle("files/list", {"path": "work"})
     secret = os.stat(root / "private" / "s.txt")
     assert (control.st_dev, control.st_ino) == (secret.st_dev, secret.st_ino)
@@ -435,7 +426,7 @@ async def test_a_file_over_the_default_limit_is_refused_and_a_host_can_raise_it(
     default = FileBroker(RootSet.from_paths([tmp_path]), rate=None)
     raised = FileBroker(RootSet.from_paths([tmp_path]), rate=None, max_file=2 * DEFAULT_MAX_FILE)
     unlimited = FileBroker(RootSet.from_paths([tmp_path]), rate=None, max_file=None)  # the old default
-    error = await refused(default, "files/read", {"path": "big", "length": 4})
+    error = await broker_refusal(default, "files/read", {"path": "big", "length": 4})
     assert (default.max_file, DEFAULT_MAX_FILE) == (DEFAULT_MAX_FILE, 1 << 30)
     assert (error.reason, error.data["kind"], error.data["limit"]) == (
         "QUOTA_EXCEEDED",

@@ -7,7 +7,6 @@ import base64
 import logging
 import os
 from pathlib import Path
-from typing import Any
 
 import anyio
 import mcp_types
@@ -20,17 +19,9 @@ from mcp.server.mcpserver import Context
 from mcp_roots import BrokerError, BrokeringUnavailable, RootSet, RootsProvider
 from mcp_roots.broker import ConsentItem, FileBroker, FileConsentRequest, _sdk, enable_brokering, files
 
+from .kit import b64, broker_refusal
+
 pytestmark = pytest.mark.anyio
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-async def refused(broker: FileBroker, method: str, params: dict[str, Any]) -> BrokerError:
-    with pytest.raises(BrokerError) as caught:
-        await broker.handle(method, params)
-    return caught.value
 
 
 @pytest.fixture
@@ -53,7 +44,7 @@ async def test_read_only_refuses_every_change_and_still_reads(root: Path) -> Non
         ("files/delete", {"path": "a.txt"}),
         ("files/rename", {"path": "a.txt", "newPath": "b.txt"}),
     ]:
-        error = await refused(broker, method, params)
+        error = await broker_refusal(broker, method, params)
         assert error.reason == "PERMISSION_DENIED"
         assert "read-only" in error.message
     assert sorted(os.listdir(root)) == ["a.txt"]
@@ -67,7 +58,7 @@ async def test_reads_are_clamped_to_the_chunk_limit_and_larger_write_chunks_are_
     assert first["bytesRead"] == 100
     assert first["size"] == 1000
     assert first["eof"] is False
-    error = await refused(broker, "files/write", {"path": "c.bin", "content": b64(b"y" * 101)})
+    error = await broker_refusal(broker, "files/write", {"path": "c.bin", "content": b64(b"y" * 101)})
     assert error.reason == "QUOTA_EXCEEDED"
     assert error.data["kind"] == "chunk"
     assert not (root / "c.bin").exists()
@@ -77,7 +68,7 @@ async def test_the_rate_limit_says_when_to_retry(root: Path) -> None:
     broker = FileBroker(RootSet.from_paths([root]), rate=(2, 10.0))
     await broker.handle("files/stat", {"path": "a.txt"})
     await broker.handle("files/stat", {"path": "a.txt"})
-    error = await refused(broker, "files/stat", {"path": "a.txt"})
+    error = await broker_refusal(broker, "files/stat", {"path": "a.txt"})
     assert error.reason == "QUOTA_EXCEEDED"
     assert error.data["kind"] == "rate"
     assert 0 < int(error.data["retryAfterMs"]) <= 5001  # type: ignore[call-overload]
@@ -90,7 +81,7 @@ async def test_a_slow_consent_prompt_times_out(root: Path) -> None:
 
     broker = FileBroker(RootSet.from_paths([root]), consent=never, timeout=0.2)
     with anyio.fail_after(5):
-        error = await refused(broker, "files/read", {"path": "a.txt"})
+        error = await broker_refusal(broker, "files/read", {"path": "a.txt"})
     assert error.reason == "TIMEOUT"
 
 
@@ -98,7 +89,7 @@ async def test_a_fifo_is_refused_without_blocking(root: Path) -> None:
     os.mkfifo(root / "pipe")
     broker = FileBroker(RootSet.from_paths([root]))
     with anyio.fail_after(5):
-        error = await refused(broker, "files/read", {"path": "pipe"})
+        error = await broker_refusal(broker, "files/read", {"path": "pipe"})
     assert error.reason == "INVALID_PATH"
 
 
@@ -122,20 +113,22 @@ async def test_a_chunked_upload_replaces_the_file_only_after_the_last_chunk(root
 async def test_a_chunk_at_the_wrong_offset_discards_the_upload_and_keeps_the_file(root: Path) -> None:
     broker = FileBroker(RootSet.from_paths([root]))
     first = await broker.handle("files/write", {"path": "a.txt", "content": b64(b"1234"), "more": True})
-    error = await refused(
+    error = await broker_refusal(
         broker, "files/write", {"uploadId": first["uploadId"], "offset": 2, "content": b64(b"x")}
     )
     assert error.reason == "INVALID_PARAMS"
     assert sorted(os.listdir(root)) == ["a.txt"]
     assert (root / "a.txt").read_text() == "alpha"
-    gone = await refused(broker, "files/write", {"uploadId": first["uploadId"], "offset": 4, "content": ""})
+    gone = await broker_refusal(
+        broker, "files/write", {"uploadId": first["uploadId"], "offset": 4, "content": ""}
+    )
     assert gone.reason == "INVALID_PARAMS"
 
 
 async def test_the_file_limit_stops_an_upload_midway_and_removes_the_staging_file(root: Path) -> None:
     broker = FileBroker(RootSet.from_paths([root]), max_file=6)
     first = await broker.handle("files/write", {"path": "n.bin", "content": b64(b"1234"), "more": True})
-    error = await refused(
+    error = await broker_refusal(
         broker, "files/write", {"uploadId": first["uploadId"], "offset": 4, "content": b64(b"567")}
     )
     assert error.reason == "QUOTA_EXCEEDED"
@@ -146,16 +139,20 @@ async def test_the_file_limit_stops_an_upload_midway_and_removes_the_staging_fil
 async def test_if_match_and_create_only_turn_a_concurrent_change_into_a_conflict(root: Path) -> None:
     broker = FileBroker(RootSet.from_paths([root]))
     etag = (await broker.handle("files/stat", {"path": "a.txt"}))["etag"]
-    exists = await refused(broker, "files/write", {"path": "a.txt", "content": b64(b"x"), "createOnly": True})
+    exists = await broker_refusal(
+        broker, "files/write", {"path": "a.txt", "content": b64(b"x"), "createOnly": True}
+    )
     assert exists.reason == "CONCURRENCY_CONFLICT"
     first = await broker.handle(
         "files/write", {"path": "a.txt", "content": b64(b"mine"), "ifMatch": etag, "more": True}
     )
     (root / "a.txt").write_text("theirs")  # someone else writes while the upload is in flight
-    late = await refused(broker, "files/write", {"uploadId": first["uploadId"], "offset": 4, "content": ""})
+    late = await broker_refusal(
+        broker, "files/write", {"uploadId": first["uploadId"], "offset": 4, "content": ""}
+    )
     assert late.reason == "CONCURRENCY_CONFLICT"
     assert (root / "a.txt").read_text() == "theirs"
-    stale = await refused(broker, "files/delete", {"path": "a.txt", "ifMatch": etag})
+    stale = await broker_refusal(broker, "files/delete", {"path": "a.txt", "ifMatch": etag})
     assert stale.reason == "CONCURRENCY_CONFLICT"
     assert (root / "a.txt").exists()
     assert sorted(os.listdir(root)) == ["a.txt"]
@@ -197,7 +194,7 @@ async def test_a_root_that_is_not_the_clients_is_refused(tmp_path: Path, root: P
     other.mkdir()
     (other / "x").write_text("x")
     broker = FileBroker(RootSet.from_paths([root]))
-    error = await refused(broker, "files/read", {"root": other.as_uri(), "path": "x"})
+    error = await broker_refusal(broker, "files/read", {"root": other.as_uri(), "path": "x"})
     assert error.reason == "PERMISSION_DENIED"
     ok = await broker.handle("files/read", {"root": root.as_uri(), "path": "a.txt", "encoding": "utf-8"})
     assert ok["content"] == "alpha"
@@ -210,7 +207,7 @@ async def test_a_root_deleted_on_disk_is_a_protocol_error_not_a_crash(tmp_path: 
     gone.rmdir()
     broker = FileBroker(roots)
     for method in ("files/read", "files/list", "files/write"):
-        error = await refused(broker, method, {"path": "a", "content": ""})
+        error = await broker_refusal(broker, method, {"path": "a", "content": ""})
         assert error.reason in {"FILE_NOT_FOUND", "INVALID_PATH"}, (method, error.message)
         assert str(tmp_path) not in error.message
 
@@ -224,7 +221,7 @@ async def test_implicit_consent_asks_once_and_remembers_a_refusal(root: Path) ->
 
     broker = FileBroker(RootSet.from_paths([root]), consent=consent)
     for _ in range(3):
-        error = await refused(broker, "files/read", {"path": "a.txt"})
+        error = await broker_refusal(broker, "files/read", {"path": "a.txt"})
         assert error.data["consent"] == "denied"
     assert len(asked) == 1
     assert not asked[0].explicit
@@ -246,7 +243,7 @@ async def test_a_symlink_does_not_carry_a_grant_to_a_path_the_user_did_not_appro
     broker = FileBroker(RootSet.from_paths([root]), consent=consent)
     await broker.handle("files/consent", {"message": "m", "paths": [{"path": "public"}]})
     assert (await broker.handle("files/read", {"path": "public/fine.txt"}))["bytesRead"] == 4
-    error = await refused(broker, "files/read", {"path": "public/shortcut"})
+    error = await broker_refusal(broker, "files/read", {"path": "public/shortcut"})
     assert error.reason == "PERMISSION_DENIED"
     assert "private" not in error.message
     assert asked == ["public", "private/secret.txt"]  # the user was asked about the real target
@@ -257,7 +254,7 @@ async def test_a_raising_consent_callback_is_a_refusal(root: Path) -> None:
         raise RuntimeError("dialog crashed")
 
     broker = FileBroker(RootSet.from_paths([root]), consent=consent)
-    assert (await refused(broker, "files/read", {"path": "a.txt"})).reason == "PERMISSION_DENIED"
+    assert (await broker_refusal(broker, "files/read", {"path": "a.txt"})).reason == "PERMISSION_DENIED"
 
 
 async def test_revoking_one_folder_keeps_the_others(root: Path) -> None:
@@ -272,7 +269,7 @@ async def test_revoking_one_folder_keeps_the_others(root: Path) -> None:
     assert [g["path"] for g in grant["granted"]] == ["keep", "drop"]
     broker.revoke([root / "drop"])
     assert (await broker.handle("files/read", {"path": "keep/k"}))["bytesRead"] == 1
-    error = await refused(broker, "files/read", {"path": "drop/d"})
+    error = await broker_refusal(broker, "files/read", {"path": "drop/d"})
     assert error.data["consent"] == "revoked"
     # A new explicit consent lifts the revocation.
     await broker.handle("files/consent", {"message": "again", "paths": [{"path": "drop"}]})
@@ -283,7 +280,9 @@ async def test_revocation_discards_an_upload_in_flight(root: Path) -> None:
     broker = FileBroker(RootSet.from_paths([root]))
     first = await broker.handle("files/write", {"path": "a.txt", "content": b64(b"half"), "more": True})
     broker.revoke()
-    error = await refused(broker, "files/write", {"uploadId": first["uploadId"], "offset": 4, "content": ""})
+    error = await broker_refusal(
+        broker, "files/write", {"uploadId": first["uploadId"], "offset": 4, "content": ""}
+    )
     assert error.reason == "INVALID_PARAMS"
     assert sorted(os.listdir(root)) == ["a.txt"]
     assert (root / "a.txt").read_text() == "alpha"
@@ -305,7 +304,7 @@ async def test_a_root_the_user_refused_this_server_is_not_brokered(tmp_path: Pat
         await client.session.send_ping()  # the connection is up; now the server lists roots
         listed = await provider(_context(client))
         assert [str(r.uri) for r in listed.roots] == [shared.as_uri()]  # type: ignore[union-attr]
-        error = await refused(broker, "files/read", {"root": private.as_uri(), "path": "p"})
+        error = await broker_refusal(broker, "files/read", {"root": private.as_uri(), "path": "p"})
     assert error.reason == "PERMISSION_DENIED"
 
 
@@ -323,7 +322,7 @@ async def test_every_operation_is_audited_with_paths_but_never_contents(
     broker = FileBroker(RootSet.from_paths([root]))
     await broker.handle("files/write", {"path": "secret.txt", "content": b64(b"TOPSECRET")})
     await broker.handle("files/read", {"path": "secret.txt"})
-    await refused(broker, "files/read", {"path": "../x"})
+    await broker_refusal(broker, "files/read", {"path": "../x"})
     records = [r for r in caplog.records if r.name == "mcp_roots.audit"]
     assert [(r.files_method, r.files_path, r.files_outcome) for r in records] == [  # type: ignore[attr-defined]
         ("files/write", "secret.txt", "ok"),
@@ -540,7 +539,7 @@ async def test_changes_work_under_every_resolution_strategy(root: Path, strategy
         broker = FileBroker(RootSet.from_paths([root]), rate=None)
         await broker.handle("files/create", {"path": "d/e", "type": "directory", "parents": True})
         await broker.handle("files/write", {"path": "d/e/f.txt", "content": b64(b"one")})
-        clash = await refused(broker, "files/rename", {"path": "a.txt", "newPath": "d/e/f.txt"})
+        clash = await broker_refusal(broker, "files/rename", {"path": "a.txt", "newPath": "d/e/f.txt"})
         assert clash.reason == "CONCURRENCY_CONFLICT"
         await broker.handle("files/rename", {"path": "d/e/f.txt", "newPath": "g.txt"})
         await broker.handle("files/delete", {"path": "d", "recursive": True})
@@ -561,7 +560,7 @@ async def test_create_with_parents_checks_the_deepest_folder_that_exists(root: P
     with forced(strategy):
         broker = FileBroker(RootSet.from_paths([root]), rate=None)
         broker.revoke([root / "private"])
-        denied = await refused(
+        denied = await broker_refusal(
             broker, "files/create", {"path": "private/a/b/c.txt", "type": "file", "parents": True}
         )
         assert denied.reason == "PERMISSION_DENIED"
@@ -570,7 +569,7 @@ async def test_create_with_parents_checks_the_deepest_folder_that_exists(root: P
         assert (root / "kept" / "deep" / "x" / "y" / "z.txt").read_bytes() == b""
         await broker.handle("files/create", {"path": "kept/deep/x/w", "type": "directory", "parents": True})
         assert (root / "kept" / "deep" / "x" / "w").is_dir()
-        blocked = await refused(
+        blocked = await broker_refusal(
             broker, "files/create", {"path": "a.txt/b/c", "type": "directory", "parents": True}
         )
         assert blocked.reason in ("INVALID_PATH", "PERMISSION_DENIED"), blocked

@@ -29,13 +29,9 @@ from mcp_roots import BrokerError, RootSet, RootsProvider
 from mcp_roots.broker import ConsentItem, FileBroker, FileConsentRequest, _sdk, enable_brokering, files
 from mcp_roots.broker._watch import MAX_DEPTH, snapshot
 
+from .kit import broker_refusal
+
 pytestmark = pytest.mark.anyio
-
-
-async def refused(broker: FileBroker, method: str, params: dict[str, Any]) -> BrokerError:
-    with pytest.raises(BrokerError) as caught:
-        await broker.handle(method, params)
-    return caught.value
 
 
 @pytest.fixture
@@ -56,7 +52,7 @@ async def test_a_wider_consent_does_not_lift_a_revocation_without_a_callback(roo
     broker = FileBroker(RootSet.from_paths([root]))
     broker.revoke([root / "docs" / "private"])
     await broker.handle("files/consent", {"message": "everything please", "paths": [{"path": ""}]})
-    error = await refused(broker, "files/read", {"path": "docs/private/s.txt"})
+    error = await broker_refusal(broker, "files/read", {"path": "docs/private/s.txt"})
     assert error.reason == "PERMISSION_DENIED"
     assert error.data["consent"] == "revoked"
     assert (await broker.handle("files/read", {"path": "docs/open.txt"}))["bytesRead"] == 4
@@ -66,7 +62,7 @@ async def test_a_revoked_folder_stays_revoked_when_its_ancestor_is_renamed(root:
     broker = FileBroker(RootSet.from_paths([root]))
     broker.revoke([root / "docs" / "private"])
     os.rename(root / "docs", root / "d2")  # by another program, or the user
-    error = await refused(broker, "files/read", {"path": "d2/private/s.txt"})
+    error = await broker_refusal(broker, "files/read", {"path": "d2/private/s.txt"})
     assert error.reason == "PERMISSION_DENIED"
     assert error.data["consent"] == "revoked"
 
@@ -74,8 +70,8 @@ async def test_a_revoked_folder_stays_revoked_when_its_ancestor_is_renamed(root:
 async def test_the_server_cannot_rename_or_delete_an_ancestor_of_a_revoked_folder(root: Path) -> None:
     broker = FileBroker(RootSet.from_paths([root]))
     broker.revoke([root / "docs" / "private"])
-    renamed = await refused(broker, "files/rename", {"path": "docs", "newPath": "d2"})
-    deleted = await refused(broker, "files/delete", {"path": "docs", "recursive": True})
+    renamed = await broker_refusal(broker, "files/rename", {"path": "docs", "newPath": "d2"})
+    deleted = await broker_refusal(broker, "files/delete", {"path": "docs", "recursive": True})
     assert (renamed.reason, deleted.reason) == ("PERMISSION_DENIED", "PERMISSION_DENIED")
     assert (root / "docs" / "private" / "s.txt").read_text() == "secret"
 
@@ -132,12 +128,12 @@ async def test_watches_per_connection_and_entries_per_watch_are_capped(root: Pat
     client = Client(server, mode="legacy", list_roots_callback=RootsProvider([root]))
     broker.install(client)
     async with client, broker:
-        too_big = await refused(broker, "files/watch", {"path": ""})
+        too_big = await broker_refusal(broker, "files/watch", {"path": ""})
         assert too_big.reason == "QUOTA_EXCEEDED"
         assert too_big.data["kind"] == "watch-entries"
         for _ in range(3):
             await broker.handle("files/watch", {"path": "docs"})
-        fourth = await refused(broker, "files/watch", {"path": "docs"})
+        fourth = await broker_refusal(broker, "files/watch", {"path": "docs"})
         assert fourth.reason == "QUOTA_EXCEEDED"
         assert fourth.data["kind"] == "watches"
         assert len(broker.watching) == 3
@@ -340,7 +336,9 @@ async def test_a_refusal_covers_everything_beneath_it(root: Path) -> None:
     broker = FileBroker(RootSet.from_paths([root]), consent=consent, rate=None)
     await broker.handle("files/consent", {"message": "m", "paths": [{"path": "docs"}]})
     for name in ("open.txt", "private/s.txt", "x", "y"):
-        assert (await refused(broker, "files/read", {"path": f"docs/{name}"})).data["consent"] == "denied"
+        assert (await broker_refusal(broker, "files/read", {"path": f"docs/{name}"})).data[
+            "consent"
+        ] == "denied"
     assert asked == ["docs"]
 
 
@@ -356,14 +354,17 @@ async def test_prompts_are_rate_limited_per_connection(root: Path) -> None:
         RootSet.from_paths([root]), consent=consent, rate=None, prompts=(5, 60.0), clock=lambda: now[0]
     )
     outcomes = [
-        (await refused(broker, "files/read", {"path": f"docs/n{i}"})).data.get("consent") for i in range(299)
+        (await broker_refusal(broker, "files/read", {"path": f"docs/n{i}"})).data.get("consent")
+        for i in range(299)
     ]
     assert len(asked) == 5
     assert outcomes.count("rate-limited") == 294
     now[0] += 11.9  # 5 prompts per 60 s: the next one is allowed 12 s later, not before
-    assert (await refused(broker, "files/read", {"path": "docs/late"})).data["consent"] == "rate-limited"
+    assert (await broker_refusal(broker, "files/read", {"path": "docs/late"})).data[
+        "consent"
+    ] == "rate-limited"
     now[0] += 0.2
-    assert (await refused(broker, "files/read", {"path": "docs/later"})).data["consent"] == "denied"
+    assert (await broker_refusal(broker, "files/read", {"path": "docs/later"})).data["consent"] == "denied"
     assert len(asked) == 6
 
 
@@ -408,8 +409,8 @@ async def test_a_newline_in_a_path_cannot_forge_an_audit_line(
     caplog.set_level(logging.INFO, logger="mcp_roots.audit")
     broker = FileBroker(RootSet.from_paths([root]))
     forged = "x\nfiles/delete server=probe root=r path=docs outcome=ok"
-    await refused(broker, "files/read", {"path": forged})
-    await refused(broker, "files/read", {"root": forged, "path": "a"})
+    await broker_refusal(broker, "files/read", {"path": forged})
+    await broker_refusal(broker, "files/read", {"root": forged, "path": "a"})
     broker.revoke([root / "docs\nrevoke paths=*"])
     records = [r for r in caplog.records if r.name == "mcp_roots.audit"]
     assert records
@@ -509,7 +510,7 @@ async def test_a_tree_too_deep_to_watch_whole_is_refused_not_partly_watched(root
     client = Client(server, mode="legacy", list_roots_callback=provider)
     broker.install(client)
     async with client, broker:
-        error = await refused(broker, "files/watch", {"path": "docs", "recursive": True})
+        error = await broker_refusal(broker, "files/watch", {"path": "docs", "recursive": True})
         shallow = await broker.handle("files/watch", {"path": "docs", "recursive": False})
     assert (error.reason, error.message) == ("IO_ERROR", "'docs' is nested too deeply")
     assert shallow["watchId"]
@@ -548,8 +549,10 @@ async def test_the_user_re_approving_a_revoked_folder_gives_it_back(root: Path) 
     approve[0] = True
     # A wider approval by the user does not lift the narrower revocation...
     await broker.handle("files/consent", {"message": "all", "paths": [{"path": ""}], "access": "write"})
-    assert (await refused(broker, "files/read", {"path": "docs/private/s.txt"})).data["consent"] == "revoked"
-    assert (await refused(broker, "files/delete", {"path": "docs", "recursive": True})).reason == (
+    assert (await broker_refusal(broker, "files/read", {"path": "docs/private/s.txt"})).data[
+        "consent"
+    ] == "revoked"
+    assert (await broker_refusal(broker, "files/delete", {"path": "docs", "recursive": True})).reason == (
         "PERMISSION_DENIED"
     )
     # ...approving the revoked folder itself does, for reads and for deleting what holds it.
@@ -564,7 +567,7 @@ async def test_the_user_re_approving_a_revoked_folder_gives_it_back(root: Path) 
 async def test_restore_gives_back_what_revoke_took_without_a_callback(root: Path) -> None:
     broker = FileBroker(RootSet.from_paths([root]))
     broker.revoke()
-    assert (await refused(broker, "files/stat", {"path": "docs"})).data["consent"] == "revoked"
+    assert (await broker_refusal(broker, "files/stat", {"path": "docs"})).data["consent"] == "revoked"
     broker.restore()
     assert (await broker.handle("files/stat", {"path": "docs"}))["type"] == "directory"
 
@@ -592,7 +595,7 @@ async def test_a_name_is_measured_in_bytes(root: Path, name: str, accepted: bool
         assert done["size"] == 4
         assert (root / "docs" / name).read_bytes() == b"data"
     else:
-        error = await refused(broker, "files/write", params)
+        error = await broker_refusal(broker, "files/write", params)
         assert error.reason == "INVALID_PATH"
         assert "too long" in error.message
     assert sorted(os.listdir(root / "docs")) == sorted(["private", "open.txt", *([name] if accepted else [])])
