@@ -31,7 +31,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 import uvicorn
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from mcp_roots import RootsGuard, path_to_uri
 
@@ -265,6 +265,48 @@ async def over_pipes(
     finally:
         for file in files:
             file.close()
+
+
+@asynccontextmanager
+async def client_end(
+    stdin: anyio.AsyncFile[str],
+    stdout: anyio.AsyncFile[str],
+    parse: Callable[[str], Any],
+    dump: Callable[[Any], str],
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The client's end of the pipes (an SDK transport's read and write streams): one JSON-RPC message a
+    line each way, framed as the SDK's stdio client frames a subprocess's. ``parse(line)`` gives the SDK's
+    ``SessionMessage`` (a line it refuses raises pydantic's ``ValidationError``, handed to the session as the
+    SDK's transport hands it); ``dump(session_message)`` its line. On exit its stdout closes: the server's
+    EOF."""
+    to_session, read = anyio.create_memory_object_stream[Any](0)
+    write, from_session = anyio.create_memory_object_stream[Any](0)
+
+    async def reader() -> None:
+        async with to_session:
+            async for line in stdin:
+                try:
+                    message = parse(line)
+                except ValidationError as exc:
+                    await to_session.send(exc)
+                    continue
+                await to_session.send(message)
+
+    async def writer() -> None:
+        async with from_session:
+            async for message in from_session:
+                await stdout.write(dump(message) + "\n")
+                await stdout.flush()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        tg.start_soon(writer)
+        try:
+            yield read, write
+        finally:
+            with anyio.CancelScope(shield=True):
+                await stdout.aclose()
+            tg.cancel_scope.cancel()  # the reader's blocking read returns at the server's EOF
 
 
 class _Hosted:

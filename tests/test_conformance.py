@@ -18,7 +18,7 @@ import functools
 import inspect
 import os
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,6 @@ from mcp.server.mcpserver import Context
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
-from pydantic import ValidationError
 
 from mcp_roots import RootsGuard, path_to_uri
 
@@ -46,6 +45,7 @@ from .conformance import (
     Harness,
     LowLevelHarness,
     Session,
+    client_end,
     http_url,
     over_pipes,
 )
@@ -77,40 +77,16 @@ async def _serve_stdio(
             done.cancel()  # the client's EOF ended the connection; the transport's writer waits for no more
 
 
-@asynccontextmanager
-async def _client_end(
+def _client_end(
     stdin: anyio.AsyncFile[str], stdout: anyio.AsyncFile[str]
-) -> AsyncIterator[tuple[Any, Any]]:
-    """The client's end of the pipes (an SDK ``Transport``): one JSON-RPC message a line each way, framed
-    as mcp.client.stdio frames a subprocess's. On exit its stdout closes: the server's EOF."""
-    to_session, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write, from_session = anyio.create_memory_object_stream[SessionMessage](0)
-
-    async def reader() -> None:
-        async with to_session:
-            async for line in stdin:
-                try:
-                    message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except ValidationError as exc:
-                    await to_session.send(exc)
-                    continue
-                await to_session.send(SessionMessage(message))
-
-    async def writer() -> None:
-        async with from_session:
-            async for message in from_session:
-                await stdout.write(message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
-                await stdout.flush()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(reader)
-        tg.start_soon(writer)
-        try:
-            yield read, write
-        finally:
-            with anyio.CancelScope(shield=True):
-                await stdout.aclose()
-            tg.cancel_scope.cancel()  # the reader's blocking read returns at the server's EOF
+) -> AbstractAsyncContextManager[tuple[Any, Any]]:
+    """The client's end of the pipes with mcp 2.x's message types (``conformance.client_end``)."""
+    return client_end(
+        stdin,
+        stdout,
+        lambda line: SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)),
+        lambda message: message.message.model_dump_json(by_alias=True, exclude_unset=True),
+    )
 
 
 def _lowlevel(server: Any) -> Server[Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from mcp.shared.context import RequestContext
 from mcp.shared.exceptions import McpError
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.shared.message import SessionMessage
-from pydantic import AnyUrl, ValidationError
+from pydantic import AnyUrl
 from starlette.applications import Starlette
 from starlette.routing import Route
 
@@ -41,6 +41,7 @@ from ..conformance import (
     Harness,
     LowLevelHarness,
     Session,
+    client_end,
     http_url,
     over_pipes,
 )
@@ -66,38 +67,16 @@ def _serve_stdio(
     return serve
 
 
-@asynccontextmanager
-async def _client_end(stdin: anyio.AsyncFile[str], stdout: anyio.AsyncFile[str]) -> AsyncIterator[Any]:
-    """The client's end of the pipes: one JSON-RPC message a line each way, as mcp.client.stdio frames a
-    subprocess's. On exit its stdout closes: the server's EOF."""
-    to_session, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write, from_session = anyio.create_memory_object_stream[SessionMessage](0)
-
-    async def reader() -> None:
-        async with to_session:
-            async for line in stdin:
-                try:
-                    message = types.JSONRPCMessage.model_validate_json(line)
-                except ValidationError as exc:
-                    await to_session.send(exc)
-                    continue
-                await to_session.send(SessionMessage(message))
-
-    async def writer() -> None:
-        async with from_session:
-            async for message in from_session:
-                await stdout.write(message.message.model_dump_json(by_alias=True, exclude_none=True) + "\n")
-                await stdout.flush()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(reader)
-        tg.start_soon(writer)
-        try:
-            yield read, write
-        finally:
-            with anyio.CancelScope(shield=True):
-                await stdout.aclose()
-            tg.cancel_scope.cancel()  # the reader's blocking read returns at the server's EOF
+def _client_end(
+    stdin: anyio.AsyncFile[str], stdout: anyio.AsyncFile[str]
+) -> AbstractAsyncContextManager[Any]:
+    """The client's end of the pipes with mcp 1.x's message types (``conformance.client_end``)."""
+    return client_end(
+        stdin,
+        stdout,
+        lambda line: SessionMessage(types.JSONRPCMessage.model_validate_json(line)),
+        lambda message: message.message.model_dump_json(by_alias=True, exclude_none=True),
+    )
 
 
 def _http_app(server: FastMCP | Server[Any, Any]) -> Callable[[], Any]:
