@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# The TypeScript SDK client of tests/test_interop_ts.py, installed once from the lock file (offline afterwards).
+# The TypeScript SDK client of tests/adapters/test_interop_ts.py, installed once from the lock file (offline afterwards).
 NODE_STAMP := tests/interop/node_modules/.installed
 
 .PHONY: demo test compat lock-compat cli-docs lint typecheck typecheck-main typecheck-mcp1 pytest pytest-parallel pytest-table pytest-serial pytest-warm pytest-mcp1 docs bench interop scale-test lock lock-mcp1 clean
@@ -57,11 +57,11 @@ COMPAT_STAMPS := $(foreach e,$(COMPAT_ENDS),.venv-$(e)/.installed)
 	touch $@
 compat: $(foreach e,$(COMPAT_ENDS),compat-$(e))
 compat-fastmcp4.2: .venv-fastmcp4.2/.installed
-	$(MKTMP); .venv-fastmcp4.2/bin/pytest -p no:xdist -q -k fastmcp4 --basetemp="$$tmp/c" tests/test_conformance.py; \
+	$(MKTMP); .venv-fastmcp4.2/bin/pytest -p no:xdist -q -k fastmcp4 --basetemp="$$tmp/c" tests/adapters/test_conformance.py; \
 	  status=$$?; rm -rf "$$tmp"; exit $$status
 compat-mcp2.1: .venv-mcp2.1/.installed
 	$(MKTMP); MCP_ROOTS_COMPAT_NO_FASTMCP=1 .venv-mcp2.1/bin/pytest -p no:xdist -q --basetemp="$$tmp/c" \
-	  tests/test_conformance.py; status=$$?; rm -rf "$$tmp"; exit $$status
+	  tests/adapters/test_conformance.py; status=$$?; rm -rf "$$tmp"; exit $$status
 # mcp 1.26: the table in every cell, and a real guarded stdio process that must end at EOF (1.26, unlike
 # 1.30, waits for every message's task when the client goes).
 compat-mcp1.26: .venv-mcp1.26/.installed
@@ -135,7 +135,7 @@ pytest: $(STAMP) $(NODE_STAMP)
 	$(MAKE) pytest-serial
 # The path table (13,700 small rows, no waiting) runs in one process of its own beside the workers: through
 # xdist each worker would collect it and the controller would take three reports of every row.
-PATH_TABLE := tests/test_path_table.py
+PATH_TABLE := tests/paths/test_path_table.py
 pytest-parallel: $(STAMP) $(NODE_STAMP)
 	$(MKTMP); $(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "not serial" --ignore=$(PATH_TABLE) --basetemp="$$tmp/p"; \
 	  status=$$?; rm -rf "$$tmp"; exit $$status
@@ -162,7 +162,7 @@ pytest-mcp1: $(MCP1_STAMP)
 	  exit $$status
 
 # The official git MCP server from PyPI, pinned, in a venv of its own (it brings its own mcp and pydantic), for
-# the wrap tests (tests/test_wrap_interop.py skips its rows without it).
+# the wrap tests (tests/wrap/test_wrap_interop.py skips its rows without it).
 GIT_SERVER_VENV := .venv-git-server
 GIT_SERVER_STAMP := $(GIT_SERVER_VENV)/.installed
 $(GIT_SERVER_STAMP): requirements/git-server.txt

@@ -2,7 +2,7 @@
 
 It has no file access of its own: every operation is a request to the client, which runs it beneath its
 roots under the user's consent. Run it over stdio (legacy protocol era) from a client that installs
-``mcp_roots.broker.FileBroker``; see tests/test_broker_e2e.py and benchmarks/bench_broker.py.
+``mcp_roots.broker.FileBroker``; see tests/broker/test_broker_e2e.py and benchmarks/bench_broker.py.
 
     python examples/brokered_server.py
 """

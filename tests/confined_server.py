@@ -1,5 +1,5 @@
-"""A small stdio MCP server for tests/test_sandbox_server.py: a guarded tool, a tool its author forgot to
-guard, and a tool that shells out through ``guard.run``.
+"""A small stdio MCP server for tests/sandbox/test_sandbox_server.py: a guarded tool, a tool its author forgot
+to guard, and a tool that shells out through ``guard.run``.
 
     python tests/confined_server.py confined|unconfined CEILING
 

@@ -1,7 +1,7 @@
 """The adapter conformance table: every behaviour of the guarded call, written once, run on every framework
 entry through a :class:`Harness` (as anyio runs its tests on every backend through ``anyio_backend``).
 
-tests/test_conformance.py runs the table for mcp 2.x ``MCPServer``, mcp 2.x low-level ``Server`` and fastmcp
+tests/adapters/test_conformance.py runs the table for mcp 2.x ``MCPServer``, low-level ``Server`` and fastmcp
 4.x; tests/mcp1/test_conformance_mcp1.py for mcp 1.x ``FastMCP`` (in .venv-mcp1). No MCP SDK is imported
 here. A harness that lacks a method cannot be built (``Harness`` is abstract), and every row runs on every
 harness: a row missing on one adapter is a failing test.

@@ -3,7 +3,7 @@
 Every case names a path (a template over the tree, or a non-path value), the root set it is asked of,
 and what must happen: the path is ``INSIDE`` (``contains`` is True, ``resolve`` returns the canonical
 path), ``OUTSIDE`` (``contains`` is False, ``resolve`` raises ``PathOutsideRoots``) or ``INVALID``
-(``contains`` is False, ``resolve`` raises ``InvalidPath``). ``tests/test_rootset_corpus.py`` runs every
+(``contains`` is False, ``resolve`` raises ``InvalidPath``). ``tests/paths/test_rootset_corpus.py`` runs every
 case through ``contains`` and ``resolve``; the file operations run the same table (a new case costs one
 line, as in Go's ``rootTestCases``).
 

@@ -1,4 +1,4 @@
-"""A guarded fastmcp 4.x server as the README shows it; tests/test_adapter_fastmcp4.py runs it over stdio and
+"""A guarded fastmcp 4.x server as the README shows it; test_adapter_fastmcp4.py runs it over stdio and
 streamable HTTP (``--http PORT``, on 127.0.0.1)."""
 
 from __future__ import annotations

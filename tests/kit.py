@@ -521,7 +521,7 @@ def text_of(result: Any) -> str:
 
 
 # --- the broker ------------------------------------------------------------------------------------------
-# What the broker's tests send and expect, beside FileBroker itself (tests/test_broker_*.py).
+# What the broker's tests send and expect, beside FileBroker itself (tests/broker/test_broker_*.py).
 
 
 def b64(data: bytes) -> str:

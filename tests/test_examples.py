@@ -1,7 +1,7 @@
 """The examples as a reader runs them: examples/test_file_server.py (a test with ``assert_confined``) passes
 under pytest, and examples/fastmcp_server.py answers README.md's client as the README shows (inside read,
 outside refused). (examples/mcp1_server.py: tests/mcp1/test_readme_mcp1.py; examples/file_server.py and the
-demo: tests/test_server.py, tests/test_demo.py.)"""
+demo: tests/adapters/test_server.py, tests/test_demo.py.)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 // A third-party client for the mcp-roots reference server: the official TypeScript SDK
 // (@modelcontextprotocol/sdk, pinned in package.json), over stdio or streamable HTTP.
 //
-// It plays one scenario and prints one JSON summary on stdout; tests/test_interop_ts.py runs it and
+// It plays one scenario and prints one JSON summary on stdout; tests/adapters/test_interop_ts.py runs it and
 // asserts on the summary. Nothing here decides pass or fail except the watchdog (exit 3 on overrun).
 //
 //   node ts_client.mjs --transport stdio --python PY --server SERVER --fallback DIR --root-a DIR ...

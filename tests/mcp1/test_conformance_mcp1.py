@@ -2,7 +2,7 @@
 ``Server`` (legacy era: the only one mcp 1.x speaks), in memory and (for the rows that name them) over stdio
 and streamable HTTP. Runs in
 .venv-mcp1 (`make pytest-mcp1`), in memory on asyncio and trio; over stdio and HTTP on asyncio
-(tests/test_conformance.py says why)."""
+(tests/adapters/test_conformance.py says why)."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ __all__ = [
 MIB = 1024 * 1024
 #: What an answer holds per byte of the text it carries, until the client has read it: the text is in
 #: ``content`` and in ``structuredContent`` (as the official server answers), and the serialized answer is
-#: held twice, by the response and by the server's write buffer (measured: tests/test_serve_http_limits.py).
+#: held twice, by the response and by the server's write buffer (measured: test_serve_http_limits.py).
 HELD_COPIES = 4
 #: All answers in flight in one process: four reads of the largest file (16 MiB: 64 MiB held each).
 DEFAULT_PROCESS_BYTES = 320 * MIB

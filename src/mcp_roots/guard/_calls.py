@@ -369,7 +369,7 @@ def guard_function(
             if text_param is not None and roots is not None and not args:
                 value = kwargs.get(text_param)
                 # async_wrapper's one step, written out again rather than called: a frame costs the hot
-                # path more than the lines (tests/test_guard_safety.py holds both to binding's answers)
+                # path more than the lines (tests/guard/test_guard_safety.py holds both to binding's answers)
                 if type(value) is str and value[:1] == "/":
                     try:
                         kwargs[text_param] = roots.resolve_text(value)
