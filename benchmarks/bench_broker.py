@@ -36,7 +36,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.server import MCPServer
 
 from mcp_roots import BrokerError, RootSet, RootsProvider
-from mcp_roots.broker import FileBroker, decode_content, enable_brokering, encode_content
+from mcp_roots.broker import FileBroker, enable_brokering
+from mcp_roots.broker._protocol import decode_content, encode_content
 
 SERVER = Path(__file__).resolve().parent.parent / "examples" / "brokered_server.py"
 MIB = 1024 * 1024

@@ -14,6 +14,7 @@ __all__ = [
     "BrokeringUnavailable",
     "ConfigError",
     "FileTooLarge",
+    "GuardNotInstalled",
     "InvalidPath",
     "InvalidRootURI",
     "NotRegularFile",
@@ -64,6 +65,10 @@ class PathOutsideRoots(RootsError, PermissionError):
 
 class RootsUnavailable(RootsError):
     """No roots could be obtained: the client did not answer, refused, or no fallback is configured."""
+
+
+class GuardNotInstalled(RootsError):
+    """A guarded function ran on a server where ``guard.install(server)`` never ran."""
 
 
 # --- Kernel confinement of subprocesses and of the server process ----------------------------------

@@ -28,7 +28,6 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_roots import BrokerError, RootSet, RootsProvider
 from mcp_roots.broker import (
     DEFAULT_MAX_FILE,
-    NOTIFICATION_CHANGED,
     ConsentItem,
     FileBroker,
     FileConsentRequest,
@@ -38,6 +37,7 @@ from mcp_roots.broker import _hostops as ops
 from mcp_roots.broker import _protocol as p
 from mcp_roots.broker import _uploads as up
 from mcp_roots.broker._grants import Grants
+from mcp_roots.broker._protocol import NOTIFICATION_CHANGED
 from mcp_roots.broker._watch import snapshot
 from tests.kit import b64, broker_refusal
 

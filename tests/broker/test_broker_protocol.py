@@ -10,7 +10,7 @@ import mcp_types
 import pytest
 
 from mcp_roots import BrokerError
-from mcp_roots.broker import protocol as p
+from mcp_roots.broker import _protocol as p
 
 # --- error codes -------------------------------------------------------------------------------------
 

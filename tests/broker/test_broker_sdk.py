@@ -22,7 +22,8 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 
 from mcp_roots import BrokerError, RootsProvider
-from mcp_roots.broker import _sdk, broker_error, offers_brokering
+from mcp_roots.broker import _sdk
+from mcp_roots.broker._protocol import broker_error, offers_brokering
 
 pytestmark = pytest.mark.anyio
 

@@ -1,36 +1,17 @@
-"""Client-brokered filesystem access (the ``files/*`` methods of the SEP-1708 draft, as mcp-roots fixes
-them; see docs/brokering.md). Legacy protocol era only: the server's requests ride the back-channel."""
+"""Client-brokered file access: the ``files/*`` methods (see docs/brokering.md).
+The host answers with :class:`FileBroker`; a server's tool calls :func:`files`.
+Legacy protocol era only: the server's requests ride the back-channel.
+"""
 
-from ..errors import BrokerError, BrokeringUnavailable
-from . import _protocol as protocol
+# The wire's names, codes and codecs live in ``_protocol``; tests and the benchmarks import them there.
+# The errors (BrokerError, BrokeringUnavailable) are mcp_roots' own, in mcp_roots.errors.
 from ._host import ConsentItem, FileBroker, FileConsentRequest
-from ._protocol import (
-    CAPABILITY,
-    DEFAULT_CHUNK_SIZE,
-    DEFAULT_MAX_FILE,
-    DEFAULT_TIMEOUT,
-    ERROR_CODES,
-    METHODS,
-    NOTIFICATION_CHANGED,
-    broker_error,
-    check_relative_path,
-    decode_content,
-    encode_content,
-    offers_brokering,
-)
+from ._protocol import DEFAULT_MAX_FILE
 from ._server import BrokeredFiles, ConsentGrant, DirEntry, FileChange, FileInfo, enable_brokering, files
 
 __all__ = [
-    "CAPABILITY",
-    "DEFAULT_CHUNK_SIZE",
     "DEFAULT_MAX_FILE",
-    "DEFAULT_TIMEOUT",
-    "ERROR_CODES",
-    "METHODS",
-    "NOTIFICATION_CHANGED",
-    "BrokerError",
     "BrokeredFiles",
-    "BrokeringUnavailable",
     "ConsentGrant",
     "ConsentItem",
     "DirEntry",
@@ -38,12 +19,6 @@ __all__ = [
     "FileChange",
     "FileConsentRequest",
     "FileInfo",
-    "broker_error",
-    "check_relative_path",
-    "decode_content",
     "enable_brokering",
-    "encode_content",
     "files",
-    "offers_brokering",
-    "protocol",
 ]

@@ -30,6 +30,7 @@ from ._sdk import connection_of, send_files_request
 
 __all__ = [
     "BrokeredFiles",
+    "BrokeringState",
     "ConsentGrant",
     "DirEntry",
     "FileChange",
@@ -51,7 +52,9 @@ a consumer that stops reading for long is the only way to get there)."""
 
 
 @dataclass
-class _ConnectionState:
+class BrokeringState:
+    """One connection's brokering: whether its client offered it, and the open watches' streams."""
+
     offers: bool
     watches: dict[str, MemoryObjectSendStream[FileChange]] = field(default_factory=dict)
 
@@ -63,7 +66,7 @@ class _BrokeringMiddleware:
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "initialize" and ctx.request_id is not None:
             capabilities = (ctx.params or {}).get("capabilities")
-            connection_of(ctx).state[STATE_KEY] = _ConnectionState(p.offers_brokering(capabilities))
+            connection_of(ctx).state[STATE_KEY] = BrokeringState(p.offers_brokering(capabilities))
         elif ctx.method == p.NOTIFICATION_CHANGED and ctx.request_id is None:
             _route_changes(ctx)
             return None
@@ -74,7 +77,7 @@ def _route_changes(ctx: ServerRequestContext[Any, Any]) -> None:
     state = connection_of(ctx).state.get(STATE_KEY)
     params = ctx.params or {}
     watch_id, changes = params.get("watchId"), params.get("changes")
-    if not isinstance(state, _ConnectionState) or not isinstance(watch_id, str):
+    if not isinstance(state, BrokeringState) or not isinstance(watch_id, str):
         return
     stream = state.watches.get(watch_id)
     if stream is None or not isinstance(changes, list):
@@ -186,12 +189,12 @@ async def files(
         )
     connection = connection_of(ctx)
     state = connection.state.get(STATE_KEY)
-    if not isinstance(state, _ConnectionState) and connection.client_params is None:
+    if not isinstance(state, BrokeringState) and connection.client_params is None:
         raise BrokeringUnavailable(
             "this connection had no initialize handshake (stateless HTTP?): client-brokered file access "
             "needs a stateful legacy-era connection (stdio or stateful streamable HTTP)"
         )
-    if not isinstance(state, _ConnectionState):
+    if not isinstance(state, BrokeringState):
         raise BrokeringUnavailable(
             "the server did not record the client's capabilities: call "
             "mcp_roots.broker.enable_brokering(server) when building the server"
@@ -228,7 +231,7 @@ class BrokeredFiles:
     def __init__(
         self,
         ctx: Context,
-        state: _ConnectionState,
+        state: BrokeringState,
         *,
         timeout: float,
         chunk_size: int,

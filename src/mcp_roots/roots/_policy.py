@@ -30,7 +30,7 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable
 
-from ..errors import RootsError, RootsUnavailable
+from ..errors import GuardNotInstalled, RootsError, RootsUnavailable
 from ..paths._rootset import RootSet
 from ._answers import LastAnswers, MalformedRoots, answer_key, build_checked_roots, check_roots_answer
 from ._cache import RootsCache
@@ -70,10 +70,6 @@ NOT_INSTALLED = (
 
 
 NO_REQUEST = "mcp-roots can tell the roots only during an MCP request (no request context is active)"
-
-
-class GuardNotInstalled(RootsError):
-    """A guarded function ran on a server where ``guard.install(server)`` never ran."""
 
 
 _TOOL_ERRORS = (

@@ -29,7 +29,7 @@ from ..paths._uri import path_to_uri, uri_to_path
 from ._clock import Clock, LoopClock
 from ._owned import OwnedTaskGroup
 
-__all__ = ["ConsentRequest", "RootsProvider"]
+__all__ = ["Attachment", "ConsentRequest", "RootsProvider"]
 
 logger = logging.getLogger("mcp_roots")
 
@@ -316,14 +316,15 @@ class RootsProvider:
 
     # -- telling servers about changes --
 
-    def attach(self, client: Client | ClientSession) -> _Attachment:
+    def attach(self, client: Client | ClientSession) -> Attachment:
         """An async context manager that watches the roots and sends ``notifications/roots/list_changed``
         to ``client`` (a connected ``Client`` or ``ClientSession``) while it is open."""
-        return _Attachment(self, client)
+        return Attachment(self, client)
 
 
-class _Attachment:
-    """One attached client: a task group with the poller and the debounced notifier; closed on exit."""
+class Attachment:
+    """What :meth:`RootsProvider.attach` returns: one attached client, a task group with the poller and
+    the debounced notifier, closed on exit."""
 
     def __init__(self, provider: RootsProvider, client: Client | ClientSession) -> None:
         self._provider = provider
@@ -331,7 +332,7 @@ class _Attachment:
         self._tasks = OwnedTaskGroup("this attachment")
         self.notifications_sent = 0
 
-    async def __aenter__(self) -> _Attachment:
+    async def __aenter__(self) -> Attachment:
         if self._tasks.is_open:
             raise RuntimeError("this attachment is already open")
         session = self._client.session if isinstance(self._client, Client) else self._client

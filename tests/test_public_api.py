@@ -1,0 +1,112 @@
+"""What is public: four modules, each one's ``__all__`` exactly what the API reference documents.
+
+Every exception a user meets lives in ``mcp_roots.errors``; no private type appears in a public signature.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+#: The public modules, and the pages of the API reference that document them.
+PUBLIC = {
+    "mcp_roots": "api.md",
+    "mcp_roots.broker": "api.md",
+    "mcp_roots.filesystem": "api-filesystem.md",
+    "mcp_roots.testing": "api-testing.md",
+}
+
+#: Public but not a reference entry of its own.
+UNDOCUMENTED = {"mcp_roots": {"__version__"}}
+
+
+def documented(face: str) -> set[str]:
+    """The names ``::: face.NAME`` shows on the face's reference page."""
+    text = (DOCS / PUBLIC[face]).read_text(encoding="utf-8")
+    return set(re.findall(rf"^::: {re.escape(face)}\.(\w+)$", text, re.MULTILINE))
+
+
+@pytest.mark.parametrize("face", sorted(PUBLIC))
+def test_every_public_module_exports_exactly_what_the_reference_documents(face: str) -> None:
+    module = importlib.import_module(face)
+    exported = set(module.__all__)
+    assert len(exported) == len(module.__all__), f"{face}.__all__ names something twice"
+    assert exported - UNDOCUMENTED.get(face, set()) == documented(face)
+    for name in exported:
+        assert getattr(module, name) is not None, f"{face}.{name} is listed but does not import"
+
+
+def test_the_reference_names_the_public_modules_and_nothing_else() -> None:
+    text = (DOCS / "api.md").read_text(encoding="utf-8")
+    section = text.split("## What is public", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^- `(mcp_roots[\w.]*)`", section, re.MULTILINE))
+    assert listed == set(PUBLIC)
+
+
+def public_objects() -> Iterator[tuple[str, object]]:
+    for face in PUBLIC:
+        module = importlib.import_module(face)
+        for name in module.__all__:
+            yield f"{face}.{name}", getattr(module, name)
+
+
+def test_every_exception_a_user_meets_is_defined_in_errors() -> None:
+    exceptions = {
+        name: obj
+        for name, obj in public_objects()
+        if isinstance(obj, type) and issubclass(obj, BaseException)
+    }
+    assert "mcp_roots.GuardNotInstalled" in exceptions
+    elsewhere = {
+        name: obj.__module__ for name, obj in exceptions.items() if obj.__module__ != "mcp_roots.errors"
+    }
+    assert elsewhere == {}
+
+
+def public_callables() -> Iterator[tuple[str, Callable[..., object]]]:
+    """Every public function, and every public method of every public class (``__init__`` included)."""
+    for name, obj in public_objects():
+        if inspect.isclass(obj):
+            for attribute, value in vars(obj).items():
+                if attribute.startswith("_") and attribute != "__init__":
+                    continue
+                function = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+                if isinstance(function, property):
+                    function = function.fget
+                if inspect.isfunction(function):
+                    yield f"{name}.{attribute}", function
+        elif inspect.isfunction(obj):
+            yield name, obj
+
+
+#: A private name as a signature spells it: an underscore name not reached through a module (``_walk.Limits``
+#: names the public ``Limits`` by its module's alias).
+PRIVATE_NAME = re.compile(r"(?<![\w.])_[A-Za-z]\w*(?!\w*\.)")
+
+
+def test_no_private_type_appears_in_a_public_signature() -> None:
+    found = []
+    for name, function in public_callables():
+        signature = inspect.signature(function)
+        annotations = [p.annotation for p in signature.parameters.values()] + [signature.return_annotation]
+        for annotation in annotations:
+            if annotation is inspect.Parameter.empty:
+                continue
+            text = annotation if isinstance(annotation, str) else repr(annotation)
+            found += [f"{name}: {text}" for _ in PRIVATE_NAME.findall(text)]
+    assert found == []
+
+
+def test_the_faces_load_no_private_module_as_a_public_name() -> None:
+    for face in PUBLIC:
+        module = importlib.import_module(face)
+        modules = [n for n in module.__all__ if isinstance(getattr(module, n), ModuleType)]
+        assert modules == [], f"{face} exports modules {modules}"
