@@ -105,7 +105,7 @@ lint: $(STAMP)
 
 typecheck: typecheck-main typecheck-mcp1
 typecheck-main: $(STAMP)
-	$(VENV)/bin/mypy --strict src
+	$(VENV)/bin/mypy --strict src tests
 # Its own cache directory: the two checks may run at once, and they see different `mcp` packages.
 typecheck-mcp1: $(MCP1_STAMP)
 	$(MCP1_VENV)/bin/mypy --strict --cache-dir .mypy_cache/mcp1 --follow-imports=silent \

@@ -43,7 +43,7 @@ MEMORY, STDIO, HTTP = "memory", "stdio", "http"
 EVERY_TRANSPORT = (MEMORY, STDIO, HTTP)
 
 OUTSIDE_DEFAULT = "/etc/passwd"
-"""An absolute default outside every root of the tests (observation 1 of issue 20)."""
+"""An absolute default outside every root of the tests (a default the guard must check too)."""
 
 
 class Session(abc.ABC):
@@ -388,7 +388,7 @@ async def read_text(path: str) -> str:
 
 
 class Job(BaseModel):
-    """A tool argument with a path inside it (issue 24 observation 5)."""
+    """A tool argument with a path inside it (a locator's field)."""
 
     path: str
     label: str = ""
@@ -970,7 +970,7 @@ async def an_unguarded_path_parameter_is_warned_once_at_startup(
 async def an_aliased_argument_is_checked_as_the_body_receives_it(
     h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 25 item 5: the client writes the alias (``file_path``); the framework hands the body ``path``.
+    """The client writes the alias (``file_path``); the framework hands the body ``path``.
     The guard checks what the body receives, so no spelling of the argument gets past it."""
     guard = make_guard(tree, roots=[tree.fallback])
     server = h.server(guard)
@@ -994,7 +994,7 @@ async def an_aliased_argument_is_checked_as_the_body_receives_it(
 
 
 class _Files:
-    """Tools as methods of an object (issue 25, "also seen": bound-method tools)."""
+    """Tools as methods of an object (bound-method tools)."""
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
@@ -1007,7 +1007,7 @@ class _Files:
 async def bound_methods_stacked_guards_and_partials(
     h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 25, "also seen": a bound method is guarded like a function; @guard.paths stacked twice checks
+    """A bound method is guarded like a function; @guard.paths stacked twice checks
     both names; a functools.partial is guarded (or refused with a readable error), never a raw TypeError."""
     guard = make_guard(tree, roots=[tree.fallback])
     server = h.server(guard)
@@ -1049,7 +1049,7 @@ async def bound_methods_stacked_guards_and_partials(
 async def prompts_are_guarded_audited_and_strict(
     h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 25 item 10: a prompt's path arguments are guarded like a tool's; the audit lists prompts and
+    """A prompt's path arguments are guarded like a tool's; the audit lists prompts and
     strict refuses an unguarded one."""
     guard = make_guard(tree, roots=[tree.fallback], strict=True)
     server = h.server(guard)
@@ -1086,9 +1086,9 @@ async def prompts_are_guarded_audited_and_strict(
 async def strict_and_the_audit_look_inside_models(
     h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 24 observation 5: a path field inside a model parameter is a path parameter: strict refuses the
+    """A path field inside a model parameter is a path parameter: strict refuses the
     unguarded tool, the audit lists it by locator, and ``@guard.paths("job.path")`` (or ``"job"``) checks the
-    value the body receives. Issue 25 item 14: ``file_name``, ``pathname``, ``fname`` are path names."""
+    value the body receives. ``file_name``, ``pathname``, ``fname`` are path names."""
     guard = make_guard(tree, roots=[tree.fallback], strict=True)
     server = h.server(guard)
 
@@ -1141,7 +1141,7 @@ async def strict_and_the_audit_look_inside_models(
 async def a_refusal_says_nothing_of_what_lies_outside(
     h: Harness, tree: Tree, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 25 item 8, at the guard: ``ROOT/../<probe>/../ROOT/hello.txt`` and a relative
+    """The one '..' rule, at the guard: ``ROOT/../<probe>/../ROOT/hello.txt`` and a relative
     ``../outside/<probe>/x`` get one answer whether ``<probe>`` is missing, a directory, a file, a symlink
     or a FIFO, for a guarded argument and a guarded field (``job.path``), in every era."""
     guard = make_guard(tree, roots=[tree.fallback], ceiling=[tree.base])  # the precheck walks these too

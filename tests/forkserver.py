@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from typing import Any
 
 _HEADER = struct.Struct("!I")
 #: What the zygote imports before it forks (the SDK and its transports; never mcp_roots, see above).
@@ -137,11 +138,11 @@ def _zygote_main(path: str) -> None:
                 break
             if pid == 0:
                 break
-            conn = shims.pop(pid, None)
-            if conn is not None:
+            shim = shims.pop(pid) if pid in shims else None
+            if shim is not None:
                 with contextlib.suppress(OSError):
-                    conn.sendall(_HEADER.pack(status))
-                conn.close()
+                    shim.sendall(_HEADER.pack(status))
+                shim.close()
         if listener in readable:
             conn, _ = listener.accept()
             request = _receive(conn)
@@ -181,7 +182,7 @@ def _receive(conn: socket.socket) -> tuple[list[int], dict[str, object]] | None:
     return fds, json.loads(payload)
 
 
-def _become_server(fds: list[int], spec: dict[str, object]) -> None:
+def _become_server(fds: list[int], spec: dict[str, Any]) -> None:
     """In the forked child: the shim's stdio, argv, environment and directory; the script as __main__; the
     status ``python SCRIPT`` would exit with (SystemExit, an uncaught exception, Ctrl-C)."""
     import runpy
@@ -197,8 +198,8 @@ def _become_server(fds: list[int], spec: dict[str, object]) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.chdir(str(spec["cwd"]))
     os.environ.clear()
-    os.environ.update(spec["env"])  # type: ignore[arg-type]
-    argv = [str(a) for a in spec["argv"]]  # type: ignore[attr-defined]
+    os.environ.update(spec["env"])
+    argv = [str(a) for a in spec["argv"]]
     extra = os.environ.get("PYTHONPATH", "")
     sys.path[1:1] = [os.path.abspath(p) for p in extra.split(os.pathsep) if p]
     code = 0
@@ -272,9 +273,9 @@ def _shim_main(path: str, argv: list[str]) -> None:
         os._exit(70)  # the zygote went away: no status to report
     (status,) = _HEADER.unpack(data)
     if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
+        signum = os.WTERMSIG(status)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 70)
 
 

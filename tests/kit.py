@@ -509,8 +509,9 @@ class RootsCallback:
     def result(*paths: Path) -> ListRootsResult:
         """The roots/list answer granting ``paths``."""
         from mcp_types import ListRootsResult, Root
+        from pydantic import FileUrl
 
-        return ListRootsResult(roots=[Root(uri=path_to_uri(p), name=p.name) for p in paths])
+        return ListRootsResult(roots=[Root(uri=FileUrl(path_to_uri(p)), name=p.name) for p in paths])
 
 
 def text_of(result: Any) -> str:

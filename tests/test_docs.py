@@ -8,12 +8,14 @@ The mcp 1.x server block runs in .venv-mcp1: tests/mcp1/test_readme_mcp1.py.
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,7 +97,7 @@ JSON_BLOCKS = [b for b in ALL_BLOCKS if b.info == "json"]
 @pytest.mark.parametrize("block", JSON_BLOCKS, ids=_ids(JSON_BLOCKS))
 def test_every_json_block_parses_and_its_mcp_roots_commands_parse(block: Block) -> None:
     value = json.loads(block.text)
-    servers = value.get("mcpServers", value.get("servers", {})) if isinstance(value, dict) else {}
+    servers: Any = value.get("mcpServers", value.get("servers", {})) if isinstance(value, dict) else {}
     for server in servers.values():
         assert isinstance(server.get("args", []), list)
         if server.get("command") == "mcp-roots":
@@ -157,7 +159,7 @@ def test_the_readmes_links_are_absolute_and_lead_to_files_that_exist() -> None:
 def test_the_cli_reference_is_the_parsers_own_help() -> None:
     sys.path.insert(0, str(REPO / "tools"))
     try:
-        import cli_reference
+        cli_reference = importlib.import_module("cli_reference")  # tools/ is not a package
     finally:
         sys.path.remove(str(REPO / "tools"))
     assert (REPO / "docs" / "cli.md").read_text(encoding="utf-8") == cli_reference.render(), (
@@ -169,8 +171,6 @@ def test_the_cli_reference_is_the_parsers_own_help() -> None:
     ("module", "page"), [("mcp_roots", "api.md"), ("mcp_roots.testing", "api-testing.md")]
 )
 def test_every_public_name_is_on_its_reference_page(module: str, page: str) -> None:
-    import importlib
-
     names = set(importlib.import_module(module).__all__) - {"__version__"}
     text = (REPO / "docs" / page).read_text(encoding="utf-8")
     missing = sorted(n for n in names if f"::: {module}.{n}\n" not in text)

@@ -24,6 +24,8 @@ from .roots._sources import SOURCE_UNCONFIGURED, clip_to_ceiling, fallback_roots
 if TYPE_CHECKING:
     import subprocess
 
+    from mcp.types import CallToolResult  # mcp_types' class on mcp 2.x, mcp's own on 1.x
+
     from .broker import BrokeredFiles
 
 __all__ = ["Adapter", "RootsGuard", "audit_server", "format_audit"]
@@ -256,7 +258,8 @@ class RootsGuard:
     # -- errors as tool results, for hand-written handlers --
 
     @staticmethod
-    def refusal(exc: RootsError | str) -> Any:
+    def refusal(exc: RootsError | str) -> CallToolResult:
         """A tool result with ``isError: true`` carrying ``exc``'s message, for hand-written handlers
         (a ``CallToolResult`` of the ``mcp`` SDK that is installed, 2.x or 1.x)."""
-        return refusal(str(exc))
+        result: CallToolResult = refusal(str(exc))
+        return result

@@ -17,6 +17,7 @@ import mcp_types
 import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp.client.transports import StdioTransport
+from pydantic import FileUrl
 
 from mcp_roots import RootsGuard, path_to_uri
 from tests.kit import Tree, subprocess_http_url
@@ -92,11 +93,11 @@ class Roots:
         self.calls += 1
         if self._answer is not None:
             await self._answer()
-        return [mcp_types.Root(uri=path_to_uri(p), name=p.name) for p in self.paths]
+        return [mcp_types.Root(uri=FileUrl(path_to_uri(p)), name=p.name) for p in self.paths]
 
 
 def client(server: Any, era: str, roots: Roots | None) -> Client[Any]:
-    return Client(server, roots=roots, mode=ERAS[era])  # type: ignore[arg-type]
+    return Client(server, roots=roots, mode=ERAS[era])
 
 
 async def read(c: Client[Any], path: Path | str) -> tuple[bool, str]:
@@ -120,7 +121,7 @@ async def test_silent_client_is_refused_not_given_the_fallback(tree: Tree) -> No
 async def test_over_stdio(tree: Tree) -> None:
     """The same server as a subprocess over stdio (legacy era, the client's roots, a refusal)."""
     transport = StdioTransport(sys.executable, [str(HERE / "fastmcp4_server.py")])
-    async with Client(transport, roots=Roots(tree.project), mode="legacy") as c:  # type: ignore[arg-type]
+    async with Client(transport, roots=Roots(tree.project), mode="legacy") as c:
         assert await read(c, tree.project / "hello.txt") == (False, "hello from project")
         is_error, text = await read(c, tree.project / "escape" / "secret.txt")
         assert is_error
@@ -133,7 +134,7 @@ async def test_over_streamable_http(tree: Tree, era: str) -> None:
     command = [sys.executable, str(HERE / "fastmcp4_server.py")]
     async with (
         subprocess_http_url(command, tree.base / "server.log") as url,
-        Client(url, roots=Roots(tree.project), mode=ERAS[era]) as c,  # type: ignore[arg-type]
+        Client(url, roots=Roots(tree.project), mode=ERAS[era]) as c,
     ):
         assert await read(c, tree.project / "hello.txt") == (False, "hello from project")
         is_error, text = await read(c, tree.project / "escape" / "secret.txt")

@@ -33,6 +33,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from pydantic import FileUrl
 
 from mcp_roots import RootsGuard, path_to_uri
 from tests.conformance import (
@@ -157,7 +158,7 @@ class _Mcp2Base(Harness):
             if failing:
                 return mcp_types.ErrorData(code=mcp_types.METHOD_NOT_FOUND, message="roots are switched off")
             return mcp_types.ListRootsResult(
-                roots=[mcp_types.Root(uri=path_to_uri(p), name=p.name) for p in session.paths]
+                roots=[mcp_types.Root(uri=FileUrl(path_to_uri(p)), name=p.name) for p in session.paths]
             )
 
         options: dict[str, Any] = {"list_roots_callback": list_roots} if roots is not None else {}
@@ -388,12 +389,12 @@ class FastMCP4Harness(Harness):
             session.roots_requests += 1
             if failing:
                 raise RuntimeError("roots are switched off")  # fastmcp answers an error
-            return [mcp_types.Root(uri=path_to_uri(p), name=p.name) for p in session.paths]
+            return [mcp_types.Root(uri=FileUrl(path_to_uri(p)), name=p.name) for p in session.paths]
 
         async with self.target(server, transport or self.transport) as target:
             client: FastMCPClient[Any] = FastMCPClient(
                 target, roots=list_roots if roots is not None else None, mode=MODES[era]
-            )  # type: ignore[call-arg]
+            )
             session = _FastMCPSession(client, list(roots or []))
             async with client:
                 yield session

@@ -25,6 +25,7 @@ from mcp_types import (
     Root,
     RootsListChangedNotification,
 )
+from pydantic import FileUrl
 
 from mcp_roots import RootsGuard, path_to_uri
 from tests.kit import RootsCallback, Tree, launch_file_server, load_file_server, text_of
@@ -242,7 +243,7 @@ async def test_roots_with_invalid_entries_keep_the_valid_ones(
             roots=[
                 Root.model_construct(uri="http://evil.example/", name="web"),
                 Root.model_construct(uri="file://evil.example/etc", name="remote"),
-                Root(uri=path_to_uri(tree.project), name="project"),
+                Root(uri=FileUrl(path_to_uri(tree.project)), name="project"),
             ]
         )
 

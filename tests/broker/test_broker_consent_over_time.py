@@ -1,4 +1,4 @@
-"""Issue 36: the brokered files keep the user's consent over time. Watches, stat, a conflict's etag and
+"""The brokered files keep the user's consent over time. Watches, stat, a conflict's etag and
 listings are judged like reads (a descriptor opened beneath the root, fenced against the grants and the
 revocations by name and identity); an upload's staging file is private until its commit; the upload cap is
 reserved before the first await; a default file limit. Each attack is first shown working on the code as

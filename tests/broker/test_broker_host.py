@@ -514,7 +514,7 @@ async def test_a_watch_never_follows_a_symlink_out_of_the_root(tmp_path: Path, r
     assert results[0].structured_content == {"result": ["created inside.txt"]}
 
 
-# --- one rule each (issue 20, observation 2) -------------------------------------------------------------
+# --- one rule each ------------------------------------------------------------------------------------------
 
 
 def test_the_broker_has_no_rename_or_file_kind_rule_of_its_own() -> None:

@@ -1,5 +1,5 @@
-"""Issue #14's observations, one test each: what a hostile server (or a hostile host) did to files/*, and
-what must happen instead. Each test failed on the code before the fix (see the CHANGELOG)."""
+"""What a hostile server (or a hostile host) did to files/*, and what must happen instead, one test each.
+Each test failed on the code before the fix."""
 
 from __future__ import annotations
 
@@ -571,7 +571,7 @@ async def test_restore_gives_back_what_revoke_took_without_a_callback(root: Path
     assert (await broker.handle("files/stat", {"path": "docs"}))["type"] == "directory"
 
 
-# --- issue 20, observation 5: name and path lengths are bytes, never characters -------------------------
+# --- name and path lengths are bytes, never characters ------------------------------------------------------
 
 CLEF = "\U0001d11e"  # four bytes in UTF-8
 
@@ -612,7 +612,7 @@ def test_a_wire_path_is_measured_in_bytes() -> None:
     assert caught.value.reason == "INVALID_PATH"
 
 
-# --- issue 25, item 11: changes go through the descriptor that was checked -------------------------------
+# --- changes go through the descriptor that was checked -----------------------------------------------------
 
 
 def _effects(folder: int, before: set[str]) -> tuple[int, int, int]:
@@ -683,7 +683,7 @@ async def test_a_revoked_folder_swapped_in_by_name_gets_no_change(root: Path) ->
     assert leftovers == []  # no staging file or renamed-aside victim survives
 
 
-# --- issue 25, item 1: a rewrite never carries set-user-id bits, never changes the owner -----------------
+# --- a rewrite never carries set-user-id bits, never changes the owner --------------------------------------
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a file another user's uid needs root")

@@ -21,7 +21,7 @@ from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 
-from mcp_roots import BrokerError, RootsProvider
+from mcp_roots import BrokerError, RootsProvider, SDKChanged
 from mcp_roots.broker import _sdk
 from mcp_roots.broker._protocol import broker_error, offers_brokering
 
@@ -149,7 +149,7 @@ async def test_a_client_without_roots_cannot_offer_brokering() -> None:
         caught = exc
     while caught is not None and getattr(caught, "exceptions", None):
         caught = caught.exceptions[0]  # type: ignore[attr-defined]
-    assert isinstance(caught, _sdk.SDKChanged)
+    assert isinstance(caught, SDKChanged)
     assert "declares no roots capability" in str(caught)
 
 

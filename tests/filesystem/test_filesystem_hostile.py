@@ -1,4 +1,4 @@
-"""`mcp-roots serve` against hostile input (issues 23 and 25): glob patterns built to make a backtracking
+"""`mcp-roots serve` against hostile input: glob patterns built to make a backtracking
 matcher run for minutes, excludePatterns in bulk, a character range written backwards; each is answered at
 once, over a real stdio connection to the real command, and over `--http` another client is not held up.
 
@@ -82,10 +82,10 @@ def hostile_cases(root: Path) -> list[tuple[str, dict[str, Any], Callable[[bool,
         ("search_files", {"path": r, "pattern": "{a,b}" * 9}, refused("more than 256 alternatives")),
         ("search_files", {"path": r, "pattern": "**/loop/**"}, no_loop),
         ("search_files", {"path": r, "pattern": "**/*up*/**"}, no_loop),
-        # issue 25 item 13: a backwards range is the client's mistake, said as one line
+        # a backwards range is the client's mistake, said as one line
         ("search_files", {"path": r, "pattern": "[z-a]"}, refused("[z-a]", "z-a", "backwards")),
         ("directory_tree", {"path": r, "excludePatterns": ["[z-a]*"]}, refused("excludePatterns", "z-a")),
-        # issue 25 item 2: many large excludePatterns (24 within the old length and brace caps: ~23 KB)
+        # many large excludePatterns (24 within the old length and brace caps: ~23 KB)
         (
             "directory_tree",
             {"path": r, "excludePatterns": ["*a" * 200 + "{x,y}" * 8 + "*" * 40 for _ in range(24)]},

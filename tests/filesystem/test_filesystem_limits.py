@@ -1,4 +1,4 @@
-"""`mcp-roots serve`'s tools at their bounds (issue 25, serve parts): the read cap holds for head and tail,
+"""`mcp-roots serve`'s tools at their bounds: the read cap holds for head and tail,
 edit_file's diff of many equal lines answers at once, a directory_tree is capped in bytes,
 read_multiple_files words an outside path the same whatever lies there, and a rewrite never carries
 set-user-id bits. Through the SDK's own client, in memory, on the real filesystem."""
@@ -181,9 +181,9 @@ async def test_every_path_tool_answers_alike_whatever_lies_outside(
     assert (root / "in.txt").read_text() == "in"
 
 
-# --- item 1: a rewrite never carries set-user-id, set-group-id or sticky bits, nor changes the owner -------
-# NEEDS the path layer's atomic-write fix (helper `pathlayer`, issue 25 item 1): serve writes through
-# RootSet.write_text, which copies the old mode; this test is serve's end of that promise.
+# --- a rewrite never carries set-user-id, set-group-id or sticky bits, nor changes the owner ------------
+# serve writes through RootSet.write_text, whose atomic rewrite keeps the owner and drops the set-id bits
+# (tests/paths/test_write_metadata.py); this test is serve's end of that promise.
 
 
 @pytest.mark.parametrize("tool", ["write_file", "edit_file"])

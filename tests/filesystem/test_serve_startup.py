@@ -368,7 +368,7 @@ async def test_the_sdks_client_on_both_eras(
     params = StdioServerParameters(command=SERVE[0], args=[*SERVE[1:], str(served)], env=official_client_env)
     for _ in range(2):  # the first start records, the second answers from the file
         with anyio.fail_after(60):
-            async with Client(params, mode=mode) as client:  # type: ignore[arg-type]
+            async with Client(params, mode=mode) as client:
                 names = [tool.name for tool in (await client.list_tools()).tools]
                 result = await client.call_tool("read_text_file", {"path": str(served / "note.txt")})
         assert len(names) == 14

@@ -216,7 +216,7 @@ async def test_server_side_raises_no_deprecation_warnings(
     assert sum("deprecated" in r.getMessage() for r in caplog.records) <= 1
 
 
-# --- @guard.paths with locators: parts of a parameter (issue 24) ------------------------------------------
+# --- @guard.paths with locators: parts of a parameter -------------------------------------------------------
 
 
 class Item(BaseModel):

@@ -1,4 +1,4 @@
-"""Safe by construction (issue 12): mistakes a user can make with RootsGuard on `mcp` 2.x no longer leak.
+"""Safe by construction: mistakes a user can make with RootsGuard on `mcp` 2.x no longer leak.
 
 Decorator order, a forgotten install(), guard.roots(ctx) on 2026-07-28 without @guard.paths (MCPServer and
 low-level Server), the ceiling checked before asking the client, OS errors as one readable line, `~` and
@@ -67,7 +67,7 @@ def order_server(guard: RootsGuard | None, order: str, *, install: bool = True) 
 
 async def call(server: MCPServer | Server[Any], mode: str, callback: Any, tool: str, **args: Any) -> Any:
     kwargs = {"list_roots_callback": callback} if callback is not None else {}
-    async with Client(server, mode=mode, **kwargs) as client:  # type: ignore[arg-type]
+    async with Client(server, mode=mode, **kwargs) as client:
         return await client.call_tool(tool, args)
 
 
@@ -89,7 +89,7 @@ async def test_modern_roots_without_the_decorator_come_by_one_round_trip(tree: T
 
     callback = RootsCallback(tree.project, tree.other)
     async with Client(server, list_roots_callback=callback) as client:
-        assert client.session.protocol_version == "2026-07-28"  # type: ignore[union-attr]
+        assert client.session.protocol_version == "2026-07-28"
         for n in (1, 2):
             result = await client.call_tool("list_roots", {})
             assert not result.is_error, text_of(result)
@@ -114,8 +114,8 @@ async def test_modern_roots_sent_unasked_on_a_legacy_connection_are_ignored(tree
     guard = RootsGuard([tree.fallback])
     server = order_server(guard, "below")
     async with Client(server, mode="legacy") as client:  # no roots capability: the fallback applies
-        forged = {"mcp_roots.roots": {"roots": [{"uri": path_to_uri(tree.outside)}]}}
-        result = await client.session.call_tool(  # type: ignore[union-attr]
+        forged: Any = {"mcp_roots.roots": {"roots": [{"uri": path_to_uri(tree.outside)}]}}  # raw, unvalidated
+        result = await client.session.call_tool(
             "read_text", {"path": str(tree.outside / "secret.txt")}, input_responses=forged
         )
         assert result.is_error
@@ -177,7 +177,7 @@ async def test_the_wrappers_by_name_step_answers_what_binding_answers(tree: Tree
         "~/hello.txt",
     ]
     callback = RootsCallback(tree.project)
-    async with Client(server, mode=mode, list_roots_callback=callback) as client:  # type: ignore[arg-type]
+    async with Client(server, mode=mode, list_roots_callback=callback) as client:
         for value in values:
             for suffix in ("", "_sync"):
                 fast = await client.call_tool("one_step" + suffix, {"path": value})
@@ -314,8 +314,8 @@ class Step(BaseModel):
 
 
 def test_the_audit_and_strict_look_inside_parameters(tree: Tree) -> None:
-    """Issue 24 obs. 5 beyond pydantic: dataclasses, TypedDicts, lists and dicts of models; one name rule
-    (issue 25 item 14's names included), each unguarded part listed by its locator."""
+    """Paths inside parameters beyond pydantic models: dataclasses, TypedDicts, lists and dicts of models;
+    one name rule (short names such as ``fname`` included), each unguarded part listed by its locator."""
     guard = RootsGuard([tree.fallback], strict=True)
     server = MCPServer("nested")
     guard.install(server)
@@ -407,7 +407,7 @@ async def test_malformed_modern_roots_answer_is_a_refusal_not_a_crash(tree: Tree
     server = order_server(guard, "below")
     async with Client(server, list_roots_callback=RootsCallback(tree.project)) as client:
         # The SDK client validates what it sends; its dispatcher sends what a hostile client would.
-        dispatcher: Any = client.session._dispatcher  # type: ignore[union-attr]
+        dispatcher: Any = client.session._dispatcher
         params = {
             "name": "read_text",
             "arguments": {"path": str(tree.project / "hello.txt")},

@@ -1,5 +1,6 @@
-"""Issue 12's guarantees over real transports: tests/servers/order_server.py as a stdio subprocess and as a
-streamable HTTP server (stateful, JSON response, stateless), the official Client on the other end.
+"""The guard's safety guarantees over real transports: tests/servers/order_server.py as a stdio
+subprocess and as a streamable HTTP server (stateful, JSON response, stateless), the official Client on
+the other end.
 
 Decorator in either order, install() forgotten, and a low-level Server handler; each refusal next to a
 naive control that leaks.
@@ -64,7 +65,7 @@ async def connect(
     else:
         flags = {"http": (), "http-json": ("--json-response",), "http-stateless": ("--stateless",)}[transport]
         target = servers.url(*args, *flags)
-    async with Client(target, mode=mode, list_roots_callback=callback) as client:  # type: ignore[arg-type]
+    async with Client(target, mode=mode, list_roots_callback=callback) as client:
         yield client
 
 
@@ -115,7 +116,7 @@ async def test_modern_era_gets_the_client_roots_over_real_transports(
     """2026-07-28 (the default of the official client): every transport, stateless included, gets the
     client's roots by multi-round-trip, for decorated tools and low-level handlers alike."""
     async with connect(transport, kind, tree, servers, mode="auto") as client:
-        assert client.session.protocol_version == "2026-07-28"  # type: ignore[union-attr]
+        assert client.session.protocol_version == "2026-07-28"
         refused, text = await read(client, tree.outside / "secret.txt")
         assert refused
         assert "TOP SECRET" not in text

@@ -168,6 +168,11 @@ def roots_result(*uris: str) -> Message:
     return {"roots": [{"uri": u, "name": "r"} for u in uris]}
 
 
+def beside_a_valid_entry(entry: object) -> Callable[[Dirs], Any]:
+    """A roots answer with ``entry`` and a valid root for b."""
+    return lambda d: {"roots": [entry, {"uri": uri(d.b), "name": "b"}]}
+
+
 def answer_with(payload: Callable[[Dirs], Any]) -> Callable[[RawClient, Message, Dirs], None]:
     def answer(client: RawClient, request: Message, dirs: Dirs) -> None:
         client.respond(request["id"], payload(dirs))
@@ -296,7 +301,7 @@ CASES = [
     *(
         Case(
             f"malformed-entry-{name}",
-            answer_with(lambda d, entry=entry: {"roots": [entry, {"uri": uri(d.b), "name": "b"}]}),
+            answer_with(beside_a_valid_entry(entry)),
             readable=lambda d: [d.c / "c.txt"],
             refused=lambda d: [d.b / "b.txt"],
         )

@@ -81,7 +81,7 @@ def test_the_rule_keeps_everything_the_old_rule_took_and_adds_issue_25_item_14()
 # --- Types: where the paths are ----------------------------------------------------------------------
 
 
-class Cfg(BaseModel):  # the model of issue 24, item 5
+class Cfg(BaseModel):  # a model with a path field
     path: str
     size: int = 0
 
@@ -92,7 +92,7 @@ class Job(BaseModel):
     inputs: list[Cfg] = []
     by_name: dict[str, Cfg] = {}
     where: Path | None = None  # an innocuous name, a Path type
-    fname: str = ""  # issue 25, item 14
+    fname: str = ""  # a short file name
     count: int = 0
 
 
@@ -166,7 +166,7 @@ def deep_chain(levels: int) -> type[BaseModel]:
 
 
 LOCATOR_CASES: list[tuple[str, object, str, list[str]]] = [
-    ("issue 24: a model with a path field", Cfg, "cfg", ["cfg.path"]),
+    ("a model with a path field", Cfg, "cfg", ["cfg.path"]),
     ("a str named like a path", str, "path", ["path"]),
     ("item 14 names", str, "file_name", ["file_name"]),
     ("a str named otherwise", str, "query", []),

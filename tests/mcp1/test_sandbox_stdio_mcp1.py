@@ -1,4 +1,4 @@
-"""Issue 25 item 9 on mcp 1.x: a stdio server's channel is fds 0 and 1; a child that ``guard.run`` starts
+"""On mcp 1.x: a stdio server's channel is fds 0 and 1; a child that ``guard.run`` starts
 must hold neither (it could read the client's next message, or forge one). Runs in .venv-mcp1.
 """
 

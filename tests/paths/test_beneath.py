@@ -13,6 +13,7 @@ import socket
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -431,7 +432,7 @@ def test_contains_and_resolve_agree_with_the_name_walk(tree: Path) -> None:
     for name, target in links.items():
         os.symlink(target, root / name)
     roots = RootSet.from_paths([root, tree / "other"])
-    paths = [
+    paths: list[str | Path] = [
         root,
         root / "f",
         root / "f/",
@@ -482,7 +483,12 @@ def test_contains_uses_one_descriptor_open_for_an_existing_path(
     roots = RootSet.from_paths([tree / "root"])
     lstats: list[object] = []
     real_lstat = os.lstat
-    monkeypatch.setattr(os, "lstat", lambda p, **kw: lstats.append(p) or real_lstat(p, **kw))
+
+    def counting_lstat(p: str, **kw: Any) -> os.stat_result:
+        lstats.append(p)
+        return real_lstat(p, **kw)
+
+    monkeypatch.setattr(os, "lstat", counting_lstat)
     assert roots.contains(tree / "root" / "a" / "b" / "c")
     assert roots.resolve(tree / "root" / "a" / "b" / "c") == tree / "root" / "a" / "b" / "c"
     assert lstats == []  # no name-by-name walk for an existing path

@@ -7,6 +7,7 @@ RootSet operations, with openat2 and with the walk, never read the outside file.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import subprocess
@@ -136,11 +137,12 @@ def test_swapping_a_directory_with_an_escaping_symlink_never_leaks(
         for name in strategies():
             with strategy_in_force(name, self_check=False):  # a race makes fast and slow differ, rightly
                 confined = RootSet.from_paths([root])
-                assert_never_leaks(name, lambda c=confined: c.read_bytes(target))
+                assert_never_leaks(name, functools.partial(confined.read_bytes, target))
 
                 def through_open(c: RootSet = confined) -> bytes:
                     with c.open(target, "rb") as f:
-                        return f.read()
+                        data: bytes = f.read()
+                        return data
 
                 assert_never_leaks(name, through_open)
                 confined.close()
@@ -168,5 +170,5 @@ def test_a_directory_moved_out_mid_lookup_never_leads_outside(
         for name in strategies():
             with strategy_in_force(name, self_check=False):
                 confined = RootSet.from_paths([root])
-                assert_never_leaks(name, lambda c=confined: c.read_bytes(target))
+                assert_never_leaks(name, functools.partial(confined.read_bytes, target))
                 confined.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import gc
+import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,20 +44,29 @@ def test_read_modes_build_what_the_builtin_builds(tmp_path: Path, strategy: str,
     path = tmp_path / "d" / "f.txt"
     path.write_bytes(b"one\r\ntwo\n\xc3\xa9")
     roots = RootSet.from_paths([tmp_path])
-    kwargs = {} if "b" in mode else {"encoding": "utf-8"}
-    with open(path, mode, **kwargs) as theirs, roots.open(path, mode, **kwargs) as ours:  # type: ignore[call-overload]
+    encoding = None if "b" in mode else "utf-8"
+    with open(path, mode, encoding=encoding) as theirs, roots.open(path, mode, encoding=encoding) as ours:
         assert type(ours) is type(theirs)
         assert ours.name == theirs.name == str(path)
         assert ours.mode == theirs.mode
         assert repr(ours) == repr(theirs)
-        raw_ours = ours.buffer.raw if "b" not in mode else ours.raw
-        raw_theirs = theirs.buffer.raw if "b" not in mode else theirs.raw
-        assert raw_ours.name == raw_theirs.name
-        assert raw_ours.mode == raw_theirs.mode
-        assert raw_ours._blksize == raw_theirs._blksize
-        if "b" not in mode:
+        if "b" in mode:
+            assert isinstance(ours, io.BufferedReader)
+            assert isinstance(theirs, io.BufferedReader)
+            raw_ours, raw_theirs = ours.raw, theirs.raw
+        else:
+            assert isinstance(ours, io.TextIOWrapper)
+            assert isinstance(theirs, io.TextIOWrapper)
             assert ours.encoding == theirs.encoding
             assert ours.line_buffering == theirs.line_buffering is False
+            assert isinstance(ours.buffer, io.BufferedReader)
+            assert isinstance(theirs.buffer, io.BufferedReader)
+            raw_ours, raw_theirs = ours.buffer.raw, theirs.buffer.raw
+        assert isinstance(raw_ours, io.FileIO)
+        assert isinstance(raw_theirs, io.FileIO)
+        assert raw_ours.name == raw_theirs.name
+        assert raw_ours.mode == raw_theirs.mode
+        assert raw_ours._blksize == raw_theirs._blksize  # type: ignore[attr-defined]
         assert ours.read() == theirs.read()  # newline translation included
         assert not os.get_inheritable(ours.fileno())
     assert ours.closed
@@ -149,13 +159,13 @@ def test_the_one_frame_read_opens_what_the_general_path_opens_and_nothing_else(t
     doubled = str(deep).replace("/d3/", "/d3//") + "/f"
     assert router.read_fast(doubled) is None
     assert router.read_fast(f"{root}//f") is None
-    for path, content in (
+    for spelling, content in (
         (doubled, b"nine"),
         (f"{root}//f", b"one"),
         (f"{root}//d0/d1/d2/d3/d4/d5/d6/d7/f", b"nine"),
     ):
-        with roots.open(path, "rb") as f:
-            assert f.name == path
+        with roots.open(spelling, "rb") as f:
+            assert f.name == spelling
             assert f.read() == content
     assert open_fds() == before
     assert roots.read_text(root / "link") == "one"

@@ -98,7 +98,9 @@ async def test_serve_protect_refuses_the_protected_set_in_every_writing_tool(
     from mcp_roots import RootsGuard
     from mcp_roots.filesystem import Settings, build_server
 
-    absolute = {k: str(repo / v) if k in ("path", "source", "destination") else v for k, v in args.items()}
+    absolute = {
+        k: str(repo / str(v)) if k in ("path", "source", "destination") else v for k, v in args.items()
+    }
 
     async def call(settings: Settings) -> tuple[bool, str]:
         server = build_server(RootsGuard([str(repo)], ceiling=[str(repo)]), settings)

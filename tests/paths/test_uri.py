@@ -239,7 +239,7 @@ def test_path_to_uri_refuses_non_text() -> None:
 
 
 _name_chars = st.characters(
-    blacklist_categories=("Cs",), blacklist_characters="/\\\x00", min_codepoint=1, max_codepoint=0x2FFFF
+    exclude_categories=["Cs"], exclude_characters="/\\\x00", min_codepoint=1, max_codepoint=0x2FFFF
 )
 _names = st.text(_name_chars, min_size=1, max_size=8).filter(lambda s: s not in (".", ".."))
 

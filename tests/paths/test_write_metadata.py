@@ -1,4 +1,4 @@
-"""An atomic rewrite keeps who owns the file and never hands set-id bits to new content (issue 25, item 1).
+"""An atomic rewrite keeps who owns the file and never hands set-id bits to new content.
 
 As root (the test machine's user), a file owned by another uid with mode 6755 is rewritten through
 RootSet.write_bytes: the new file must be that uid's, 0755, with the new content. The naive control, the

@@ -261,18 +261,18 @@ def guarded_models(adapter: str, root: Path) -> Any:
     ctx_type: Any = FastContext if adapter == "fastmcp4" else Context
 
     @guard.paths("job.path")
-    async def write_job(job: Job, ctx: ctx_type) -> str:  # type: ignore[valid-type]
+    async def write_job(job: Job, ctx: ctx_type) -> str:
         """Run a job: return what its file holds."""
         return (await guard.roots(ctx)).read_text(job.path)
 
     @guard.paths("items[].file_path")
-    async def save_all(items: list[Item], ctx: ctx_type) -> str:  # type: ignore[valid-type]
+    async def save_all(items: list[Item], ctx: ctx_type) -> str:
         """Return each item's file."""
         roots = await guard.roots(ctx)
         return "\n".join(roots.read_text(item.file_path) for item in items)
 
     @guard.paths("request.output.path")
-    async def export(request: Export, ctx: ctx_type) -> str:  # type: ignore[valid-type]
+    async def export(request: Export, ctx: ctx_type) -> str:
         """Return what the report's file holds."""
         return (await guard.roots(ctx)).read_text(request.output.path)
 

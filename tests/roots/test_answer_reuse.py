@@ -23,6 +23,7 @@ from mcp import Client
 from mcp.client._memory import InMemoryTransport
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from pydantic import FileUrl
 
 from mcp_roots import RootSet, RootsGuard
 from mcp_roots.roots._answers import LastAnswers, answer_key, check_roots_answer
@@ -185,7 +186,7 @@ class FastMCPRoots:
         self.path = path
 
     async def __call__(self, context: Any) -> list[mcp_types.Root]:
-        return [mcp_types.Root(uri=self.path.as_uri())]  # type: ignore[arg-type]
+        return [mcp_types.Root(uri=FileUrl(self.path.as_uri()))]
 
 
 async def fastmcp_read(client: FastMCPClient[Any], path: Path) -> tuple[bool, str]:

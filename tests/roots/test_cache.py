@@ -340,7 +340,7 @@ class StreamClient:
 async def test_storm_over_an_ordered_stream_costs_the_first_answer_the_change_and_the_final_state(
     dirs: dict[str, Path], clock: ManualClock
 ) -> None:
-    # Issue 21's storm: 2,000 list_changed over stdio from a client that answers at once, its roots changed
+    # A storm: 2,000 list_changed over stdio from a client that answers at once, its roots changed
     # mid-storm and once before the last. The client writes them in 80 ms; the server reads one per ms. An
     # answer reaches the server behind the notifications written before it, so a request sent mid-storm
     # stays unanswered until the server has read them all: if every max_wait of the storm sends another
@@ -947,7 +947,7 @@ async def test_fresh_now_hands_out_only_what_fresh_would_return_without_waiting(
         assert cache.fresh_now() is None
         await clock.advance(0.1)
         await until(lambda: cache.fresh_now() is not None)
-        assert paths_of(cache.fresh_now()) == [dirs["b"]]  # type: ignore[arg-type]
+        assert paths_of(cache.fresh_now()) == [dirs["b"]]
         client.script.append(fails)
         cache.notify_changed()
         await clock.advance(0.1)
@@ -959,7 +959,7 @@ async def test_fresh_now_hands_out_only_what_fresh_would_return_without_waiting(
     assert await cache.fresh() is cache.current()
     fallback_only = make_cache(FakeClient([dirs["a"]]), dirs, clock)
     fallback_only.set_capabilities(roots=False, list_changed=False)
-    assert paths_of(fallback_only.fresh_now()) == [dirs["fallback"]]  # type: ignore[arg-type]
+    assert paths_of(fallback_only.fresh_now()) == [dirs["fallback"]]
 
 
 # --- shutdown --------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Fail closed: who decides the roots of a connection (issue 11), through the reference server and the SDK's
+"""Fail closed: who decides the roots of a connection, through the reference server and the SDK's
 own Client, in memory and as a stdio subprocess, on asyncio and trio.
 
 Each test is a situation in which main used to widen to the fallback roots (or the working directory):
@@ -25,6 +25,7 @@ from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import METHOD_NOT_FOUND, ErrorData, ListRootsResult, Root, RootsListChangedNotification
+from pydantic import FileUrl
 
 from mcp_roots import RootSet, RootsGuard, path_to_uri
 from tests import forkserver
@@ -115,7 +116,7 @@ class ConsentCallback:
         except anyio.get_cancelled_exc_class():
             self.cancelled += 1
             raise
-        return ListRootsResult(roots=[Root(uri=path_to_uri(p), name=p.name) for p in self.paths])
+        return ListRootsResult(roots=[Root(uri=FileUrl(path_to_uri(p)), name=p.name) for p in self.paths])
 
 
 class SwitchableCallback:
@@ -128,7 +129,7 @@ class SwitchableCallback:
     async def __call__(self, context: ClientRequestContext) -> ListRootsResult | ErrorData:
         if not self.enabled:
             return ErrorData(code=METHOD_NOT_FOUND, message="Method not found")
-        return ListRootsResult(roots=[Root(uri=path_to_uri(p), name=p.name) for p in self.paths])
+        return ListRootsResult(roots=[Root(uri=FileUrl(path_to_uri(p)), name=p.name) for p in self.paths])
 
 
 # --- slow consent never widens -----------------------------------------------------------------------------
@@ -329,7 +330,7 @@ async def test_a_hostile_expensive_answer_never_stalls_another_connection(
 
     # Built ahead: validating 3,000 URLs costs the attacker's *client* ~0.25 s, and in memory that client
     # shares the server's event loop; what is measured is the server's handling of the answer.
-    answer = ListRootsResult(roots=[Root(uri=uri) for uri in uris])  # type: ignore[arg-type]
+    answer = ListRootsResult(roots=[Root(uri=FileUrl(uri)) for uri in uris])
 
     hostile = RootsCallback(answer=lambda: answer)
 

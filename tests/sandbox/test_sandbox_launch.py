@@ -34,7 +34,7 @@ def places(tmp_path: Path) -> tuple[Path, Path]:
     return base / "root", base / "outside"
 
 
-# --- Issue 25 item 3: nothing a confined child wrote runs before the confinement ---------------------------
+# --- nothing a confined child wrote runs before the confinement ---------------------------------------------
 
 ATTACK = """
 import sys, anyio
@@ -84,7 +84,7 @@ def test_a_rewritten_interpreter_inside_a_writable_root_never_runs_unconfined(
     assert marker.read_text() == "unconfined\n"
 
 
-# --- Issue 25 item 9: the server's own stdin and stdout are not the child's --------------------------------
+# --- the server's own stdin and stdout are not the child's --------------------------------------------------
 
 STDIO = """
 import sys, anyio
@@ -125,7 +125,7 @@ def test_a_confined_child_gets_neither_the_servers_stdin_nor_its_stdout(places: 
             assert reads == [b"READ b''"] * 3
 
 
-# --- Issue 25 item 4: `mcp-roots run` and the user's terminal ---------------------------------------------
+# --- `mcp-roots run` and the user's terminal ----------------------------------------------------------------
 
 PTY_DRIVER = """
 import fcntl, os, pty, struct, subprocess, sys, termios
@@ -207,7 +207,7 @@ def test_mcp_roots_run_cannot_type_into_the_users_terminal(places: tuple[Path, P
     assert "EXIT 0 PENDING 0" in confined
 
 
-# --- Issue 24: the child's environment ---------------------------------------------------------------------
+# --- the child's environment --------------------------------------------------------------------------------
 
 
 def test_clean_env_keeps_only_path_home_lang_term_and_mcp_roots(places: tuple[Path, Path]) -> None:

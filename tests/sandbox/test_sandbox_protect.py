@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,9 @@ def attack(name: str) -> str:
     return "; ".join(script) + "; true"
 
 
-def run_in(root: Path, script: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+def run_in(
+    root: Path, script: str, *, protect: bool | Iterable[str] = True
+) -> subprocess.CompletedProcess[str]:
     result: subprocess.CompletedProcess[str] = RootSet.from_paths([root]).run(
         ["sh", "-c", script],
         write=True,
@@ -102,7 +105,7 @@ def run_in(root: Path, script: str, **kwargs: object) -> subprocess.CompletedPro
         text=True,
         cwd=root,
         env={**GIT, "HOME": str(root)},
-        **kwargs,
+        protect=protect,
     )
     return result
 

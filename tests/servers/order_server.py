@@ -1,4 +1,4 @@
-"""A server for the transport tests of issue 12: one read tool guarded below or above @server.tool(), or
+"""A server for the guard's transport tests: one read tool guarded below or above @server.tool(), or
 not at all, or a low-level Server whose handler calls guard.roots(ctx); install() can be left out."""
 
 from __future__ import annotations

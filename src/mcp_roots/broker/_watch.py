@@ -183,7 +183,7 @@ def look(
 def snapshot(
     rootset: RootSet, full: str, *, recursive: bool, limit: int, max_depth: int = MAX_DEPTH
 ) -> Snapshot:
-    """The entries of :func:`look` without a fence (what a watch saw before issue 36; kept for the
+    """The entries of :func:`look` without a fence (what a watch saw before the fence; kept for the
     descriptor-count tests and as the tests' naive control)."""
     return look(rootset, full, recursive=recursive, limit=limit, max_depth=max_depth).entries
 

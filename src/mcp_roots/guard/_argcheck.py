@@ -28,7 +28,7 @@ __all__ = ["GuardedCall", "PathArg", "lexically_within", "targets_of"]
 def lexically_within(ceiling: RootSet, text: str) -> bool:
     """Whether absolute ``text``, its ``..`` taken by the letter, lies in ``ceiling``. The precheck leaves
     such a path to the check against the call's roots: walking it in the ceiling would make the answer (and
-    whether the client is asked) depend on what lies there, outside the roots (issue 25 item 8)."""
+    whether the client is asked) depend on what lies there, outside the roots (the one '..' rule)."""
     norm = os.path.normpath(text)
     for path in ceiling.paths:
         root = str(path)
