@@ -106,11 +106,12 @@ lint: $(STAMP)
 typecheck: typecheck-main typecheck-mcp1
 typecheck-main: $(STAMP)
 	$(VENV)/bin/mypy --strict src tests
-# Its own cache directory: the two checks may run at once, and they see different `mcp` packages.
+# Its own cache directory: the two checks may run at once, and they see different `mcp` packages. The
+# mcp 1.x modules and tests/mcp1 (which pyproject.toml's exclude keeps from the main venv's check).
 typecheck-mcp1: $(MCP1_STAMP)
 	$(MCP1_VENV)/bin/mypy --strict --cache-dir .mypy_cache/mcp1 --follow-imports=silent \
 	  src/mcp_roots/adapters/mcp1.py src/mcp_roots/adapters/mcp1_sdk.py src/mcp_roots/adapters/mcp1_dispatch.py \
-	  src/mcp_roots/probe/_mcp1.py
+	  src/mcp_roots/probe/_mcp1.py tests/mcp1/*.py
 
 # Each run gets a fresh temporary directory of its own (removed afterwards with rm -rf, which deep trees do not
 # trouble): pytest's shared /tmp/pytest-of-USER is cleaned by pytest itself with a recursive rmtree, which

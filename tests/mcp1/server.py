@@ -117,7 +117,7 @@ def lowlevel_server(guard: RootsGuard, args: argparse.Namespace) -> Server[Any, 
         try:
             return [types.TextContent(type="text", text=roots.read_text(arguments["path"]))]
         except (OSError, ValueError) as exc:  # RootsError is a PermissionError or a ValueError
-            return guard.refusal(exc)
+            return guard.refusal(str(exc))
 
     return server
 

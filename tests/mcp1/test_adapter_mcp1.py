@@ -251,7 +251,7 @@ def test_install_checks_the_private_corners_it_relies_on(tree: Tree) -> None:
 
     from mcp_roots import SDKChanged
 
-    class MovedDispatch(Server):  # type: ignore[type-arg]  # as if mcp changed the dispatch's signature
+    class MovedDispatch(Server):  # as if mcp changed the dispatch's signature
         async def _handle_message(self, message: Any, session: Any) -> None:  # type: ignore[override]
             return None
 

@@ -112,9 +112,14 @@ def _lowlevel_http_app(server: Server[Any, Any]) -> Starlette:
 
 
 class _Mcp1Session(Session):
-    def __init__(self, session: ClientSession | None, paths: list[Path]) -> None:
-        self.session = session  # type: ignore[assignment]
+    def __init__(self, paths: list[Path]) -> None:
+        self.client: ClientSession | None = None  # set once the connection is up
         self.paths = paths
+
+    @property
+    def session(self) -> ClientSession:
+        assert self.client is not None, "the client session is not connected yet"
+        return self.client
 
     async def prompt(self, name: str, **arguments: str) -> tuple[bool, str]:
         try:
@@ -144,7 +149,7 @@ class _Mcp1Session(Session):
 
 class Mcp1FastMCPHarness(Harness):
     name = "mcp1-FastMCP"
-    context_type = Context
+    context_type: Any = Context
     eras = ("legacy",)
 
     def server(self, guard: RootsGuard | None, *, install: bool = True) -> Any:
@@ -187,14 +192,14 @@ class Mcp1FastMCPHarness(Harness):
                 roots=[types.Root(uri=path_to_uri(p), name=p.name) for p in session.paths]  # type: ignore[arg-type]
             )
 
-        session = _Mcp1Session(None, list(roots or []))
+        session = _Mcp1Session(list(roots or []))
         callback = list_roots if roots is not None else None
         transport = transport or self.transport
         if transport == MEMORY:
             async with create_connected_server_and_client_session(
                 server, list_roots_callback=callback
             ) as client:
-                session.session = client
+                session.client = client
                 yield session
             return
         async with AsyncExitStack() as stack:
@@ -207,7 +212,7 @@ class Mcp1FastMCPHarness(Harness):
                 read, write, _ = await stack.enter_async_context(streamable_http_client(url))
             client = await stack.enter_async_context(ClientSession(read, write, list_roots_callback=callback))
             await client.initialize()
-            session.session = client
+            session.client = client
             yield session
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, TextIO
 
 import pytest
 from mcp import ClientSession, StdioServerParameters, types
@@ -19,14 +19,14 @@ from ..kit import README, blocks
 
 
 @pytest.fixture
-def errlog(tmp_path: Path) -> Iterator[IO[str]]:
+def errlog(tmp_path: Path) -> Iterator[TextIO]:
     with open(tmp_path / "stderr.log", "w") as file:
         yield file
 
 
 @pytest.mark.anyio
 async def test_the_readmes_mcp1_server_reads_inside_and_refuses_outside(
-    tmp_path: Path, errlog: IO[str]
+    tmp_path: Path, errlog: TextIO
 ) -> None:
     block = next(b for b in blocks(README) if b.file_name == "server_mcp1.py")
     (tmp_path / "server_mcp1.py").write_text(block.text, encoding="utf-8")
