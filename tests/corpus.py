@@ -29,6 +29,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from mcp_roots import RootSet
 from mcp_roots._sys import linux
@@ -81,7 +82,9 @@ class Case:
         file outside the roots, so refusing it proves the guard stopped something real."""
         return self.why in REACHES_OUTSIDE
 
-    def path_for(self, tree: CorpusTree) -> object:
+    def path_for(self, tree: CorpusTree) -> Any:
+        """The input as a client may send it: a path, or any other value (typed Any so that the corpus's
+        non-paths reach the operations unchecked, as a hostile client's would)."""
         if isinstance(self.path, str):
             return fill(self.path, tree)
         if callable(self.path):

@@ -25,7 +25,8 @@ PACKAGE = "mcp_roots"
 #: The tiers, lowest first. A module's place is named by its first component under mcp_roots (a module or a
 #: package); the members of one tier are ordered too (the applications: filesystem below probe below cli).
 TIERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("errors", "_lazy")),  # the public exception hierarchy; the faces' names loaded on first use
+    # the public exception hierarchy; the faces' names loaded on first use; the Protocols of the signatures
+    ("base", ("errors", "_lazy", "_types")),
     ("platform", ("_sys",)),  # ctypes, syscall numbers, /proc and statfs facts
     ("sandbox", ("sandbox",)),  # children confined by the kernel; needs only _sys and errors
     ("paths", ("paths",)),  # text rules, URIs, RootSet, race-free operations

@@ -9,6 +9,7 @@ those, and nothing here loads (or needs) an SDK: ``RootsProvider`` and ``Consent
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_names
+from ._types import Argv, SupportedContext, SupportedServer
 from .errors import (
     BrokerError,
     BrokeringUnavailable,
@@ -56,6 +57,7 @@ __getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [
+    "Argv",
     "BrokerError",
     "BrokeringUnavailable",
     "ConfigError",
@@ -75,6 +77,8 @@ __all__ = [
     "RootsUnavailable",
     "SDKChanged",
     "SandboxUnavailable",
+    "SupportedContext",
+    "SupportedServer",
     "TreeEntry",
     "__version__",
     "clip_to_ceiling",

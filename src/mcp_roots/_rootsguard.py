@@ -13,6 +13,7 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from ._types import SupportedContext, SupportedServer
 from .adapters import adapter_for_context, adapter_for_server, refusal
 from .errors import ConfigError, RootsError
 from .guard._audit import EXEMPT_ATTRIBUTE, AuditRow, Handler, audit_handlers, format_audit
@@ -24,8 +25,7 @@ from .roots._sources import SOURCE_UNCONFIGURED, clip_to_ceiling, fallback_roots
 if TYPE_CHECKING:
     import subprocess
 
-    from mcp.types import CallToolResult  # mcp_types' class on mcp 2.x, mcp's own on 1.x
-
+    from .adapters import CallToolResult, Mcp2Context
     from .broker import BrokeredFiles
 
 __all__ = ["Adapter", "RootsGuard", "audit_server", "format_audit"]
@@ -42,7 +42,7 @@ class Adapter(Protocol):
     brokering: bool
     """Whether the broker's ``files/*`` server side can be enabled on this framework's servers."""
 
-    def install(self, server: Any) -> None:
+    def install(self, server: SupportedServer) -> None:
         """Wire the guard into ``server`` (idempotent); raise ``SDKChanged`` if a private corner moved."""
 
     async def roots(self, ctx: Any) -> RootSet:
@@ -60,7 +60,7 @@ class Adapter(Protocol):
         ...
 
 
-def audit_server(server: Any) -> list[AuditRow]:
+def audit_server(server: SupportedServer) -> list[AuditRow]:
     """The audit of any supported server, whichever guards are installed on it (``mcp-roots audit``)."""
     adapter: Adapter = adapter_for_server(server)(None)
     return audit_handlers(adapter.handlers(server), adapter.installed(server))
@@ -81,12 +81,12 @@ class RootsGuard:
 
     def __init__(
         self,
-        roots: Sequence[str | Any] | str | None = None,
+        roots: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
         *,
-        project_root: str | Any | None = None,
+        project_root: str | os.PathLike[str] | None = None,
         ceiling: RootSet | str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
         environ: Mapping[str, str] | None = None,
-        user_config_dir: str | Any | None = None,
+        user_config_dir: str | os.PathLike[str] | None = None,
         debounce: float = 0.02,
         max_wait: float = 0.1,
         timeout: float = 5.0,
@@ -161,7 +161,9 @@ class RootsGuard:
         sandbox.confine_process(ceiling.paths)
         return ceiling
 
-    async def run(self, ctx: object, argv: Any, **options: Any) -> subprocess.CompletedProcess[bytes]:
+    async def run(
+        self, ctx: SupportedContext, argv: str | Sequence[str], **options: Any
+    ) -> subprocess.CompletedProcess[bytes]:
         """``await roots.run_async(argv, **options)`` with the roots in force for this tool call: the
         command is confined by the kernel to them (see ``RootSet.run_async``)."""
         roots = await self.roots(ctx)
@@ -189,7 +191,7 @@ class RootsGuard:
 
     # -- roots for handlers --
 
-    async def roots(self, ctx: object) -> RootSet:
+    async def roots(self, ctx: SupportedContext) -> RootSet:
         """The roots in force for this request: the client's (fresh, clipped to the ceiling) or the
         fallback roots. Accepts the framework's request context (MCPServer's ``Context``, the low-level
         ``ServerRequestContext``...)."""
@@ -236,7 +238,7 @@ class RootsGuard:
 
         return decorate
 
-    def audit(self, server: Any) -> list[AuditRow]:
+    def audit(self, server: SupportedServer) -> list[AuditRow]:
         """Every tool and resource template of ``server`` with the parameters that look like paths, and
         whether each is guarded (see :func:`format_audit` for the table ``mcp-roots audit`` prints)."""
         adapter = self._adapter(adapter_for_server(server))
@@ -244,16 +246,26 @@ class RootsGuard:
 
     # -- client-brokered file access --
 
-    async def files(self, ctx: Any, **options: Any) -> BrokeredFiles:
+    async def files(
+        self,
+        ctx: Mcp2Context,
+        *,
+        timeout: float | None = None,
+        chunk_size: int | None = None,
+        max_read: int | None = None,
+        max_entries: int | None = None,
+    ) -> BrokeredFiles:
         """The client's files, operated by the client for this tool call (the ``files/*`` methods; see
         ``docs/brokering.md``): ``fs = await guard.files(ctx)``, then ``await fs.read_text("notes/a.md")``.
 
         Raises :class:`BrokeringUnavailable` when the client does not offer it or on a 2026-07-28
-        connection. ``options`` go to :func:`mcp_roots.broker.files` (``timeout``, ``chunk_size``).
+        connection. The options are :func:`mcp_roots.broker.files`' (None: its default).
         """
         from .broker import files  # loads the mcp SDK
 
-        return await files(ctx, **options)
+        given: dict[str, Any] = {"timeout": timeout, "chunk_size": chunk_size}
+        given.update(max_read=max_read, max_entries=max_entries)
+        return await files(ctx, **{name: value for name, value in given.items() if value is not None})
 
     # -- errors as tool results, for hand-written handlers --
 
@@ -261,5 +273,4 @@ class RootsGuard:
     def refusal(exc: RootsError | str) -> CallToolResult:
         """A tool result with ``isError: true`` carrying ``exc``'s message, for hand-written handlers
         (a ``CallToolResult`` of the ``mcp`` SDK that is installed, 2.x or 1.x)."""
-        result: CallToolResult = refusal(str(exc))
-        return result
+        return refusal(str(exc))

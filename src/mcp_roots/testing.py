@@ -6,13 +6,14 @@ memory or as a stdio command, and fails the test with every escape, hang or cras
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 if TYPE_CHECKING:
+    from . import SupportedServer
     from .probe import Report
 
 __all__ = ["assert_confined", "mcp_roots_probe"]
@@ -39,7 +40,7 @@ class _Factory:
 
 
 async def assert_confined(
-    server: Any,
+    server: str | Sequence[str] | SupportedServer | Callable[[Path], SupportedServer],
     *,
     tool: str | None = None,
     arg: str | None = None,
@@ -65,7 +66,8 @@ async def assert_confined(
     from .probe import Connection, Options, run_probe, target_for
 
     factory = inspect.isfunction(server) or inspect.ismethod(server)
-    target: Any = _Factory(server) if factory else target_for(server)
+    build = cast("Callable[[Path], SupportedServer]", server)  # a function: the factory form
+    target: Any = _Factory(build) if factory else target_for(server)
     stdio = isinstance(server, (str, list, tuple))
     if declare_roots is None:
         declare_roots = (False, True) if (factory or stdio) else (True,)
@@ -120,6 +122,6 @@ def failure_message(report: Report) -> str:
 
 
 @pytest.fixture
-def mcp_roots_probe() -> Callable[..., Any]:
+def mcp_roots_probe() -> Callable[..., Awaitable[Report]]:
     """The ``assert_confined`` coroutine function, as a fixture (``await mcp_roots_probe(server, ...)``)."""
     return assert_confined

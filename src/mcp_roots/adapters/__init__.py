@@ -16,7 +16,13 @@ import importlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:  # the SDK types of the facade's signatures, named here where the SDKs are at home
+    from mcp.server.mcpserver import Context
+    from mcp.types import CallToolResult as CallToolResult  # mcp_types' class on mcp 2.x, mcp's own on 1.x
+
+    Mcp2Context: TypeAlias = Context  # what the broker's files(ctx) takes: mcp 2.x only
 
 __all__ = [
     "KINDS",
@@ -136,10 +142,11 @@ def _lookup(obj: object, server: bool) -> type:
     )
 
 
-def refusal(message: str) -> Any:
+def refusal(message: str) -> CallToolResult:
     """A ``CallToolResult`` with ``isError: true`` of the ``mcp`` SDK that is installed (2.x or 1.x)."""
     module = importlib.import_module(".mcp1" if _mcp_major() == 1 else ".mcp2", __name__)
-    return module.refusal(message)
+    result: CallToolResult = module.refusal(message)
+    return result
 
 
 def adapter_for_server(server: object) -> type:

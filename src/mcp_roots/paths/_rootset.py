@@ -15,11 +15,12 @@ import logging
 import os
 import sys
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
+from .._types import Argv
 from ..errors import InvalidPath, InvalidRootURI, PathOutsideRoots
 from . import _dirs, _open, _remove, _rename, _write
 from ._descriptors import RootDescriptors
@@ -264,7 +265,7 @@ class RootSet:
             return os.path.realpath(text)
         return self._router.canonical(text)
 
-    def root_of(self, path: object) -> Root | None:
+    def root_of(self, path: str | os.PathLike[str]) -> Root | None:
         """The innermost root that contains ``path``, or None (never raises)."""
         try:
             canonical = self._canonical(path)
@@ -272,7 +273,7 @@ class RootSet:
             return None
         return self._root(self._index.innermost_prefix(canonical))
 
-    def contains(self, path: object) -> bool:
+    def contains(self, path: str | os.PathLike[str]) -> bool:
         """True when ``path``'s canonical location is a root or lies beneath one. Never raises."""
         fast = self._router.canonical_fast(path)
         if fast is not None:
@@ -284,9 +285,9 @@ class RootSet:
         return self._index.innermost_prefix(canonical) is not None
 
     def __contains__(self, path: object) -> bool:
-        return self.contains(path)
+        return isinstance(path, (str, os.PathLike)) and self.contains(path)
 
-    def resolve(self, path: object) -> Path:
+    def resolve(self, path: str | os.PathLike[str]) -> Path:
         """The canonical path of ``path`` if it is inside the roots.
 
         Raises :class:`InvalidPath` for input that is not a usable path and :class:`PathOutsideRoots`
@@ -294,7 +295,7 @@ class RootSet:
         """
         return Path(self.resolve_text(path))
 
-    def resolve_text(self, path: object) -> str:
+    def resolve_text(self, path: str | os.PathLike[str]) -> str:
         """:meth:`resolve` as text (no ``Path`` made): what the guard hands a body annotated ``str``."""
         fast = self._router.canonical_fast(path)  # one system call for the common path
         if type(fast) is str:
@@ -457,7 +458,7 @@ class RootSet:
 
     def run(
         self,
-        argv: Any,
+        argv: Argv,
         *,
         write: bool = False,
         network: bool = True,
@@ -488,7 +489,7 @@ class RootSet:
 
     def popen(
         self,
-        argv: Any,
+        argv: Argv,
         *,
         write: bool = False,
         network: bool = True,
@@ -513,7 +514,7 @@ class RootSet:
 
     async def run_async(
         self,
-        argv: Any,
+        argv: str | Sequence[str],
         *,
         write: bool = False,
         network: bool = True,

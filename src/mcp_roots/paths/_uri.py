@@ -66,7 +66,7 @@ def _percent_decode(uri: str, encoded: str) -> str:
         raise _refuse(uri, f"the percent-decoded path is not valid UTF-8 ({exc.reason})") from None
 
 
-def uri_to_path(uri: object, *, windows: bool | None = None) -> str:
+def uri_to_path(uri: str, *, windows: bool | None = None) -> str:
     """Return the local path a ``file:`` URI names, or raise :class:`InvalidRootURI` naming the rule broken.
 
     Accepted: ``file:///p``, ``file://localhost/p`` (host case-insensitive) and ``file:/p``. Refused: any
