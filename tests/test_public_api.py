@@ -110,3 +110,53 @@ def test_the_faces_load_no_private_module_as_a_public_name() -> None:
         module = importlib.import_module(face)
         modules = [n for n in module.__all__ if isinstance(getattr(module, n), ModuleType)]
         assert modules == [], f"{face} exports modules {modules}"
+
+
+def test_the_typing_uses_are_under_the_strict_check() -> None:
+    """tests/typing_uses.py holds the signatures: make typecheck checks it, and an unneeded ignore fails."""
+    import tomllib
+
+    mypy = tomllib.loads((DOCS.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
+    assert "tests" in mypy["files"]
+    assert mypy["strict"] is True
+    assert mypy["warn_unused_ignores"] is True
+    assert not any(re.search(pattern, "tests/typing_uses.py") for pattern in mypy["exclude"])
+    source = (DOCS.parent / "tests" / "typing_uses.py").read_text(encoding="utf-8")
+    wrong = source.split("async def wrong_uses", 1)[1].splitlines()[1:]
+    assert len(wrong) >= 15
+    assert all(re.search(r"  # type: ignore\[[a-z-]+\]$", line) for line in wrong if line.strip())
+
+
+#: The public parameters and results still typed with ``Any`` or ``object``, each for a reason; every other
+#: public signature names the narrowest true type (``SupportedServer``, ``SupportedContext``, ``Argv``...).
+LOOSE = {
+    ("mcp_roots.BrokerError.__init__", "data"): "a JSON-RPC error's data object",
+    ("mcp_roots.RootSet.from_uris", "uris_or_roots"): "a client's answer, validated entry by entry",
+    ("mcp_roots.RootSet.open", "return"): "the builtin open's type for a mode known only at run time",
+    ("mcp_roots.RootSet.run", "kwargs"): "subprocess.run's options",
+    ("mcp_roots.RootSet.run", "return"): "bytes or str, as text= says",
+    ("mcp_roots.RootSet.popen", "kwargs"): "subprocess.Popen's options",
+    ("mcp_roots.RootSet.popen", "return"): "bytes or str, as text= says",
+    ("mcp_roots.RootSet.run_async", "kwargs"): "anyio.run_process's options",
+    ("mcp_roots.RootsCache.__init__", "fetch"): "a client's raw roots/list answer, validated",
+    ("mcp_roots.RootsGuard.run", "options"): "anyio.run_process's options",
+    ("mcp_roots.SupportedContext.session", "return"): "each SDK's own session type",
+    ("mcp_roots.SupportedContext.request_id", "return"): "each SDK's own id type",
+    ("mcp_roots.SupportedServer.run", "return"): "each SDK's own run signature",
+    ("mcp_roots.broker.FileBroker.handle", "params"): "a JSON-RPC request's params",
+    ("mcp_roots.broker.FileBroker.handle", "return"): "a JSON-RPC result",
+    ("mcp_roots.broker.enable_brokering", "server"): "the low-level Server's lifespan type parameter",
+}
+
+
+def test_no_public_signature_says_any_or_object_without_a_reason() -> None:
+    loose = set()
+    for name, function in public_callables():
+        signature = inspect.signature(function)
+        annotations = {p.name: p.annotation for p in signature.parameters.values()}
+        annotations["return"] = signature.return_annotation
+        for parameter, annotation in annotations.items():
+            text = annotation if isinstance(annotation, str) else repr(annotation)
+            if re.search(r"\b(Any|object)\b", text):
+                loose.add((name, parameter))
+    assert loose == set(LOOSE)

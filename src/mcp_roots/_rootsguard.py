@@ -42,7 +42,7 @@ class Adapter(Protocol):
     brokering: bool
     """Whether the broker's ``files/*`` server side can be enabled on this framework's servers."""
 
-    def install(self, server: SupportedServer) -> None:
+    def install(self, server: Any) -> None:
         """Wire the guard into ``server`` (idempotent); raise ``SDKChanged`` if a private corner moved."""
 
     async def roots(self, ctx: Any) -> RootSet:
@@ -171,7 +171,7 @@ class RootsGuard:
 
     # -- installation --
 
-    def install(self, server: Any) -> None:
+    def install(self, server: SupportedServer) -> None:
         """Wire the guard into a server: ``mcp`` 2.x ``MCPServer`` or low-level ``Server``, ``fastmcp`` 4.x
         ``FastMCP``, ``mcp`` 1.x ``FastMCP`` or low-level ``Server``. Anything else is a ``TypeError``.
         On an ``mcp`` 2.x server this also enables the client-brokered ``files/*`` methods
@@ -181,7 +181,7 @@ class RootsGuard:
         if adapter.brokering:
             from .broker import enable_brokering  # the broker's registration (it loads the mcp SDK)
 
-            enable_brokering(server)
+            enable_brokering(typing.cast(Any, server))  # brokering: an mcp 2.x server, by its adapter
 
     def _adapter(self, adapter_type: type) -> Adapter:
         adapter = self._adapters.get(adapter_type)

@@ -67,7 +67,7 @@ async def test_lowlevel_server_without_client_roots_uses_the_fallback(tree: Tree
 
 def test_install_refuses_what_is_not_an_mcp_server(tree: Tree) -> None:
     with pytest.raises(TypeError, match=r"supports: mcp 2\.x MCPServer, mcp 2\.x low-level Server"):
-        RootsGuard([tree.fallback]).install(object())
+        RootsGuard([tree.fallback]).install(object())  # type: ignore[arg-type]
 
 
 def test_a_ceiling_given_as_one_string_is_one_path(tree: Tree) -> None:
