@@ -1,12 +1,14 @@
-"""What a confined child must not manage, tried for real: one attempt per run, as a script of its own.
-
-``python -I -S attempts.py NAME [ARG...]`` makes the attempt NAME and prints one JSON line:
-``{"ok": true, "value": ...}`` when the kernel let it through, ``{"ok": false, "errno": N, "error": "EPERM"}``
-when it refused. The tests run it unconfined first (the attempt works) and then confined (it is refused);
-``mcp-roots doctor`` runs it confined to prove each promise on this machine. Each attempt that succeeds
-changes nothing: it sets a limit, priority or host name to the value it already has. Standard library only
-(it runs in a child that may read little); system-call numbers are x86_64's.
+"""What a confined child must not manage, tried for real.
+One attempt per run, as a script of its own; it prints one JSON line.
 """
+
+# ``python -I -S attempts.py NAME [ARG...]`` makes the attempt NAME and prints one JSON line:
+# ``{"ok": true, "value": ...}`` when the kernel let it through, ``{"ok": false, "errno": N, "error":
+# "EPERM"}``
+# when it refused. The tests run it unconfined first (the attempt works) and then confined (it is refused);
+# ``mcp-roots doctor`` runs it confined to prove each promise on this machine. Each attempt that succeeds
+# changes nothing: it sets a limit, priority or host name to the value it already has. Standard library only
+# (it runs in a child that may read little); system-call numbers are x86_64's.
 
 from __future__ import annotations
 

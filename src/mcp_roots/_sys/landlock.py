@@ -1,9 +1,10 @@
-"""Landlock (Linux >= 5.13) through ctypes: the three system calls, their structures and the access rights.
-
-``abi_version()`` says which Landlock ABI the kernel offers (or raises ``LandlockMissing`` with the
-reason); ``restrict_thread()`` confines the calling thread, and every thread or process it creates
-afterwards, to a ruleset. Irreversible. Only this module knows syscall numbers and struct layouts.
+"""Landlock (Linux >= 5.13) through ctypes.
+The three system calls, their structures and the access rights.
 """
+
+# ``abi_version()`` says which Landlock ABI the kernel offers (or raises ``LandlockMissing`` with the
+# reason); ``restrict_thread()`` confines the calling thread, and every thread or process it creates
+# afterwards, to a ruleset. Irreversible. Only this module knows syscall numbers and struct layouts.
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
-"""Linux system calls and facts: openat2, renameat2, fstatfs through ctypes, and the procfs magic-link rule.
-
-Every name here is None/False (or answers "unknown") on a machine this module has no numbers for, so the
-callers fall back to the portable walk. Syscall numbers: arch/x86/entry/syscalls/syscall_64.tbl and
-include/uapi/asm-generic/unistd.h (aarch64).
+"""Linux system calls and facts through ctypes.
+openat2, renameat2, fstatfs, and the procfs magic-link rule.
 """
+
+# Every name here is None/False (or answers "unknown") on a machine this module has no numbers for, so the
+# callers fall back to the portable walk. Syscall numbers: arch/x86/entry/syscalls/syscall_64.tbl and
+# include/uapi/asm-generic/unistd.h (aarch64).
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""The portable descriptor walk's platform facts: open flags every POSIX system has, and those it may lack.
-
-``O_PATH`` is Linux's; macOS and the BSDs (and ``MCP_ROOTS_RESOLVE=walk-no-opath``) walk with plain
-read-only descriptors instead, opened ``O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK`` so nothing can block.
+"""The portable descriptor walk's platform facts.
+The open flags every POSIX system has, and those it may lack.
 """
+
+# ``O_PATH`` is Linux's; macOS and the BSDs (and ``MCP_ROOTS_RESOLVE=walk-no-opath``) walk with plain
+# read-only descriptors instead, opened ``O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK`` so nothing can block.
 
 from __future__ import annotations
 

@@ -1,13 +1,14 @@
-"""Capabilities and mount namespaces through ctypes: dropping every capability of the calling thread, and the
-private mount namespace with read-only binds that holds a confined child's protected set.
-
-``drop_capabilities()`` empties the calling thread's bounding, ambient, permitted, effective and inheritable
-sets (per thread, inherited by what it starts; with no_new_privs an exec cannot give them back);
-``capabilities()`` reads them. ``private_mounts()`` moves the calling process into a mount namespace of its
-own (and a user namespace where it lacks CAP_SYS_ADMIN: only in a single-threaded process, the kernel says
-EINVAL otherwise), ``bind()`` binds a path onto itself (read-only on request). Only this module knows their
-numbers and structures.
+"""Capabilities and mount namespaces through ctypes.
+Dropping every capability of the calling thread; the private mount namespace
+with read-only binds that holds a confined child's protected set.
 """
+
+# ``drop_capabilities()`` empties the calling thread's bounding, ambient, permitted, effective and inheritable
+# sets (per thread, inherited by what it starts; with no_new_privs an exec cannot give them back);
+# ``capabilities()`` reads them. ``private_mounts()`` moves the calling process into a mount namespace of its
+# own (and a user namespace where it lacks CAP_SYS_ADMIN: only in a single-threaded process, the kernel says
+# EINVAL otherwise), ``bind()`` binds a path onto itself (read-only on request). Only this module knows their
+# numbers and structures.
 
 from __future__ import annotations
 

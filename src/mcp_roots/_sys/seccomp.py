@@ -1,10 +1,11 @@
-"""seccomp-BPF through ctypes: the system-call filter that a confined child gets beside its Landlock ruleset.
-
-``program(network=..., write=..., path_metadata=...)`` builds the filter (x86_64 only),
-``apply_to_thread()`` installs it on the calling thread (inherited by what it creates afterwards;
-irreversible), ``probe()`` says whether the kernel can.
-Only this module knows the filter's syscall numbers and the layout of ``struct seccomp_data``.
+"""seccomp-BPF through ctypes.
+The system-call filter a confined child gets beside its Landlock ruleset.
 """
+
+# ``program(network=..., write=..., path_metadata=...)`` builds the filter (x86_64 only),
+# ``apply_to_thread()`` installs it on the calling thread (inherited by what it creates afterwards;
+# irreversible), ``probe()`` says whether the kernel can.
+# Only this module knows the filter's syscall numbers and the layout of ``struct seccomp_data``.
 
 from __future__ import annotations
 
