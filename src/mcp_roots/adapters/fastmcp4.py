@@ -1,12 +1,14 @@
-"""The ``fastmcp`` 4.x port (PrefectHQ's ``fastmcp.FastMCP``, which runs on ``mcp`` 2.x), both eras.
-
-A fastmcp ``Middleware``, first in the server's chain, sees ``initialize``, the notifications, every
-``tools/call``, ``prompts/get`` and ``resources/read``: it reports the legacy lifecycle as the ``mcp`` 2.x
-port does (``adapters/mcp2.py``) and hands each call to the one guarded-call algorithm
-(``mcp_roots.guard._calls``) with the facts of the request. fastmcp says what it cannot do: ask for the roots
-on a read, or from a hand-written handler. This module says only how an outcome reads on fastmcp; its
-private corners are in ``fastmcp4_sdk``.
+"""The ``fastmcp`` 4.x port (PrefectHQ's ``fastmcp.FastMCP``, on ``mcp`` 2.x).
+Both protocol eras.
 """
+
+# A fastmcp ``Middleware``, first in the server's chain, sees ``initialize``, the notifications, every
+# ``tools/call``, ``prompts/get`` and ``resources/read``: it reports the legacy lifecycle as the ``mcp`` 2.x
+# port does (``adapters/mcp2.py``) and hands each call to the one guarded-call algorithm
+# (``mcp_roots.guard._calls``) with the facts of the request. fastmcp says what it cannot do: ask for the
+# roots
+# on a read, or from a hand-written handler. This module says only how an outcome reads on fastmcp; its
+# private corners are in ``fastmcp4_sdk``.
 
 from __future__ import annotations
 

@@ -1,8 +1,12 @@
-"""The private corners of the official ``mcp`` 1.x SDK that mcp-roots relies on, each in one place, checked
-at install time (and where it is used) and raising ``SDKChanged`` when the SDK moved it; ``adapters/mcp1.py``
-imports them from here. Also how ``roots/list`` is sent on a session (the public ``send_request``, with an
-untyped result: the cache judges each entry).
+"""The private corners of the official ``mcp`` 1.x SDK that mcp-roots relies on.
+Each is in one place, checked, and raises ``SDKChanged`` when the SDK moved it.
 """
+
+# The private corners of the official ``mcp`` 1.x SDK that mcp-roots relies on, each in one place, checked
+# at install time (and where it is used) and raising ``SDKChanged`` when the SDK moved it;
+# ``adapters/mcp1.py``
+# imports them from here. Also how ``roots/list`` is sent on a session (the public ``send_request``, with an
+# untyped result: the cache judges each entry).
 
 from __future__ import annotations
 

@@ -1,12 +1,13 @@
-"""The official ``mcp`` 2.x port: ``MCPServer`` and the low-level ``Server``, both protocol eras.
-
-A context-tier middleware, first in the server's chain, reports each legacy connection's lifecycle
-(initialize, initialized, roots/list_changed) and hands ``tools/call``, ``prompts/get`` and
-``resources/read`` to the one guarded-call algorithm (``mcp_roots.guard._calls``) with the facts of the
-request (era, capability, connection, the roots it carried). This module says only how an outcome reads
-on mcp 2.x: an ``InputRequiredResult`` asking for the roots, an ``isError`` result or a JSON-RPC error. The
-SDK's private corners are in ``mcp2_sdk``.
+"""The official ``mcp`` 2.x port: ``MCPServer`` and the low-level ``Server``.
+Both protocol eras.
 """
+
+# A context-tier middleware, first in the server's chain, reports each legacy connection's lifecycle
+# (initialize, initialized, roots/list_changed) and hands ``tools/call``, ``prompts/get`` and
+# ``resources/read`` to the one guarded-call algorithm (``mcp_roots.guard._calls``) with the facts of the
+# request (era, capability, connection, the roots it carried). This module says only how an outcome reads
+# on mcp 2.x: an ``InputRequiredResult`` asking for the roots, an ``isError`` result or a JSON-RPC error. The
+# SDK's private corners are in ``mcp2_sdk``.
 
 from __future__ import annotations
 

@@ -1,9 +1,12 @@
-"""The private corners of the official ``mcp`` 2.x SDK that mcp-roots relies on, each in one place, checked
-where it is used and raising ``SDKChanged`` when the SDK moved it; ``adapters/mcp2.py``,
-``adapters/fastmcp4.py`` (whose servers are mcp 2.x servers underneath), ``broker/`` and
-``filesystem/_stdio.py`` import them from here. Also what both ports read of a ``Connection`` (its era, the
-client's roots capability), how they send ``roots/list`` on it, and the question that asks for the roots.
+"""The private corners of the official ``mcp`` 2.x SDK that mcp-roots relies on.
+Each is in one place, checked, and raises ``SDKChanged`` when the SDK moved it.
 """
+
+# The private corners of the official ``mcp`` 2.x SDK that mcp-roots relies on, each in one place, checked
+# where it is used and raising ``SDKChanged`` when the SDK moved it; ``adapters/mcp2.py``,
+# ``adapters/fastmcp4.py`` (whose servers are mcp 2.x servers underneath), ``broker/`` and
+# ``filesystem/_stdio.py`` import them from here. Also what both ports read of a ``Connection`` (its era, the
+# client's roots capability), how they send ``roots/list`` on it, and the question that asks for the roots.
 
 from __future__ import annotations
 
