@@ -1,11 +1,12 @@
-"""Consent for files/*: grants, refusals and revocations of one connection, and the prompts that decide them.
-
-A revocation is held by identity as well as by name: the broker keeps an O_PATH descriptor of each revoked
-location and asks the kernel where it is now, so renaming an ancestor does not carry a folder out of its
-revocation. Only a grant the user approved at or beneath a revoked location lifts it; a wider grant, or
-the roots being taken as consent, never does. A refusal covers what lies beneath it, and prompts are
-rate limited (beyond the limit the answer is "no" without asking).
+"""Consent for files/*: one connection's grants, refusals and revocations.
+And the prompts that decide them.
 """
+
+# A revocation is held by identity as well as by name: the broker keeps an O_PATH descriptor of each revoked
+# location and asks the kernel where it is now, so renaming an ancestor does not carry a folder out of its
+# revocation. Only a grant the user approved at or beneath a revoked location lifts it; a wider grant, or
+# the roots being taken as consent, never does. A refusal covers what lies beneath it, and prompts are
+# rate limited (beyond the limit the answer is "no" without asking).
 
 from __future__ import annotations
 
@@ -132,7 +133,7 @@ class _Revocation:
 
 
 class Grants:
-    """The consent state of one connection (see the module docstring); owned by one FileBroker."""
+    """The consent state of one connection (see the comment atop this module); owned by one FileBroker."""
 
     def __init__(
         self,

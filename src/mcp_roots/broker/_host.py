@@ -1,12 +1,13 @@
-"""FileBroker: the host side of files/*. A Python MCP client installs it to run a server's file operations
-beneath the client's roots, under the user's consent, limits and an audit log.
-
-This module holds the broker's life cycle, the user's actions (revoke, restore) and the request path
-(dispatch, rate limit, timeout, audit). The methods are in ``_methods``, locating a request's root, path
-and consent in ``_locator``, consent in ``_grants`` (what a prompt is asked in ``_consent``), uploads in
-``_uploads``, watches in ``_watch``, the blocking file operations in ``_hostops``, and the exception to
-reason table in ``_reasons``.
+"""FileBroker: the host side of files/*.
+A Python MCP client installs it to run a server's file operations.
+They run beneath the client's roots, under consent, limits and an audit log.
 """
+
+# This module holds the broker's life cycle, the user's actions (revoke, restore) and the request path
+# (dispatch, rate limit, timeout, audit). The methods are in ``_methods``, locating a request's root, path
+# and consent in ``_locator``, consent in ``_grants`` (what a prompt is asked in ``_consent``), uploads in
+# ``_uploads``, watches in ``_watch``, the blocking file operations in ``_hostops``, and the exception to
+# reason table in ``_reasons``.
 
 from __future__ import annotations
 

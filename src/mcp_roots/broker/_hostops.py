@@ -1,9 +1,12 @@
-"""The blocking file operations behind files/*, run in worker threads. Every answer that describes or reveals
-a file (read, list, stat, a conflict's etag) comes from a descriptor opened beneath the root with RootSet's
-public, race-free operations and checked itself (``Grants.fence_read``); every change goes through the
-descriptor of its parent directory, opened beneath the root and checked itself (consent, revocations by
-identity). They raise plain exceptions; ``_reasons`` maps them to protocol errors.
+"""The blocking file operations behind files/*, run in worker threads.
+Each answer comes from a descriptor opened beneath the root and checked.
 """
+
+# The blocking file operations behind files/*, run in worker threads. Every answer that describes or reveals
+# a file (read, list, stat, a conflict's etag) comes from a descriptor opened beneath the root with RootSet's
+# public, race-free operations and checked itself (``Grants.fence_read``); every change goes through the
+# descriptor of its parent directory, opened beneath the root and checked itself (consent, revocations by
+# identity). They raise plain exceptions; ``_reasons`` maps them to protocol errors.
 
 from __future__ import annotations
 

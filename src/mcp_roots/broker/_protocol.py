@@ -1,8 +1,9 @@
-"""The client-brokered filesystem protocol (``files/*``) as mcp-roots fixes it: names, codes, shapes.
-
-Pure data and codecs, no I/O and no ``mcp`` import; docs/brokering.md is the prose version of this file.
-The message shapes are the pydantic models of ``_wire``; both ends build on these definitions.
+"""The files/* protocol as mcp-roots fixes it: names, codes, shapes.
+Pure data and codecs; docs/brokering.md is its prose version.
 """
+
+# Pure data and codecs, no I/O and no ``mcp`` import; docs/brokering.md is the prose version of this file.
+# The message shapes are the pydantic models of ``_wire``; both ends build on these definitions.
 
 from __future__ import annotations
 

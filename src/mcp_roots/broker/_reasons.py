@@ -1,9 +1,10 @@
-"""One table from exception types to files/* error reasons, for everything a host operation can raise.
-
-Decided by type (and, for a bare OSError, by errno), never by message text. Messages name the relative
-path only: host paths and other roots are not the server's business. Anything not in the table is an
-IO_ERROR: no raw exception reaches a server.
+"""One table from exception types to files/* error reasons.
+It covers everything a host operation can raise.
 """
+
+# Decided by type (and, for a bare OSError, by errno), never by message text. Messages name the relative
+# path only: host paths and other roots are not the server's business. Anything not in the table is an
+# IO_ERROR: no raw exception reaches a server.
 
 from __future__ import annotations
 

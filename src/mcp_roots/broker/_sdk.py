@@ -1,9 +1,10 @@
-"""The two places where files/* meets the `mcp` 2.3 SDK, isolated here and pinned by tests.
-
-Server side: send a custom request to the client over the legacy back-channel (public API, one cast).
-Client side: answer custom request methods and advertise ``roots.filesystemBrokering`` (private seams:
-the SDK routes only the methods it knows and drops unknown capability keys).
+"""The two places where files/* meets the ``mcp`` 2.3 SDK.
+Isolated here and pinned by tests.
 """
+
+# Server side: send a custom request to the client over the legacy back-channel (public API, one cast).
+# Client side: answer custom request methods and advertise ``roots.filesystemBrokering`` (private seams:
+# the SDK routes only the methods it knows and drops unknown capability keys).
 
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
-"""The server side of files/*: ``fs = await files(ctx)`` inside a tool, then read, write, list, watch...
-on the client's disk, through the client. Legacy protocol era only (the requests ride the back-channel).
-
-``enable_brokering(server)`` installs the one middleware this needs: it records, per connection, whether
-the client's raw ``initialize`` offered ``roots.filesystemBrokering``, and routes
-``notifications/files/changed`` to the watch that asked for it.
+"""The server side of files/*: ``fs = await files(ctx)`` inside a tool.
+Then read, write, list, watch... on the client's disk, through the client.
+Legacy protocol era only: the requests ride the back-channel.
 """
+
+# ``enable_brokering(server)`` installs the one middleware this needs: it records, per connection, whether
+# the client's raw ``initialize`` offered ``roots.filesystemBrokering``, and routes
+# ``notifications/files/changed`` to the watch that asked for it.
 
 from __future__ import annotations
 

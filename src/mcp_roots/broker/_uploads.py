@@ -1,10 +1,13 @@
-"""Chunked uploads of files/write: a staging file beside the target, written chunk by chunk at checked
-offsets, renamed over the target after the last chunk; discarded on failure, expiry, revocation or close.
-Every step goes through the descriptor of the target's directory that was checked when the upload began.
-The staging file is private (0600) until the commit gives it the kept mode, so an upload's bytes are never
-readable by anyone the target's owner and mode would refuse; a slot is reserved before the first await,
-so no interleaving of first chunks opens more than ``MAX_UPLOADS``.
+"""Chunked uploads of files/write.
+A staging file beside the target, renamed over it after the last chunk.
 """
+
+# Chunked uploads of files/write: a staging file beside the target, written chunk by chunk at checked
+# offsets, renamed over the target after the last chunk; discarded on failure, expiry, revocation or close.
+# Every step goes through the descriptor of the target's directory that was checked when the upload began.
+# The staging file is private (0600) until the commit gives it the kept mode, so an upload's bytes are never
+# readable by anyone the target's owner and mode would refuse; a slot is reserved before the first await,
+# so no interleaving of first chunks opens more than ``MAX_UPLOADS``.
 
 from __future__ import annotations
 

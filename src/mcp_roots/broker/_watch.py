@@ -1,16 +1,16 @@
-"""files/watch on the host: bounded snapshots of a watched path, their differences, and the loop that
-sends them. Woken by the kernel (inotify through ``watchfiles``, when installed) or by a poll timer.
-
-Every snapshot is judged like a read (``look``): the watched path is opened beneath the root and its
-descriptor fenced against the grants and revocations, by name and identity; a watched folder that is no
-longer the folder the watch began on ends the watch. The tree is walked through descriptors (the path
-layer's one walk): depth first, never through a symlink, at most two descriptors however deep or wide the
-tree; an entry that lies in a revoked location (by identity or by name) is left out with everything
-beneath it, and a folder swapped for another between its look and its walk, or moved to another parent
-while the walk is inside it, starts the snapshot again (three walks at most). An event is only a wake-up:
-what is reported comes from the next fenced snapshot. Limits are visible: too many entries or folders too
-deep refuse the watch (QUOTA_EXCEEDED / IO_ERROR) or end it, never a silently partial view.
+"""files/watch on the host: bounded snapshots of a watched path and their differences.
+Woken by the kernel (inotify through ``watchfiles``) or by a poll timer.
 """
+
+# Every snapshot is judged like a read (``look``): the watched path is opened beneath the root and its
+# descriptor fenced against the grants and revocations, by name and identity; a watched folder that is no
+# longer the folder the watch began on ends the watch. The tree is walked through descriptors (the path
+# layer's one walk): depth first, never through a symlink, at most two descriptors however deep or wide the
+# tree; an entry that lies in a revoked location (by identity or by name) is left out with everything
+# beneath it, and a folder swapped for another between its look and its walk, or moved to another parent
+# while the walk is inside it, starts the snapshot again (three walks at most). An event is only a wake-up:
+# what is reported comes from the next fenced snapshot. Limits are visible: too many entries or folders too
+# deep refuse the watch (QUOTA_EXCEEDED / IO_ERROR) or end it, never a silently partial view.
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""The files/* messages as pydantic models: the host validates every request's params with them and the
-server side validates every answer with them, so both ends enforce one definition (docs/brokering.md §5).
-
-Strict: no "5" for 5, no 1 for True. Numbers a peer sends are bounded here (an offset past 2**63 is
-INVALID_PARAMS, never an OverflowError further down). Unknown fields are ignored, as MCP's own types do.
+"""The files/* messages as pydantic models.
+Both ends validate against them: one definition (docs/brokering.md, section 5).
 """
+
+# Strict: no "5" for 5, no 1 for True. Numbers a peer sends are bounded here (an offset past 2**63 is
+# INVALID_PARAMS, never an OverflowError further down). Unknown fields are ignored, as MCP's own types do.
 
 from __future__ import annotations
 
