@@ -1,8 +1,11 @@
-"""The mcp-roots command's own subcommands: show the fallback roots a server would use, check paths against
-them, print them as environment variables for subprocesses, serve, audit, run and doctor (probe and wrap are
-applications of their own, which the face dispatches to first). Errors are one line on stderr, never a
-traceback.
+"""The mcp-roots command's own subcommands.
+roots, check, env, serve, audit, run and doctor; errors are one line on stderr.
 """
+
+# The mcp-roots command's own subcommands: show the fallback roots a server would use, check paths against
+# them, print them as environment variables for subprocesses, serve, audit, run and doctor (probe and wrap are
+# applications of their own, which the face dispatches to first). Errors are one line on stderr, never a
+# traceback.
 
 from __future__ import annotations
 
