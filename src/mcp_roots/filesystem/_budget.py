@@ -1,11 +1,14 @@
-"""One budget for the bytes of answers in flight over HTTP, per process and per session (per connection for a
-request without a session): a read reserves the bytes its answer will take, serialized, before it reads; the
-reservation is freed once the answer has been written out to the client's connection, or the connection is
-gone. A read past the budget waits briefly for others to finish, then fails with a one-line error.
-
-``AnswerAccounting`` is the ASGI middleware that gives each HTTP request its ``Ledger`` (found by a tool
-through the Starlette request the SDK hands it) and frees it when the request's answer is out.
+"""One budget for the bytes of answers in flight over HTTP.
+Per process and per session; a read reserves its answer's bytes before it reads.
 """
+
+# One budget for the bytes of answers in flight over HTTP, per process and per session (per connection for a
+# request without a session): a read reserves the bytes its answer will take, serialized, before it reads; the
+# reservation is freed once the answer has been written out to the client's connection, or the connection is
+# gone. A read past the budget waits briefly for others to finish, then fails with a one-line error.
+#
+# ``AnswerAccounting`` is the ASGI middleware that gives each HTTP request its ``Ledger`` (found by a tool
+# through the Starlette request the SDK hands it) and frees it when the request's answer is out.
 
 from __future__ import annotations
 

@@ -1,23 +1,26 @@
-"""What a host waits for when it starts ``mcp-roots serve`` over stdio (``initialize``, then ``tools/list``
-and the other lists it asks for at start), answered from this server's own earlier answers while a thread
-imports the SDK.
-
-Importing the official SDK is most of serve's start-up (``import mcp.server``: about half a second; the
-rest of serve, about a tenth of that). So the first time a command line of serve answers those requests,
-``Recorder`` keeps the SDK's answers in a file of the user's cache folder (``$XDG_CACHE_HOME/mcp-roots/
-serve``), named by a digest of everything they depend on: the command line, the Python, the stat of every
-file of mcp-roots and the installed SDK's distributions (``StartupFile``). On the next start with the same
-digest, ``answer_early`` gives them itself: it answers ``initialize`` (for a protocol version recorded) and,
-after ``notifications/initialized``, the lists recorded (``LISTS``: serve's tools, prompts and resources,
-which no call changes), while ``SdkLoader`` imports the SDK. When the SDK is in,
-or at the first message it has no recorded answer for, it steps aside: the SDK's server gets the client's
-``initialize`` and ``initialized`` replayed first, and ``Recorder`` drops the SDK's answer to the replayed
-``initialize`` (it was given already; a different one is logged and the file removed).
-
-Anything in doubt goes to the SDK: a message not exactly one of those, a version not recorded, a file that
-is not a regular file of this user that only this user can write, too large, or not as this module writes
-it. The file is a cache: deleting it costs one slow start.
+"""Answers to what a host waits for when it starts ``serve`` over stdio.
+Given from serve's own earlier answers while a thread imports the SDK.
 """
+
+# What a host waits for when it starts ``mcp-roots serve`` over stdio (``initialize``, then ``tools/list``
+# and the other lists it asks for at start), answered from this server's own earlier answers while a thread
+# imports the SDK.
+#
+# Importing the official SDK is most of serve's start-up (``import mcp.server``: about half a second; the
+# rest of serve, about a tenth of that). So the first time a command line of serve answers those requests,
+# ``Recorder`` keeps the SDK's answers in a file of the user's cache folder (``$XDG_CACHE_HOME/mcp-roots/
+# serve``), named by a digest of everything they depend on: the command line, the Python, the stat of every
+# file of mcp-roots and the installed SDK's distributions (``StartupFile``). On the next start with the same
+# digest, ``answer_early`` gives them itself: it answers ``initialize`` (for a protocol version recorded) and,
+# after ``notifications/initialized``, the lists recorded (``LISTS``: serve's tools, prompts and resources,
+# which no call changes), while ``SdkLoader`` imports the SDK. When the SDK is in,
+# or at the first message it has no recorded answer for, it steps aside: the SDK's server gets the client's
+# ``initialize`` and ``initialized`` replayed first, and ``Recorder`` drops the SDK's answer to the replayed
+# ``initialize`` (it was given already; a different one is logged and the file removed).
+#
+# Anything in doubt goes to the SDK: a message not exactly one of those, a version not recorded, a file that
+# is not a regular file of this user that only this user can write, too large, or not as this module writes
+# it. The file is a cache: deleting it costs one slow start.
 
 from __future__ import annotations
 

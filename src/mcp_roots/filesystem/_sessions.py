@@ -1,12 +1,13 @@
-"""The legacy-era session table bounded per credential: each token of the token file may hold at most so many
-open sessions, so that one client flooding the table does not lock out the clients of another token.
-
-``SessionQuota`` is Starlette middleware inside the SDK's app, after its bearer authentication (the request's
-``user`` names the credential). It learns a session from the ``Mcp-Session-Id`` of the answer to a request
-that carried none, forgets it on a successful DELETE, a 404 for it, or when it has been idle as long as the
-SDK's idle timeout, and answers 503 to a request that would open one more session for a credential at its
-bound. The SDK's own table bound (``--max-sessions``) still holds for all credentials together.
+"""The legacy-era session table, bounded per credential.
+One client flooding it does not lock out the clients of another token.
 """
+
+# ``SessionQuota`` is Starlette middleware inside the SDK's app, after its bearer authentication (the
+# request's
+# ``user`` names the credential). It learns a session from the ``Mcp-Session-Id`` of the answer to a request
+# that carried none, forgets it on a successful DELETE, a 404 for it, or when it has been idle as long as the
+# SDK's idle timeout, and answers 503 to a request that would open one more session for a credential at its
+# bound. The SDK's own table bound (``--max-sessions``) still holds for all credentials together.
 
 from __future__ import annotations
 

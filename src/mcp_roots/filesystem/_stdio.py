@@ -1,8 +1,11 @@
-"""The stdio transport of ``mcp-roots serve``: the pipes (or Unix stream sockets, which Node gives a child)
-read and written from the event loop, not a worker-thread hop per line as the SDK's ``stdio_server()`` does;
-the SDK's own ``stdio_server(stdin=..., stdout=...)`` still does the framing, so parsing and errors are the
-SDK's.
+"""The stdio transport of ``mcp-roots serve``.
+The pipes are read and written from the event loop; the SDK still frames.
 """
+
+# The stdio transport of ``mcp-roots serve``: the pipes (or Unix stream sockets, which Node gives a child)
+# read and written from the event loop, not a worker-thread hop per line as the SDK's ``stdio_server()`` does;
+# the SDK's own ``stdio_server(stdin=..., stdout=...)`` still does the framing, so parsing and errors are the
+# SDK's.
 
 from __future__ import annotations
 
