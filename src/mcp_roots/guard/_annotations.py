@@ -1,8 +1,11 @@
-"""Where the paths are in a parameter's type: the walk over an annotation (Optional, unions, Annotated,
-NewType, aliases, containers, records: pydantic models, dataclasses, TypedDicts, NamedTuples) that yields
-the locators of its path-like parts, and whether a declared locator fits a type. Pure and SDK-free:
-pydantic is duck-typed.
+"""Where the paths are in a parameter's type.
+The walk over an annotation yields the locators of its path-like parts.
 """
+
+# Where the paths are in a parameter's type: the walk over an annotation (Optional, unions, Annotated,
+# NewType, aliases, containers, records: pydantic models, dataclasses, TypedDicts, NamedTuples) that yields
+# the locators of its path-like parts, and whether a declared locator fits a type. Pure and SDK-free:
+# pydantic is duck-typed.
 
 from __future__ import annotations
 

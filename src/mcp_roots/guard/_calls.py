@@ -1,18 +1,21 @@
-"""The guarded call, written once: strict -> roots in force -> ceiling precheck -> argument check (on the
-arguments as the body receives them, defaults applied) -> canonical paths substituted -> refuse or run; the
-same for ``resources/read``. An adapter reports the facts of each request (``roots._facts.RequestFacts``),
-the roots layer's one decision table picks its roots (``GuardPolicy.roots_for``), and the adapter's
-:class:`CallPort` turns the outcome (run, refuse, ask the client) into its framework's result: it decides
-nothing about paths or roots.
-
-Who calls whom::
-
-    framework middleware (adapters/*)  --tool_call(port, facts, ...)-->  _calls  --run()-->  framework
-        framework validates the arguments  --calls-->  wrapper of @guard.paths (_calls)  --checks-->  body
-                                                       (the checks, worked out at decoration: _argcheck)
-    _calls --policy.roots_now(connection) / policy.roots_for(facts)--> the roots layer (roots/_policy)
-    _calls --port.ask(facts) / port.refuse(facts, message)--> the adapter's port
+"""The guarded call, written once, for tools and ``resources/read``.
+The adapter reports facts; the roots layer decides; the port shows the outcome.
 """
+
+# The guarded call, written once: strict -> roots in force -> ceiling precheck -> argument check (on the
+# arguments as the body receives them, defaults applied) -> canonical paths substituted -> refuse or run; the
+# same for ``resources/read``. An adapter reports the facts of each request (``roots._facts.RequestFacts``),
+# the roots layer's one decision table picks its roots (``GuardPolicy.roots_for``), and the adapter's
+# :class:`CallPort` turns the outcome (run, refuse, ask the client) into its framework's result: it decides
+# nothing about paths or roots.
+#
+# Who calls whom::
+#
+#     framework middleware (adapters/*)  --tool_call(port, facts, ...)-->  _calls  --run()-->  framework
+#         framework validates the arguments  --calls-->  wrapper of @guard.paths (_calls)  --checks-->  body
+#                                                        (the checks, worked out at decoration: _argcheck)
+#     _calls --policy.roots_now(connection) / policy.roots_for(facts)--> the roots layer (roots/_policy)
+#     _calls --port.ask(facts) / port.refuse(facts, message)--> the adapter's port
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
-"""The path-name rule: whether a parameter or field called NAME holds a path, judged by its name alone.
-
-One rule for every place that judges names: the audit and the guard (``_annotations``, through the type
-walk), and the JSON-schema walk that finds paths in a tool's input schema. Its public function is
-:func:`is_path_name`. Pure: no I/O, no SDK.
+"""The path-name rule: whether a parameter called NAME holds a path.
+Judged by its name alone.
 """
+
+# One rule for every place that judges names: the audit and the guard (``_annotations``, through the type
+# walk), and the JSON-schema walk that finds paths in a tool's input schema. Its public function is
+# :func:`is_path_name`. Pure: no I/O, no SDK.
 
 from __future__ import annotations
 

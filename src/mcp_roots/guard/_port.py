@@ -1,10 +1,13 @@
-"""What every adapter's port shares, so that a framework costs a seam module and a small port: the guard's
-policy behind it, the audit on a server's first message, and the lifecycle facts of a legacy connection
-(``initialize`` seen, ``notifications/initialized`` seen, ``roots/list_changed`` seen), handed to the roots
-layer's one lifecycle (``roots/_connections``). An adapter subclasses :class:`GuardPort` and supplies its
-framework's side: ``install``, ``handlers``, the facts of a request, how to send ``roots/list``, and how an
-outcome reads in its framework (``ask``, ``refuse``: the :class:`~mcp_roots.guard._calls.CallPort`).
+"""What every adapter's port shares.
+A framework costs a seam module and a small port.
 """
+
+# What every adapter's port shares, so that a framework costs a seam module and a small port: the guard's
+# policy behind it, the audit on a server's first message, and the lifecycle facts of a legacy connection
+# (``initialize`` seen, ``notifications/initialized`` seen, ``roots/list_changed`` seen), handed to the roots
+# layer's one lifecycle (``roots/_connections``). An adapter subclasses :class:`GuardPort` and supplies its
+# framework's side: ``install``, ``handlers``, the facts of a request, how to send ``roots/list``, and how an
+# outcome reads in its framework (``ask``, ``refuse``: the :class:`~mcp_roots.guard._calls.CallPort`).
 
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ PolicyArgument: TypeAlias = "GuardPolicy | None"
 
 
 class GuardPort:
-    """The part of an adapter every framework shares (see the module docstring)."""
+    """The part of an adapter every framework shares (see the comment atop this module)."""
 
     brokering = False
     """Whether the broker's ``files/*`` server side can be enabled on this framework's servers."""

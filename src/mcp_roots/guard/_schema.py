@@ -1,34 +1,35 @@
-"""Where the paths are in a tool's JSON input schema, and a whole schema-valid argument around one of them.
-
-``path_slots(schema)`` walks an MCP tool's ``inputSchema`` (as JSON) the way ``_annotations.path_locators``
-walks a Python annotation, with the same name rule (``is_path_name``) and the same locator syntax
-(``job.path``, ``items[].file_path``, ``paths[]``, ``opts{}.path``):
-
-- nested objects (``properties``), local ``$ref`` (``#/$defs/X``, ``#/definitions/X``), arrays (``items``,
-  ``prefixItems`` as ``[N]``), maps (``additionalProperties``, ``patternProperties`` as ``{}``),
-  ``anyOf``/``oneOf``/``allOf`` and nullable types (``["string", "null"]``) are followed;
-- a string (or an untyped value) is a path slot when its own name (a property's, or the array's or map's
-  it is an element of: a name carries into elements, not into an object's fields) passes ``is_path_name``,
-  when its ``format`` is ``uri``/``uri-reference``/``iri``, or when its description or title speaks of a
-  path, a directory, a folder, a file name or a ``file:`` URI (not for names that hold text: content,
-  pattern, query...);
-- a slot's ``kind`` is ``"uri"`` when it takes ``file:`` URIs (``format: uri``, a name ending in ``uri``,
-  a description that speaks of URIs and not of paths), ``"path"`` otherwise.
-
-``walk_schema(schema)`` gives the slots and the opaque places; ``walk_schema(schema, every=True)`` every
-string place (path-like or not, ``by="user"`` where only a user says so); ``slot_at(schema, locator)`` the
-place a user names (``--tool NAME:LOCATOR``). A slot found only by its description (``by="description"``,
-e.g. a ``folder_id`` titled "Folder Id") is a weaker claim than one found by its name or format.
-
-The walk is bounded (``MAX_NODES`` schema nodes, ``MAX_DEPTH`` steps, ``$ref`` cycles cut): what it could
-not follow is listed in ``SchemaPaths.opaque`` as a locator ending in ``...``, where a path may lie.
-
-A ``PathSlot`` reads the values at its place in a call's arguments (``slot.values(arguments)``: what a
-wrapper checks), and builds a whole argument object around a value (``slot.arguments(value)``): the objects
-and arrays on the way are made, every required sibling filled (from ``const``, ``default``, ``enum``,
-``examples``, else a minimal value of its type within its bounds), and other path slots filled by a caller's
-function, so that a call passes input validation and the value reaches the tool's code. Pure and SDK-free.
+"""Where the paths are in a tool's JSON input schema.
+And a whole schema-valid argument around one of them.
 """
+
+# ``path_slots(schema)`` walks an MCP tool's ``inputSchema`` (as JSON) the way ``_annotations.path_locators``
+# walks a Python annotation, with the same name rule (``is_path_name``) and the same locator syntax
+# (``job.path``, ``items[].file_path``, ``paths[]``, ``opts{}.path``):
+#
+# - nested objects (``properties``), local ``$ref`` (``#/$defs/X``, ``#/definitions/X``), arrays (``items``,
+#   ``prefixItems`` as ``[N]``), maps (``additionalProperties``, ``patternProperties`` as ``{}``),
+#   ``anyOf``/``oneOf``/``allOf`` and nullable types (``["string", "null"]``) are followed;
+# - a string (or an untyped value) is a path slot when its own name (a property's, or the array's or map's
+#   it is an element of: a name carries into elements, not into an object's fields) passes ``is_path_name``,
+#   when its ``format`` is ``uri``/``uri-reference``/``iri``, or when its description or title speaks of a
+#   path, a directory, a folder, a file name or a ``file:`` URI (not for names that hold text: content,
+#   pattern, query...);
+# - a slot's ``kind`` is ``"uri"`` when it takes ``file:`` URIs (``format: uri``, a name ending in ``uri``,
+#   a description that speaks of URIs and not of paths), ``"path"`` otherwise.
+#
+# ``walk_schema(schema)`` gives the slots and the opaque places; ``walk_schema(schema, every=True)`` every
+# string place (path-like or not, ``by="user"`` where only a user says so); ``slot_at(schema, locator)`` the
+# place a user names (``--tool NAME:LOCATOR``). A slot found only by its description (``by="description"``,
+# e.g. a ``folder_id`` titled "Folder Id") is a weaker claim than one found by its name or format.
+#
+# The walk is bounded (``MAX_NODES`` schema nodes, ``MAX_DEPTH`` steps, ``$ref`` cycles cut): what it could
+# not follow is listed in ``SchemaPaths.opaque`` as a locator ending in ``...``, where a path may lie.
+#
+# A ``PathSlot`` reads the values at its place in a call's arguments (``slot.values(arguments)``: what a
+# wrapper checks), and builds a whole argument object around a value (``slot.arguments(value)``): the objects
+# and arrays on the way are made, every required sibling filled (from ``const``, ``default``, ``enum``,
+# ``examples``, else a minimal value of its type within its bounds), and other path slots filled by a caller's
+# function, so that a call passes input validation and the value reaches the tool's code. Pure and SDK-free.
 
 from __future__ import annotations
 
