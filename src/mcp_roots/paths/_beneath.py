@@ -1,11 +1,14 @@
-"""Open beneath a directory descriptor, and nothing else: the resolution strategy (chosen once), openat2
-with its self-check, and the portable component walk. Nothing opened here can leave the directory it
-starts from; what leaves it raises :class:`Escape`.
-
-The strategy is chosen once at import: ``openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`` where Linux has
-it, else the walk; ``MCP_ROOTS_RESOLVE=openat2|walk|walk-no-opath`` forces one (``walk-no-opath`` is what
-macOS and the BSDs get). ``MCP_ROOTS_SELF_CHECK=1`` re-does every fast-path answer by the walk and compares.
+"""Open beneath a directory descriptor, and nothing else.
+Nothing opened here can leave the directory it starts from.
 """
+
+# Open beneath a directory descriptor, and nothing else: the resolution strategy (chosen once), openat2
+# with its self-check, and the portable component walk. Nothing opened here can leave the directory it
+# starts from; what leaves it raises :class:`Escape`.
+#
+# The strategy is chosen once at import: ``openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`` where Linux has
+# it, else the walk; ``MCP_ROOTS_RESOLVE=openat2|walk|walk-no-opath`` forces one (``walk-no-opath`` is what
+# macOS and the BSDs get). ``MCP_ROOTS_SELF_CHECK=1`` re-does every fast-path answer by the walk and compares.
 
 from __future__ import annotations
 
@@ -147,7 +150,7 @@ _use(_active, _self_check)
 
 
 def strategy() -> Strategy:
-    """The resolution strategy in force (see the module docstring)."""
+    """The resolution strategy in force (see the comment atop this module)."""
     return _active
 
 

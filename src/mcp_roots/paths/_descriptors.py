@@ -1,8 +1,9 @@
-"""Root descriptors: each root opened once, shared by the operations, reference-counted under a lock.
-
-As Go's ``os.Root``: an operation holds a reference while it runs, so closing (or evicting) a root never
-closes a descriptor another thread is still resolving beneath; the last holder closes it. No ``__del__``.
+"""Root descriptors: each root opened once and shared by the operations.
+Reference-counted under a lock.
 """
+
+# As Go's ``os.Root``: an operation holds a reference while it runs, so closing (or evicting) a root never
+# closes a descriptor another thread is still resolving beneath; the last holder closes it. No ``__del__``.
 
 from __future__ import annotations
 

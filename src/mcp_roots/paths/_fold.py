@@ -1,8 +1,9 @@
-"""How names compare on each platform: the key a canonical path is indexed and looked up by.
-
-Linux compares bytes exactly; macOS (APFS/HFS+) ignores case and Unicode normalization; Windows (NTFS)
-upcases through its table and treats '/' and '\\' alike. Pure string work.
+"""How names compare on each platform.
+The key a canonical path is indexed and looked up by.
 """
+
+# Linux compares bytes exactly; macOS (APFS/HFS+) ignores case and Unicode normalization; Windows (NTFS)
+# upcases through its table and treats '/' and '\' alike. Pure string work.
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""Open and read: ``RootSet.open``, ``open_fd``, ``read_bytes`` and ``stat``, and what they do to one name in
-an open directory (open a regular file never blocking on a FIFO, read it whole within a limit).
-
-Each operation is a few lines over the Router (which root, which relative path, which refusal) and
-``_beneath`` (the descriptor-relative system calls). The ops handed to the router's lanes live here too:
-:func:`read_beneath` (``Router.fast``'s read, which ``Router.read_fast`` makes in place) and
-:func:`fd_beneath`.
+"""Open and read: ``RootSet.open``, ``open_fd``, ``read_bytes`` and ``stat``.
+A regular file is opened without blocking on a FIFO, and read within a limit.
 """
+
+# Each operation is a few lines over the Router (which root, which relative path, which refusal) and
+# ``_beneath`` (the descriptor-relative system calls). The ops handed to the router's lanes live here too:
+# :func:`read_beneath` (``Router.fast``'s read, which ``Router.read_fast`` makes in place) and
+# :func:`fd_beneath`.
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Root: one allowed root, canonical and checked (its path, its ``file:`` URI, an optional display name).
-
-A path holding a control character (a newline above all) cannot be a root, however the Root is made: it
-would forge a line of ``as_env()``'s ``MCP_ROOTS_PATHS``.
+"""Root: one allowed root, canonical and checked.
+Its path, its ``file:`` URI, an optional display name.
 """
+
+# A path holding a control character (a newline above all) cannot be a root, however the Root is made: it
+# would forge a line of ``as_env()``'s ``MCP_ROOTS_PATHS``.
 
 from __future__ import annotations
 

@@ -1,11 +1,12 @@
-"""RootSet: canonical roots, their index, the contains / resolve questions, and the operations.
-
-A RootSet is immutable. Its questions are answered by the Router (canonical path, innermost root); its
-file operations are the bodies in the verb modules (_open, _write, _dirs, _remove, _rename), each resolved
-beneath a root's descriptor. This module is the public face: construction, the set itself, ``as_env``, and
-one delegating line per operation. Above ~450 lines because it is the path layer's whole documented API
-(the docstrings are most of it); splitting the class would scatter one public face over several files.
+"""RootSet: canonical roots, their index, the contains / resolve questions.
+And the operations, each resolved beneath a root's descriptor.
 """
+
+# A RootSet is immutable. Its questions are answered by the Router (canonical path, innermost root); its
+# file operations are the bodies in the verb modules (_open, _write, _dirs, _remove, _rename), each resolved
+# beneath a root's descriptor. This module is the public face: construction, the set itself, ``as_env``, and
+# one delegating line per operation. Above ~450 lines because it is the path layer's whole documented API
+# (the docstrings are most of it); splitting the class would scatter one public face over several files.
 
 from __future__ import annotations
 

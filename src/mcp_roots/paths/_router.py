@@ -1,19 +1,23 @@
-"""Route a path to a root: (root descriptor, path relative to it), the innermost root first (Go's doInRoot),
-by the general route and by the fast lanes that shortcut it for the common path, side by side.
-
-One place decides which root takes a path, what '..' may do (climb within a root, never out of it and back),
-what happens when a symlink leads into another root (the canonical path picks the root again, beneath whose
-descriptor the rest is opened), and how a refusal reads: the same sentence for everything outside the
-roots, the precise reason to the log only.
-
-The general route (:meth:`Router.at`, :meth:`Router.in_parent`, :meth:`Router.canonical`) takes every path.
-The fast lanes (:meth:`Router.fast`, :meth:`Router.read_fast`, :meth:`Router.canonical_fast`) take only the
-common path -- :func:`common_path`, the one test they all make, and :meth:`Router.at` with them -- and answer
-None for anything else, or wherever the general route must word the answer; they hold the root descriptor
-through :class:`RootDescriptors`, as the general route does. ``MCP_ROOTS_SELF_CHECK`` re-does their answers
-by the name walk (:meth:`Router.canonical`; ``_beneath`` for the opens). See docs/design.md, "The hot path,
-once".
+"""Route a path to a root: the root's descriptor and the path relative to it.
+The general route, and the fast lanes for the common path, side by side.
 """
+
+# Route a path to a root: (root descriptor, path relative to it), the innermost root first (Go's doInRoot),
+# by the general route and by the fast lanes that shortcut it for the common path, side by side.
+#
+# One place decides which root takes a path, what '..' may do (climb within a root, never out of it and back),
+# what happens when a symlink leads into another root (the canonical path picks the root again, beneath whose
+# descriptor the rest is opened), and how a refusal reads: the same sentence for everything outside the
+# roots, the precise reason to the log only.
+#
+# The general route (:meth:`Router.at`, :meth:`Router.in_parent`, :meth:`Router.canonical`) takes every path.
+# The fast lanes (:meth:`Router.fast`, :meth:`Router.read_fast`, :meth:`Router.canonical_fast`) take only the
+# common path -- :func:`common_path`, the one test they all make, and :meth:`Router.at` with them -- and
+# answer
+# None for anything else, or wherever the general route must word the answer; they hold the root descriptor
+# through :class:`RootDescriptors`, as the general route does. ``MCP_ROOTS_SELF_CHECK`` re-does their answers
+# by the name walk (:meth:`Router.canonical`; ``_beneath`` for the opens). See docs/design.md, "The hot path,
+# once".
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""file:// URIs to local paths and back; pure string work, no I/O.
-
-Decoding is strict: exactly one round of percent-decoding, UTF-8 only, and the encoded forms that smuggle
-separators or NUL are refused rather than interpreted.
+"""file:// URIs to local paths and back.
+Pure string work, no I/O.
 """
+
+# Decoding is strict: exactly one round of percent-decoding, UTF-8 only, and the encoded forms that smuggle
+# separators or NUL are refused rather than interpreted.
 
 from __future__ import annotations
 
