@@ -1,9 +1,12 @@
-"""The scratch tree's file operations, through directory descriptors only, so that a probed server that plants
-symlinks, FIFOs or directories in the tree while the probe works can never make the probe follow them: every
-name is opened relative to a directory descriptor with ``O_NOFOLLOW``, files are created ``O_CREAT|O_EXCL``
-(never truncated through a link), entries are read ``O_NONBLOCK`` (a FIFO cannot hang the probe), removal
-never follows a link and never chmods through one.
+"""The scratch tree's file operations, through directory descriptors only.
+What a probed server plants in the tree is never followed.
 """
+
+# The scratch tree's file operations, through directory descriptors only, so that a probed server that plants
+# symlinks, FIFOs or directories in the tree while the probe works can never make the probe follow them: every
+# name is opened relative to a directory descriptor with ``O_NOFOLLOW``, files are created ``O_CREAT|O_EXCL``
+# (never truncated through a link), entries are read ``O_NONBLOCK`` (a FIFO cannot hang the probe), removal
+# never follows a link and never chmods through one.
 
 from __future__ import annotations
 

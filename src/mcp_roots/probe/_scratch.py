@@ -1,8 +1,11 @@
-"""The probe's scratch tree: one root to serve, canaries planted outside it, and the fingerprint that tells
-whether anything outside changed. Everything the probe (or a server it tricks) can touch lies beneath one
-temporary directory with a random name, removed on exit. The tree is planted, rebuilt, fingerprinted and
-removed through directory descriptors only (``_fdtree``): what the server plants there is never followed.
+"""The probe's scratch tree: one root to serve, canaries planted outside it.
+And the fingerprint that tells whether anything outside changed.
 """
+
+# The probe's scratch tree: one root to serve, canaries planted outside it, and the fingerprint that tells
+# whether anything outside changed. Everything the probe (or a server it tricks) can touch lies beneath one
+# temporary directory with a random name, removed on exit. The tree is planted, rebuilt, fingerprinted and
+# removed through directory descriptors only (``_fdtree``): what the server plants there is never followed.
 
 from __future__ import annotations
 
