@@ -1,14 +1,15 @@
 """Where roots come from and which are in force (tier 3, on the path layer).
-
-``_sources`` (fallback roots from the operator's configuration, the ceiling) and ``_config`` (its config
-file's parser), ``_answers`` (a client's roots/list answer, checked), ``_owned`` (the task group an object
-owns while open), ``_clock`` and ``_streak`` (the time, and the failure streak, of ``_cache``: RootsCache,
-one connection's roots kept fresh), ``_facts`` (what an adapter reports about a request),
-``_connections`` (the one legacy lifecycle and ``roots/list`` fetcher), ``_policy`` (the one decision
-table: which RootSet a request gets), ``_provider`` (the client side). This face
-is the roots layer's internal API for the applications (``serve`` and the CLI read the operator's
-configuration through it): the names below, nothing else.
+This face is the roots layer's internal API for the applications.
 """
+
+# ``_sources`` (fallback roots from the operator's configuration, the ceiling) and ``_config`` (its config
+# file's parser), ``_answers`` (a client's roots/list answer, checked), ``_owned`` (the task group an object
+# owns while open), ``_clock`` and ``_streak`` (the time, and the failure streak, of ``_cache``: RootsCache,
+# one connection's roots kept fresh), ``_facts`` (what an adapter reports about a request),
+# ``_connections`` (the one legacy lifecycle and ``roots/list`` fetcher), ``_policy`` (the one decision
+# table: which RootSet a request gets), ``_provider`` (the client side). This face
+# is the roots layer's internal API for the applications (``serve`` and the CLI read the operator's
+# configuration through it): the names below, nothing else.
 
 from __future__ import annotations
 

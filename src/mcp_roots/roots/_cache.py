@@ -1,9 +1,12 @@
-"""RootsCache: the per-connection roots lifecycle of a legacy-era MCP connection, as a state machine
-(capability, first fetch, debounced refreshes with one request in flight, generation order, fail closed).
-The answers are parsed in _answers, the failure streak kept (and logged) in _streak, the time read from
-_clock; anyio only, it never imports mcp. About 500 lines on purpose: one state machine, whose triggers,
-reads, worker and outcomes change the same few fields and are read together.
+"""RootsCache: one legacy-era connection's roots, kept fresh.
+A state machine; anyio only, it never imports mcp.
 """
+
+# RootsCache: the per-connection roots lifecycle of a legacy-era MCP connection, as a state machine
+# (capability, first fetch, debounced refreshes with one request in flight, generation order, fail closed).
+# The answers are parsed in _answers, the failure streak kept (and logged) in _streak, the time read from
+# _clock; anyio only, it never imports mcp. About 500 lines on purpose: one state machine, whose triggers,
+# reads, worker and outcomes change the same few fields and are read together.
 
 from __future__ import annotations
 

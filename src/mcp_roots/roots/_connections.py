@@ -1,12 +1,16 @@
-"""The legacy-era connections of one guard: one lifecycle for every adapter. A connection's RootsCache is
-opened at ``initialize`` (from the capability the client declared), served from ``notifications/initialized``
-for as long as the connection lives, told of ``roots/list_changed``, and fed by the one ``roots/list``
-fetcher below, which sends through the adapter's sender (``_facts.SendRootsList``). A call on the
-connection starts the cache if nothing has yet, waits (bounded) for the refreshes due, and gets its roots.
-
-Which roots a request gets (a connection never opened, the fallback) is decided in ``_policy``; this module
-runs the machinery. It imports no SDK.
+"""The legacy-era connections of one guard: one lifecycle for every adapter.
+It runs the machinery; ``_policy`` decides which roots a request gets.
 """
+
+# The legacy-era connections of one guard: one lifecycle for every adapter. A connection's RootsCache is
+# opened at ``initialize`` (from the capability the client declared), served from
+# ``notifications/initialized``
+# for as long as the connection lives, told of ``roots/list_changed``, and fed by the one ``roots/list``
+# fetcher below, which sends through the adapter's sender (``_facts.SendRootsList``). A call on the
+# connection starts the cache if nothing has yet, waits (bounded) for the refreshes due, and gets its roots.
+#
+# Which roots a request gets (a connection never opened, the fallback) is decided in ``_policy``; this module
+# runs the machinery. It imports no SDK.
 
 from __future__ import annotations
 

@@ -1,9 +1,12 @@
-"""What an adapter reports about one request, for the decision of which roots it gets: the facts of the
-port (era, the client's capability, the connection, the roots the request carried, how to send
-``roots/list``, the kind of request), and the two signals the decision can answer with besides a RootSet:
-ask the client (:class:`NeedRoots`), and a connection that ended under a ``roots/list``
-(:class:`ConnectionEnded`). It decides nothing and imports no SDK.
+"""What an adapter reports about one request.
+The decision of which roots it gets reads them; this module decides nothing.
 """
+
+# What an adapter reports about one request, for the decision of which roots it gets: the facts of the
+# port (era, the client's capability, the connection, the roots the request carried, how to send
+# ``roots/list``, the kind of request), and the two signals the decision can answer with besides a RootSet:
+# ask the client (:class:`NeedRoots`), and a connection that ended under a ``roots/list``
+# (:class:`ConnectionEnded`). It decides nothing and imports no SDK.
 
 from __future__ import annotations
 

@@ -1,28 +1,31 @@
-"""Which RootSet a request gets: the guard's configuration (fallback, ceiling, eras), the one decision
-table over the facts an adapter reports (:meth:`GuardPolicy.roots_for`), the legacy connections it serves
-from (``_connections``), and the refusal-logging policy (each reason once per streak). It never imports an
-MCP SDK, an adapter or the broker.
-
-The decision table, era x capability x connection state, the rows in the order they are tried (``-``: any;
-``seen``: the adapter saw the connection's own messages)::
-
-    era         capability  connection                           roots
-    -           -           no MCP request behind the call       refused
-    2026-07-28  none        -                                    the fallback (said once), or refused
-    2026-07-28  roots       the request carried roots            the client's answer, checked, clipped
-    2026-07-28  roots       none carried, the port can ask       ask the client (NeedRoots)
-    2026-07-28  roots       none carried, the port cannot ask    refused, the port's reason (fastmcp 4: reads)
-    legacy      -           the adapter proves it never saw it   refused: guard.install(server) was not called
-    legacy      -           its lifecycle runs                   its fresh roots (started, waited for, served)
-    legacy      unknown     no handshake (stateless HTTP)        the fallback (said once), or refused
-    legacy      -           not opened, seen                     opened now (mcp 1.x), then as above
-    legacy      roots       not opened, seen unknown             refused: guard.install(server) was not called
-    legacy      none        not opened, seen unknown             the fallback (said once), or refused
-
-Roots sent with a request that cannot carry them (a legacy connection, a client without the capability) are
-ignored, with a warning. A legacy connection's roots are served as its cache holds them: the client's, or,
-for a client without the capability, the fallback, or a refusal saying how to configure one.
+"""Which RootSet a request gets: the one decision table over an adapter's facts.
+It never imports an MCP SDK, an adapter or the broker.
 """
+
+# Which RootSet a request gets: the guard's configuration (fallback, ceiling, eras), the one decision
+# table over the facts an adapter reports (:meth:`GuardPolicy.roots_for`), the legacy connections it serves
+# from (``_connections``), and the refusal-logging policy (each reason once per streak). It never imports an
+# MCP SDK, an adapter or the broker.
+#
+# The decision table, era x capability x connection state, the rows in the order they are tried (``-``: any;
+# ``seen``: the adapter saw the connection's own messages)::
+#
+#     era         capability  connection                           roots
+#     -           -           no MCP request behind the call       refused
+#     2026-07-28  none        -                                    the fallback (said once), or refused
+#     2026-07-28  roots       the request carried roots            the client's answer, checked, clipped
+#     2026-07-28  roots       none carried, the port can ask       ask the client (NeedRoots)
+#   2026-07-28  roots       none carried, the port cannot ask    refused, the port's reason (fastmcp 4: reads)
+#   legacy      -           the adapter proves it never saw it   refused: guard.install(server) was not called
+#   legacy      -           its lifecycle runs                   its fresh roots (started, waited for, served)
+#     legacy      unknown     no handshake (stateless HTTP)        the fallback (said once), or refused
+#     legacy      -           not opened, seen                     opened now (mcp 1.x), then as above
+#   legacy      roots       not opened, seen unknown             refused: guard.install(server) was not called
+#     legacy      none        not opened, seen unknown             the fallback (said once), or refused
+#
+# Roots sent with a request that cannot carry them (a legacy connection, a client without the capability) are
+# ignored, with a warning. A legacy connection's roots are served as its cache holds them: the client's, or,
+# for a client without the capability, the fallback, or a refusal saying how to configure one.
 
 from __future__ import annotations
 
@@ -122,7 +125,7 @@ def not_installed_error() -> GuardNotInstalled:
 
 class GuardPolicy:
     """A RootsGuard's configuration, its legacy connections, and the decision table over the facts its
-    adapters report (see the module docstring)."""
+    adapters report (see the comment atop this module)."""
 
     def __init__(
         self,
@@ -180,7 +183,7 @@ class GuardPolicy:
             self._said.add(key)
             logger.info(message, *args)
 
-    # -- the decision table (see the module docstring) --
+    # -- the decision table (see the comment atop this module) --
 
     def roots_now(self, connection: object) -> RootSet | None:
         """The fast lane: the roots a guarded call on the legacy connection ``connection`` gets at once, its

@@ -1,8 +1,9 @@
-"""RootsProvider: the client-side duties of roots for a Python MCP host built on the `mcp` SDK.
-
-It holds the directories the user chose, exposes only those that exist, are directories and can be read,
-asks for consent before a server first sees them, and tells attached servers when the exposed set changes.
+"""RootsProvider: the client-side duties of roots.
+For a Python MCP host built on the ``mcp`` SDK.
 """
+
+# It holds the directories the user chose, exposes only those that exist, are directories and can be read,
+# asks for consent before a server first sees them, and tells attached servers when the exposed set changes.
 
 from __future__ import annotations
 

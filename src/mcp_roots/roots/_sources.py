@@ -1,10 +1,11 @@
-"""Fallback roots from the operator's configuration, and the ceiling that bounds client roots.
-
-Sources, highest first: an explicit argument (the command line's ``--roots``), ``MCP_ROOTS``,
-``mcp-roots.json`` in an explicitly given project root, then in the user config directory (or the file
-``MCP_ROOTS_CONFIG`` names), then the explicitly given project root itself. The first source that is set
-decides; a source that is set never silently hands over to a lower one; nothing set means no fallback.
+"""Fallback roots from the operator's configuration.
+And the ceiling that bounds client roots.
 """
+
+# Sources, highest first: an explicit argument (the command line's ``--roots``), ``MCP_ROOTS``,
+# ``mcp-roots.json`` in an explicitly given project root, then in the user config directory (or the file
+# ``MCP_ROOTS_CONFIG`` names), then the explicitly given project root itself. The first source that is set
+# decides; a source that is set never silently hands over to a lower one; nothing set means no fallback.
 
 from __future__ import annotations
 

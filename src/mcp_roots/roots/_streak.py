@@ -1,8 +1,11 @@
-"""The failure streak of one RootsCache's ``roots/list`` refreshes: how many answers failed since the last
-valid one, why the first answer failed (what a refused call is told), when a retry may go out, and what the
-log says of it all (the first failure a warning, the rest at debug level until a refresh succeeds; a wait
-that timed out said once per streak).
+"""The failure streak of one RootsCache's ``roots/list`` refreshes.
+How many failed, why, when to retry, and what the log says.
 """
+
+# The failure streak of one RootsCache's ``roots/list`` refreshes: how many answers failed since the last
+# valid one, why the first answer failed (what a refused call is told), when a retry may go out, and what the
+# log says of it all (the first failure a warning, the rest at debug level until a refresh succeeds; a wait
+# that timed out said once per streak).
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ NOT_SENT_YET = "the client has not sent its roots yet"
 
 
 class FailureStreak:
-    """The failed refreshes of one cache since its last valid answer (see the module docstring)."""
+    """The failed refreshes of one cache since its last valid answer (see the comment atop this module)."""
 
     __slots__ = (
         "failures",
