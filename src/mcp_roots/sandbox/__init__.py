@@ -1,17 +1,18 @@
 """Subprocesses confined by the kernel (tier 1: it needs only ``_sys`` and ``errors``).
-
-``_protect``: the protected set, one table, and where its names are in a set of roots; ``_plan``: what a
-child may touch and do, and what this kernel can enforce; ``_spawn``: starting children confined (a session
-of their own, no capability, a mount namespace for the protected set, Landlock, seccomp); ``_self``:
-confining this process; ``_proof``: every promise attempted live; ``_doctor``: ``doctor``'s report. This
-face is the sandbox's internal API for the applications (``mcp-roots run``, ``doctor``, ``wrap``) and for
-``RootSet.run``: the names below, nothing else. The proofs and the doctor's report are imported on first
-use (PEP 562): a spawn needs neither.
-
-To spawn a program confined: ``popen(paths, argv, write=..., network=..., extra_read=[...],
-protect=True, **subprocess_options)`` (``run``/``run_async`` likewise); ``protected_names(add=, remove=)``
-builds a changed set for ``protect=``.
+This face is the sandbox's internal API for applications and ``RootSet.run``.
 """
+
+# ``_protect``: the protected set, one table, and where its names are in a set of roots; ``_plan``: what a
+# child may touch and do, and what this kernel can enforce; ``_spawn``: starting children confined (a session
+# of their own, no capability, a mount namespace for the protected set, Landlock, seccomp); ``_self``:
+# confining this process; ``_proof``: every promise attempted live; ``_doctor``: ``doctor``'s report. This
+# face is the sandbox's internal API for the applications (``mcp-roots run``, ``doctor``, ``wrap``) and for
+# ``RootSet.run``: the names below, nothing else. The proofs and the doctor's report are imported on first
+# use (PEP 562): a spawn needs neither.
+#
+# To spawn a program confined: ``popen(paths, argv, write=..., network=..., extra_read=[...],
+# protect=True, **subprocess_options)`` (``run``/``run_async`` likewise); ``protected_names(add=, remove=)``
+# builds a changed set for ``protect=``.
 
 from __future__ import annotations
 

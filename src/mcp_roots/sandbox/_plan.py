@@ -1,9 +1,12 @@
-"""What a confined child may touch and do: the plan (Landlock rules, the seccomp filter, the capabilities it
-loses, the protected set its mount namespace binds read-only), and what this kernel can enforce.
-
-Beneath the roots: read, or read-write with ``write=True`` (less the protected set); read-only what a
-program needs to start (``SYSTEM_READ_PATHS``, its own binary) and a few devices.
+"""What a confined child may touch and do, and what this kernel can enforce.
+Landlock rules, the seccomp filter, capabilities, the protected set.
 """
+
+# What a confined child may touch and do: the plan (Landlock rules, the seccomp filter, the capabilities it
+# loses, the protected set its mount namespace binds read-only), and what this kernel can enforce.
+#
+# Beneath the roots: read, or read-write with ``write=True`` (less the protected set); read-only what a
+# program needs to start (``SYSTEM_READ_PATHS``, its own binary) and a few devices.
 
 from __future__ import annotations
 

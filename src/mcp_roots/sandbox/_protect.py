@@ -1,10 +1,13 @@
-"""The protected set: the files inside a writable root that make other programs run code, as ONE table,
-and where they are in a given set of roots (what a confined child's mount namespace binds read-only).
-
-A grant to write a project is otherwise a grant to run code: ``.git/config`` (a ``[filter]`` the next
-``git add`` runs), ``.git/hooks/``, ``.mcp.json`` (servers a host starts), editor and agent settings, shell
-startup files. ``.git/objects``, refs and the index stay writable, so ``git add`` and ``git commit`` work.
+"""The protected set: the files in a writable root that make programs run code.
+One table, and where its names are in a set of roots.
 """
+
+# The protected set: the files inside a writable root that make other programs run code, as ONE table,
+# and where they are in a given set of roots (what a confined child's mount namespace binds read-only).
+#
+# A grant to write a project is otherwise a grant to run code: ``.git/config`` (a ``[filter]`` the next
+# ``git add`` runs), ``.git/hooks/``, ``.mcp.json`` (servers a host starts), editor and agent settings, shell
+# startup files. ``.git/objects``, refs and the index stay writable, so ``git add`` and ``git commit`` work.
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""Confining this process (``RootsGuard(confine=True)``, ``serve --confine``): Landlock on the one thread a
-program has at its start, to the roots plus what Python needs.
-
-What it keeps of a confined child's promises: the files (Landlock) only. No seccomp filter, no capability
-dropped, no session of its own, no protected set: a server needs its transport, and may legitimately edit
-what the protected set guards (docs/sandbox.md).
+"""Confining this process (``RootsGuard(confine=True)``, ``serve --confine``).
+Landlock on the program's one thread at its start: the roots plus what Python needs.
 """
+
+# What it keeps of a confined child's promises: the files (Landlock) only. No seccomp filter, no capability
+# dropped, no session of its own, no protected set: a server needs its transport, and may legitimately edit
+# what the protected set guards (docs/sandbox.md).
 
 from __future__ import annotations
 

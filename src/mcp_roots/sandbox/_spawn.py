@@ -1,13 +1,16 @@
-"""Starting children confined: each in a session of its own, with its capabilities dropped, Landlock and the
-seccomp filter, and (where the plan has binds: the protected set) a mount namespace of its own first.
-
-Two ways, by what the plan needs. Without binds, a fresh thread of ours confines itself and forks+execs
-the child, which inherits it all: no code runs in the child before its exec. With binds, the mounts must
-come before Landlock (under Landlock ``mount`` answers EPERM) and, for an unprivileged user, in a
-single-threaded process (``unshare(CLONE_NEWUSER)`` answers EINVAL in a threaded one): so the forked child
-itself (single-threaded) unshares, binds, confines itself and then execs. A child started as another
-user (``user=``, ``group=``) goes that way too: the switch needs the capabilities the child then drops.
+"""Starting children confined.
+A session of their own, no capabilities, Landlock, seccomp; binds first if any.
 """
+
+# Starting children confined: each in a session of its own, with its capabilities dropped, Landlock and the
+# seccomp filter, and (where the plan has binds: the protected set) a mount namespace of its own first.
+#
+# Two ways, by what the plan needs. Without binds, a fresh thread of ours confines itself and forks+execs
+# the child, which inherits it all: no code runs in the child before its exec. With binds, the mounts must
+# come before Landlock (under Landlock ``mount`` answers EPERM) and, for an unprivileged user, in a
+# single-threaded process (``unshare(CLONE_NEWUSER)`` answers EINVAL in a threaded one): so the forked child
+# itself (single-threaded) unshares, binds, confines itself and then execs. A child started as another
+# user (``user=``, ``group=``) goes that way too: the switch needs the capabilities the child then drops.
 
 from __future__ import annotations
 
