@@ -1,8 +1,11 @@
-"""The check before a request is forwarded: every path in a ``tools/call``'s arguments (where the child's
-input schema puts them, and under any path name) and the ``file:`` URI of a ``resources/read`` or
-``resources/subscribe``, against the roots of the child that would serve it, refused in the guard's words.
+"""The check before a request is forwarded: its paths against the child's roots.
 The kernel is the guarantee; this is the early, readable refusal.
 """
+
+# The check before a request is forwarded: every path in a ``tools/call``'s arguments (where the child's
+# input schema puts them, and under any path name) and the ``file:`` URI of a ``resources/read`` or
+# ``resources/subscribe``, against the roots of the child that would serve it, refused in the guard's words.
+# The kernel is the guarantee; this is the early, readable refusal.
 
 from __future__ import annotations
 

@@ -1,8 +1,11 @@
-"""The 2026-07-28 era toward the host: ``server/discover`` answered for the child, each file request's roots
-asked by multi-round-trip (an ``input_required`` result with a ``roots/list`` input request, answered in the
-client's retry), and a small bounded pool of children keyed by those roots. The children stay legacy: wrap
-initializes them itself.
+"""The 2026-07-28 era toward the host.
+Discovery answered, roots asked per request, a small pool of children.
 """
+
+# The 2026-07-28 era toward the host: ``server/discover`` answered for the child, each file request's roots
+# asked by multi-round-trip (an ``input_required`` result with a ``roots/list`` input request, answered in the
+# client's retry), and a small bounded pool of children keyed by those roots. The children stay legacy: wrap
+# initializes them itself.
 
 from __future__ import annotations
 

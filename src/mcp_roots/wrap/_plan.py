@@ -1,9 +1,12 @@
-"""What a wrapped server may touch beside its roots: its runtime and code (found from the command and its
-arguments), the operator's ``--read`` folders, a private cache folder per wrapped command, a clean
-environment; the commands wrap refuses because it cannot bound them (a container daemon runs them); and the
-server's process started confined to a set of roots by that plan (``spawn``: no event loop needed, so the
-first child starts before the proxy is imported).
+"""What a wrapped server may touch beside its roots, and starting it confined.
+And the commands wrap refuses because it cannot bound them.
 """
+
+# What a wrapped server may touch beside its roots: its runtime and code (found from the command and its
+# arguments), the operator's ``--read`` folders, a private cache folder per wrapped command, a clean
+# environment; the commands wrap refuses because it cannot bound them (a container daemon runs them); and the
+# server's process started confined to a set of roots by that plan (``spawn``: no event loop needed, so the
+# first child starts before the proxy is imported).
 
 from __future__ import annotations
 

@@ -1,8 +1,11 @@
-"""``mcp-roots wrap``: its options, the checks before anything starts, and the run (this process's stdio is
-the host's channel; the wrapped server is a confined child). The first child, confined to no roots, is
-started as soon as the checks have passed, before the proxy, the event loop and the roots cache are
-imported: the server comes up while wrap does.
+"""``mcp-roots wrap``: its options, the checks before anything starts, and the run.
+The first child starts before the proxy is imported.
 """
+
+# ``mcp-roots wrap``: its options, the checks before anything starts, and the run (this process's stdio is
+# the host's channel; the wrapped server is a confined child). The first child, confined to no roots, is
+# started as soon as the checks have passed, before the proxy, the event loop and the roots cache are
+# imported: the server comes up while wrap does.
 
 from __future__ import annotations
 
