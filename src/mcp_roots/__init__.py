@@ -1,10 +1,11 @@
 """mcp-roots: a trustworthy filesystem boundary for MCP servers.
-
-The public API is what ``__all__`` lists; every module behind it is private. The exceptions are defined
-here on import; every other name is imported on first use (PEP 562), so that a command that needs a few
-parts (``mcp-roots wrap``: RootSet and RootsCache, not the RootsGuard facade and its adapters) loads only
-those, and nothing here loads (or needs) an SDK: ``RootsProvider`` and ``ConsentRequest`` need `mcp`.
+The public API is what ``__all__`` lists; every module behind it is private.
 """
+
+# The exceptions and the signatures' Protocols are defined here on import; every other name is imported on
+# first use (PEP 562), so that a command that needs a few parts (``mcp-roots wrap``: RootSet and RootsCache,
+# not the RootsGuard facade and its adapters) loads only those, and nothing here loads (or needs) an SDK:
+# ``RootsProvider`` and ``ConsentRequest`` need `mcp`.
 
 from typing import TYPE_CHECKING
 

@@ -1,10 +1,11 @@
-"""Names a package face imports on first use (PEP 562), written once for every face that defers some.
-
-``__getattr__, __dir__ = lazy_names(__name__, {"Name": ".module", ...})`` in a package's ``__init__``: each
-name is imported from its module (relative to the package) the first time it is read, then kept in the
-package's namespace, so later reads cost nothing. Faces defer what a caller may never need: ``mcp-roots
-wrap`` loads neither the ``RootsGuard`` facade nor the schema walk until it uses them.
+"""Names a package face imports on first use (PEP 562).
+Written once, for every face that defers some.
 """
+
+# ``__getattr__, __dir__ = lazy_names(__name__, {"Name": ".module", ...})`` in a package's ``__init__``: each
+# name is imported from its module (relative to the package) the first time it is read, then kept in the
+# package's namespace, so later reads cost nothing. Faces defer what a caller may never need: ``mcp-roots
+# wrap`` loads neither the ``RootsGuard`` facade nor the schema walk until it uses them.
 
 from __future__ import annotations
 

@@ -1,8 +1,11 @@
-"""RootsGuard: the public facade over the policy (``roots._policy``), the guarded call (``guard._calls``) and
-the audit (``guard._audit``); it picks the adapter of a server's framework and installs it. It sits above
-the adapters and the broker, and imports either only when a server of theirs is installed (no SDK is loaded
-by importing it).
+"""RootsGuard: the public facade over the policy, the guarded call and the audit.
+It picks the adapter of a server's framework and installs it.
 """
+
+# RootsGuard: the public facade over the policy (``roots._policy``), the guarded call (``guard._calls``) and
+# the audit (``guard._audit``); it picks the adapter of a server's framework and installs it. It sits above
+# the adapters and the broker, and imports either only when a server of theirs is installed (no SDK is loaded
+# by importing it).
 
 from __future__ import annotations
 

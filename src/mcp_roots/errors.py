@@ -1,8 +1,9 @@
 """Every exception mcp-roots raises, in one place, under one base class.
-
-Read top to bottom, this file is a map of what can go wrong: a bad URI, a bad path, a path outside the
-roots, or roots that cannot be had at all.
+Read top to bottom, it is a map of what can go wrong.
 """
+
+# Read top to bottom, this file is a map of what can go wrong: a bad URI, a bad path, a path outside the
+# roots, or roots that cannot be had at all.
 
 from __future__ import annotations
 
