@@ -11,8 +11,8 @@ The fast lanes (:meth:`Router.fast`, :meth:`Router.read_fast`, :meth:`Router.can
 common path -- :func:`common_path`, the one test they all make, and :meth:`Router.at` with them -- and answer
 None for anything else, or wherever the general route must word the answer; they hold the root descriptor
 through :class:`RootDescriptors`, as the general route does. ``MCP_ROOTS_SELF_CHECK`` re-does their answers
-by the name walk (:meth:`Router.canonical`; ``_beneath`` for the opens). See docs/design/paths.md, "The hot path,
-once".
+by the name walk (:meth:`Router.canonical`; ``_beneath`` for the opens). See docs/design/paths.md, "The hot
+path, once".
 """
 
 from __future__ import annotations
