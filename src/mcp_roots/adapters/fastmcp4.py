@@ -6,8 +6,7 @@ Both protocol eras.
 # ``tools/call``, ``prompts/get`` and ``resources/read``: it reports the legacy lifecycle as the ``mcp`` 2.x
 # port does (``adapters/mcp2.py``) and hands each call to the one guarded-call algorithm
 # (``mcp_roots.guard._calls``) with the facts of the request. fastmcp says what it cannot do: ask for the
-# roots
-# on a read, or from a hand-written handler. This module says only how an outcome reads on fastmcp; its
+# roots on a read, or from a hand-written handler. This module says only how an outcome reads on fastmcp; its
 # private corners are in ``fastmcp4_sdk``.
 
 from __future__ import annotations

@@ -4,9 +4,8 @@ Legacy era; stdio and streamable HTTP.
 
 # The official ``mcp`` 1.x port: ``mcp.server.fastmcp.FastMCP`` and the low-level ``Server`` (legacy era;
 # stdio and streamable HTTP). mcp 1.x keeps one ``ServerSession`` per connection, which keys its roots, but
-# has
-# no middleware, and does not tell notification handlers their session: the port wraps the low-level dispatch
-# (``initialized``, ``roots/list_changed``, ``prompts/get``; a low-level server's ``tools/call`` and
+# has no middleware, and does not tell notification handlers their session: the port wraps the low-level
+# dispatch (``initialized``, ``roots/list_changed``, ``prompts/get``; a low-level server's ``tools/call`` and
 # ``resources/read``) and FastMCP's tool and resource managers, handing each call to the one guarded-call
 # algorithm (``mcp_roots.guard._calls``) with the request's facts. The SDK's corners are in ``mcp1_sdk``.
 

@@ -4,9 +4,8 @@ Checked by the SDK's own bearer-auth hooks on every method of the endpoint.
 
 # The file holds one token per line (``#`` comments and blank lines ignored; several lines let a token be
 # rotated without a gap). It is created with a random token, mode 0600, when it does not exist; one readable
-# by
-# other users is refused. It is re-read whenever it changes (inode, size or modification time), so a token is
-# rotated by rewriting the file; a file that cannot be read any more, or holds no token, lets nobody in.
+# by other users is refused. It is re-read whenever it changes (inode, size or modification time), so a token
+# is rotated by rewriting the file; a file that cannot be read any more, or holds no token, lets nobody in.
 
 from __future__ import annotations
 

@@ -4,10 +4,8 @@ Deadlines and a connection cap, where middleware runs too late.
 
 # The seam to uvicorn's HTTP protocol and config classes, for what middleware cannot do because it runs only
 # once a request's headers are in: deadlines for a request's headers and body, a cap on open connections, and
-# a
-# deadline for a client that stops reading its answer. ``check_uvicorn()`` confirms at start that uvicorn
-# still
-# has the shape this module was written against (uvicorn 0.54, its h11 protocol).
+# a deadline for a client that stops reading its answer. ``check_uvicorn()`` confirms at start that uvicorn
+# still has the shape this module was written against (uvicorn 0.54, its h11 protocol).
 
 from __future__ import annotations
 
