@@ -160,3 +160,70 @@ def test_no_public_signature_says_any_or_object_without_a_reason() -> None:
             if re.search(r"\b(Any|object)\b", text):
                 loose.add((name, parameter))
     assert loose == set(LOOSE)
+
+
+#: The public callables whose docstrings carry a parameter list (Google style ``Args:``, which the API
+#: reference shows as a table): every parameter named there, and nothing else. A class documents its
+#: ``__init__`` (the reference merges the two).
+WITH_ARGS = [
+    "mcp_roots.RootsGuard",
+    "mcp_roots.RootsGuard.run",
+    "mcp_roots.RootsGuard.install",
+    "mcp_roots.RootsGuard.roots",
+    "mcp_roots.RootsGuard.paths",
+    "mcp_roots.RootsGuard.exempt",
+    "mcp_roots.RootsGuard.audit",
+    "mcp_roots.RootsGuard.files",
+    "mcp_roots.RootsGuard.refusal",
+    "mcp_roots.RootSet.from_paths",
+    "mcp_roots.RootSet.run",
+    "mcp_roots.RootsCache",
+    "mcp_roots.RootsProvider",
+    "mcp_roots.fallback_roots",
+    "mcp_roots.clip_to_ceiling",
+    "mcp_roots.path_to_uri",
+    "mcp_roots.uri_to_path",
+    "mcp_roots.broker.FileBroker",
+    "mcp_roots.broker.files",
+    "mcp_roots.filesystem.build_server",
+    "mcp_roots.filesystem.shared_request_state",
+    "mcp_roots.testing.assert_confined",
+]
+
+
+def documented_args(docstring: str) -> list[str]:
+    section = docstring.split("\nArgs:\n", 1)[1]
+    names = []
+    for line in section.splitlines():
+        if line and not line.startswith(" "):
+            break
+        match = re.match(r"^    (\*{0,2}\w+): ", line)
+        if match:
+            names.append(match.group(1))
+    return names
+
+
+@pytest.mark.parametrize("name", WITH_ARGS)
+def test_a_public_callables_docstring_lists_its_parameters(name: str) -> None:
+    module_name, _, rest = name.partition(".")
+    obj: object = importlib.import_module(module_name)
+    parts = rest.split(".")
+    while not hasattr(obj, parts[0]):  # a submodule (mcp_roots.broker)
+        module_name = f"{module_name}.{parts.pop(0)}"
+        obj = importlib.import_module(module_name)
+    for part in parts:
+        obj = getattr(obj, part)
+    docstring = inspect.getdoc(obj) or ""
+    assert "\nArgs:\n" in docstring, f"{name} has no Args: section"
+    function = obj.__init__ if inspect.isclass(obj) else obj
+    assert callable(function), name
+    stars: dict[inspect._ParameterKind, str] = {
+        inspect.Parameter.VAR_POSITIONAL: "*",
+        inspect.Parameter.VAR_KEYWORD: "**",
+    }
+    parameters = [
+        stars.get(p.kind, "") + p.name
+        for p in inspect.signature(function).parameters.values()
+        if p.name not in ("self", "cls")
+    ]
+    assert documented_args(docstring) == parameters

@@ -72,14 +72,23 @@ def audit_server(server: SupportedServer) -> list[AuditRow]:
 class RootsGuard:
     """Keeps an MCP server's file tools inside the roots the client granted (or the operator configured).
 
-    ``roots`` / ``project_root`` / ``environ`` / ``user_config_dir`` / ``allow_home`` select the fallback
-    roots (see :func:`mcp_roots.fallback_roots`), which apply only to clients that cannot send roots;
-    nothing configured means those clients are refused. ``ceiling`` bounds every client root (client roots
-    narrow access, never widen it); ``debounce``, ``max_wait``, ``timeout`` and ``first_answer_timeout``
-    tune the roots refresh.
-    ``strict=True`` makes a tool with path-like parameters that are neither guarded nor exempted refuse
-    every call; ``expand_user=True`` expands ``~`` and ``file://`` path arguments instead of refusing them;
-    ``confine=True`` confines the server process itself with Landlock to the ceiling (or the fallback roots).
+    The fallback roots apply only to clients that cannot send roots (see :func:`mcp_roots.fallback_roots`);
+    with nothing configured, those clients are refused. Client roots narrow access, never widen it.
+
+    Args:
+        roots: Fallback roots: a path, or a sequence of paths or ``file:`` URIs (the CLI's ``--roots``).
+        project_root: The project's folder: its ``mcp-roots.json``, or the folder itself, as fallback.
+        ceiling: Bounds every client root and the fallback roots: a RootSet, a path or paths.
+        environ: Where ``MCP_ROOTS`` and ``MCP_ROOTS_CONFIG`` are read (default ``os.environ``).
+        user_config_dir: Where the user's ``mcp-roots.json`` lives (default: the platform's config folder).
+        debounce: Seconds to wait after a ``roots/list_changed`` before asking again.
+        max_wait: The longest a burst of changes may delay that question, in seconds.
+        timeout: Seconds a tool call waits for the client's roots.
+        first_answer_timeout: Seconds to wait for the first answer (default ``timeout``).
+        strict: Refuse every call of a tool whose path-like parameters are neither guarded nor exempt.
+        expand_user: Expand ``~`` and ``file://`` path arguments instead of refusing them.
+        confine: Confine this process with Landlock to the ceiling (or to the fallback roots).
+        allow_home: Accept the home folder itself as a fallback root.
     """
 
     def __init__(
@@ -167,18 +176,29 @@ class RootsGuard:
     async def run(
         self, ctx: SupportedContext, argv: str | Sequence[str], **options: Any
     ) -> subprocess.CompletedProcess[bytes]:
-        """``await roots.run_async(argv, **options)`` with the roots in force for this tool call: the
-        command is confined by the kernel to them (see ``RootSet.run_async``)."""
+        """Run a command confined by the kernel to the roots in force for this tool call.
+
+        It is ``await roots.run_async(argv, **options)`` (see :meth:`RootSet.run_async`).
+
+        Args:
+            ctx: The tool's request context.
+            argv: The command: a shell line, or a program and its arguments.
+            **options: ``RootSet.run_async``'s options (``write=``, ``network=``, ``cwd=``...).
+        """
         roots = await self.roots(ctx)
         return await roots.run_async(argv, **options)
 
     # -- installation --
 
     def install(self, server: SupportedServer) -> None:
-        """Wire the guard into a server: ``mcp`` 2.x ``MCPServer`` or low-level ``Server``, ``fastmcp`` 4.x
-        ``FastMCP``, ``mcp`` 1.x ``FastMCP`` or low-level ``Server``. Anything else is a ``TypeError``.
-        On an ``mcp`` 2.x server this also enables the client-brokered ``files/*`` methods
-        (:meth:`files`)."""
+        """Wire the guard into a server; idempotent.
+
+        On an ``mcp`` 2.x server this also enables the client-brokered ``files/*`` methods (:meth:`files`).
+
+        Args:
+            server: An ``mcp`` 2.x ``MCPServer`` or low-level ``Server``, a ``fastmcp`` 4.x ``FastMCP``, or an
+                ``mcp`` 1.x ``FastMCP`` or low-level ``Server``. Anything else is a ``TypeError``.
+        """
         adapter = self._adapter(adapter_for_server(server))
         adapter.install(server)
         if adapter.brokering:
@@ -195,9 +215,14 @@ class RootsGuard:
     # -- roots for handlers --
 
     async def roots(self, ctx: SupportedContext) -> RootSet:
-        """The roots in force for this request: the client's (fresh, clipped to the ceiling) or the
-        fallback roots. Accepts the framework's request context (MCPServer's ``Context``, the low-level
-        ``ServerRequestContext``...)."""
+        """The roots in force for this request.
+
+        They are the client's (fresh, clipped to the ceiling) or the fallback roots.
+
+        Args:
+            ctx: The framework's request context: a tool's ``Context``, the low-level
+                ``ServerRequestContext``...
+        """
         roots = current_roots()
         if roots is not None:
             return roots
@@ -211,11 +236,15 @@ class RootsGuard:
     def paths(self, *names: str) -> Callable[[F], F]:
         """Guard the named path arguments of a tool (or resource template).
 
-        Before the body runs, each named argument (a path, or a list of paths), as the body would receive
-        it (an omitted one as its default), is resolved against the roots in force; a refused one returns
-        a tool result with ``isError: true`` and the body never runs. The body receives canonical paths
-        (``str``, or ``Path`` where annotated so). The tool's input schema is unchanged. ``await
-        guard.roots(ctx)`` inside the body returns the same RootSet.
+        Before the body runs, each named argument is resolved against the roots in force, as the body
+        would receive it (an omitted one as its default). A refused one returns a tool result with
+        ``isError: true``, and the body never runs. The body receives canonical paths (``str``, or ``Path``
+        where annotated so). The tool's input schema is unchanged. ``await guard.roots(ctx)`` inside the
+        body returns the same RootSet.
+
+        Args:
+            *names: The parameters to check: a name (a path, or a list of paths), or a locator of a part
+                of one (``job.path``, ``items[].file_path``).
         """
 
         def decorate(fn: F) -> F:
@@ -230,8 +259,13 @@ class RootsGuard:
 
     @staticmethod
     def exempt(reason: str) -> Callable[[F], F]:
-        """Mark a tool whose path-like parameters are not paths on this machine (or are checked by the
-        tool itself) so that the audit and ``strict=True`` accept it; ``reason`` is shown in the audit."""
+        """Mark a tool whose path-like parameters are not paths here, or are checked by the tool itself.
+
+        The audit and ``strict=True`` then accept it.
+
+        Args:
+            reason: Why, in words: the audit shows it.
+        """
         if not isinstance(reason, str) or not reason.strip():
             raise TypeError("@guard.exempt(reason): give the reason as a non-empty string")
 
@@ -242,8 +276,13 @@ class RootsGuard:
         return decorate
 
     def audit(self, server: SupportedServer) -> list[AuditRow]:
-        """Every tool and resource template of ``server`` with the parameters that look like paths, and
-        whether each is guarded (see :func:`format_audit` for the table ``mcp-roots audit`` prints)."""
+        """Every tool and resource template of a server, with the parameters that look like paths.
+
+        Each row says whether it is guarded; :func:`format_audit` prints the table ``mcp-roots audit`` shows.
+
+        Args:
+            server: Any supported server (see :meth:`install`).
+        """
         adapter = self._adapter(adapter_for_server(server))
         return audit_handlers(adapter.handlers(server), adapter.installed(server))
 
@@ -258,11 +297,19 @@ class RootsGuard:
         max_read: int | None = None,
         max_entries: int | None = None,
     ) -> BrokeredFiles:
-        """The client's files, operated by the client for this tool call (the ``files/*`` methods; see
-        ``docs/brokering.md``): ``fs = await guard.files(ctx)``, then ``await fs.read_text("notes/a.md")``.
+        """The client's files, operated by the client for this tool call (``files/*``).
 
-        Raises :class:`BrokeringUnavailable` when the client does not offer it or on a 2026-07-28
-        connection. The options are :func:`mcp_roots.broker.files`' (None: its default).
+        See ``docs/brokering.md``.
+
+        ``fs = await guard.files(ctx)``, then ``await fs.read_text("notes/a.md")``. Raises
+        :class:`BrokeringUnavailable` when the client does not offer it, or on a 2026-07-28 connection.
+
+        Args:
+            ctx: The tool's ``Context`` (``mcp`` 2.x).
+            timeout: Seconds to wait for each answer (default: :func:`mcp_roots.broker.files`').
+            chunk_size: Bytes per read or write request.
+            max_read: The most bytes one ``read()`` holds.
+            max_entries: The most entries one ``list()`` holds.
         """
         from .broker import files  # loads the mcp SDK
 
@@ -274,6 +321,11 @@ class RootsGuard:
 
     @staticmethod
     def refusal(exc: RootsError | str) -> CallToolResult:
-        """A tool result with ``isError: true`` carrying ``exc``'s message, for hand-written handlers
-        (a ``CallToolResult`` of the ``mcp`` SDK that is installed, 2.x or 1.x)."""
+        """A tool result with ``isError: true`` carrying a message, for hand-written handlers.
+
+        It is a ``CallToolResult`` of the ``mcp`` SDK that is installed, 2.x or 1.x.
+
+        Args:
+            exc: The refusal, or its message.
+        """
         return refusal(str(exc))

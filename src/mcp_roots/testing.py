@@ -51,16 +51,26 @@ async def assert_confined(
     race_attempts: int = 16,
     allow_unreached: Sequence[str] = (),
 ) -> Report:
-    """Probe ``server`` and fail (AssertionError with the findings) if any technique got out of the root.
+    """Probe a server and fail (AssertionError with the findings) if any technique got out of the root.
 
-    ``server`` is an argv list or string with ``{root}`` (run over stdio in the scratch tree), an in-memory
-    server object (mcp 2.x ``MCPServer``/``Server``, fastmcp 4.x ``FastMCP``, mcp 1.x ``FastMCP``/``Server``),
-    or a function ``build(root: Path)`` that returns one for the scratch root. A server object built
-    beforehand knows no scratch root, so it is probed with declared client roots only. ``tool`` (and ``arg``)
-    narrow the probe to one tool (``arg`` a locator: ``path``, ``job.path``, ``items[].file_path``); without
-    them every path found in every tool's input schema is probed. A tool that handles files (by its name or
-    description) and was not reached fails the test too, unless named in ``allow_unreached``.
-    Returns the report when nothing got out and every file tool was reached."""
+    A server object built beforehand knows no scratch root, so it is probed with declared client roots
+    only. A tool that handles files (by its name or description) and was not reached fails the test too.
+    Returns the report when nothing got out and every file tool was reached.
+
+    Args:
+        server: An argv list or string with ``{root}`` (run over stdio in the scratch tree); an in-memory
+            server object (mcp 2.x ``MCPServer``/``Server``, fastmcp 4.x ``FastMCP``, mcp 1.x
+            ``FastMCP``/``Server``); or a function ``build(root: Path)`` that returns one for the scratch
+            root.
+        tool: Probe this tool only (default: every path in every tool's input schema).
+        arg: The locator of the path in ``tool``'s arguments: ``path``, ``job.path``, ``items[].file_path``.
+        techniques: The probe's techniques to run (default: all).
+        eras: The protocol eras to probe: ``"legacy"``, ``"modern"``.
+        declare_roots: Whether the client declares roots, per run (default: both where a root is known).
+        deadline: Seconds each call may take before it counts as a hang.
+        race_attempts: Tries of each race technique.
+        allow_unreached: File tools that may stay unreached without failing the test.
+    """
     __tracebackhide__ = True
     # Loaded here, not when pytest loads the plugin: a project that never probes loads none of it.
     from .probe import Connection, Options, run_probe, target_for

@@ -82,6 +82,22 @@ class FileBroker:
 
     One broker serves one client connection. Every operation is logged to ``mcp_roots.audit`` with the
     method, root, path, outcome and bytes as structured fields (never contents).
+
+    Args:
+        roots: The boundary: a :class:`RootsProvider`, or a fixed :class:`RootSet`.
+        consent: Asked before an operation no grant covers (sync or async); ``None``: the roots are the
+            consent.
+        read_only: Refuse every write with ``PERMISSION_DENIED``.
+        max_chunk: Bytes per read answer (clamped) and per write chunk (``QUOTA_EXCEEDED``).
+        max_file: Bytes per file read or written; ``None``: no limit.
+        rate: (operations, seconds) per token bucket; ``None``: no rate limit.
+        prompts: (consent prompts, seconds); beyond, refused without asking.
+        timeout: Seconds per request; then ``TIMEOUT``.
+        watch_interval: Seconds between polls of a watch (when not woken by the kernel).
+        max_watches: Watches open at once.
+        max_watch_entries: Entries one watch may hold.
+        watch_backend: ``"events"`` (``watchfiles``, ``mcp-roots[watch]``), ``"poll"``, or ``"auto"``.
+        clock: What every bucket reads (default ``time.monotonic``).
     """
 
     def __init__(

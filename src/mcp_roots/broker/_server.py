@@ -181,6 +181,13 @@ async def files(
     a 2026-07-28 connection (no back-channel for server requests), when the client did not offer
     ``capabilities.roots.filesystemBrokering``, or when :func:`enable_brokering` was not called on the
     server. The object is valid during this tool call.
+
+    Args:
+        ctx: The tool's ``Context``.
+        timeout: Seconds to wait for each answer; then the request is cancelled and ``TIMEOUT`` raised.
+        chunk_size: Bytes per ``files/read`` or ``files/write`` request.
+        max_read: The most bytes one ``read()`` holds.
+        max_entries: The most entries one ``list()`` holds.
     """
     version = ctx.protocol_version
     if version in MODERN_PROTOCOL_VERSIONS:

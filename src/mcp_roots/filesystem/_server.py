@@ -37,6 +37,13 @@ def build_server(
 
     ``token_verifier``: over HTTP, only requests with a bearer token it accepts reach the server (the SDK's
     bearer-auth middleware, on every method of the endpoint); ``TokenFile`` is the one ``serve`` uses.
+
+    Args:
+        guard: The guard whose roots bound every tool.
+        settings: The tools' limits and ``read_only`` (default ``Settings()``).
+        name: The server's name, as ``initialize`` reports it.
+        request_state_security: The key that seals the 2026-07-28 request state (default: this process's).
+        token_verifier: Over HTTP, who may call (default: anyone who reaches the endpoint).
     """
     # The SDK's resource-server mode: its bearer middleware on the endpoint, no OAuth routes (neither an
     # authorization server nor a resource URL is configured; the issuer is required by the settings only).

@@ -17,7 +17,11 @@ MIN_KEY_BYTES = 32
 def shared_request_state(path: str | Path) -> RequestStateSecurity:
     """The request-state policy of every replica that reads the same secret from ``path`` (surrounding
     whitespace ignored). Raises ``ConfigError`` naming the file if it cannot be read or holds fewer than
-    32 bytes."""
+    32 bytes.
+
+    Args:
+        path: The file holding the shared secret (at least 32 bytes).
+    """
     try:
         secret = Path(path).read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as exc:

@@ -115,9 +115,14 @@ class RootSet:
     ) -> RootSet:
         """Build a RootSet from local paths (or ``(path, name)`` pairs).
 
-        Relative paths resolve against ``base`` (default: the working directory). Each root is
-        canonicalized; duplicates are dropped. A root that does not exist or cannot be read raises
-        :class:`InvalidPath` when ``strict``, else it is skipped with a warning.
+        Each root is canonicalized; duplicates are dropped.
+
+        Args:
+            paths: The roots' paths, or ``(path, display name)`` pairs.
+            strict: Raise :class:`InvalidPath` for a root that does not exist or cannot be read (else skip
+                it with a warning).
+            source: Where the roots came from, for messages (``"flag"``, ``"client"``...).
+            base: What relative paths resolve against (default: the working directory).
         """
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
@@ -468,13 +473,23 @@ class RootSet:
         protect: bool | Iterable[str] = True,
         **kwargs: Any,
     ) -> subprocess.CompletedProcess[Any]:
-        """``subprocess.run(argv, **kwargs)`` with the child confined by the kernel (Landlock) to these
-        roots: read (``write=True``: read-write) beneath them, read-only what a program needs; with
-        ``network=False`` no socket() or connect(); a seccomp filter refuses chmod/chown/utime/xattr by path.
-        ``path_metadata=True`` (only with ``write=True``, else ``ValueError``) allows those, for builds, and
-        so OUTSIDE the roots too (Landlock has no right for them). ``SandboxUnavailable`` where the kernel
-        cannot, unless ``allow_unconfined=True`` (then a warning). No capability; with ``write=True`` the
-        protected set stays read-only (``protect=False`` opts out). See ``mcp_roots.sandbox.run``."""
+        """``subprocess.run(argv, **kwargs)`` with the child confined by the kernel (Landlock) to these roots.
+
+        It reads beneath them (writes too with ``write=True``), and read-only what a program needs. A seccomp
+        filter refuses chmod/chown/utime/xattr by path. No capability. See ``mcp_roots.sandbox.run``.
+
+        Args:
+            argv: The command, as :func:`subprocess.run` takes it.
+            write: Let the child write beneath the roots; the protected set stays read-only.
+            network: Let the child open sockets (``False``: no socket() or connect()).
+            allow_unconfined: Where the kernel cannot confine (``SandboxUnavailable``), run unconfined with
+                a warning instead.
+            path_metadata: Allow chmod/chown/utime/xattr by path, for builds, and so OUTSIDE the roots too
+                (Landlock has no right for them); only with ``write=True``, else ``ValueError``.
+            protect: The protected set kept read-only under ``write=True``: ``True`` (the default set),
+                ``False``, or the names to protect.
+            **kwargs: :func:`subprocess.run`'s options.
+        """
         from .. import sandbox
 
         return sandbox.run(

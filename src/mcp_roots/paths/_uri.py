@@ -73,8 +73,12 @@ def uri_to_path(uri: str, *, windows: bool | None = None) -> str:
     Accepted: ``file:///p``, ``file://localhost/p`` (host case-insensitive) and ``file:/p``. Refused: any
     other scheme or host (UNC ``file:////server/share`` included), user info, ports, queries, fragments,
     malformed or double-meaning escapes (``%2F``, ``%5C``, ``%00``), invalid UTF-8, control characters, a
-    raw backslash, and ``.``/``..`` segments. ``windows`` (default: this host is Windows) maps
-    ``file:///C:/x`` to ``C:\\x``; on POSIX such a path stays ``/C:/x``.
+    raw backslash, and ``.``/``..`` segments.
+
+    Args:
+        uri: The URI, as a client sent it.
+        windows: Map ``file:///C:/x`` to ``C:\\x`` (default: this host is Windows); on POSIX such a path
+            stays ``/C:/x``.
     """
     if windows is None:
         windows = os.name == "nt"
@@ -129,6 +133,10 @@ def path_to_uri(path: str | os.PathLike[str], *, windows: bool | None = None) ->
     The result always satisfies :func:`uri_to_path` and maps back to ``path``; a path it could not round
     trip (a '.' or '..' segment, a backslash or undecodable bytes in a POSIX name, NUL) raises
     :class:`InvalidPath` instead of producing a URI the guard itself would refuse.
+
+    Args:
+        path: An absolute local path.
+        windows: Whether it is a Windows path (default: this host is Windows).
     """
     if windows is None:
         windows = os.name == "nt"

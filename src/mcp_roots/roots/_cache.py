@@ -79,6 +79,18 @@ class RootsCache:
     unanswered (at most :data:`MAX_OUTSTANDING`), and answers apply in generation order. ``timeout`` bounds
     how long a tool call waits for a refresh; ``first_answer_timeout`` how long it waits for the first
     answer before it is refused. All methods must be called from the event loop's thread.
+
+    Args:
+        fetch: Sends ``roots/list`` and returns the raw result, or raises.
+        fallback: The roots of a client without the roots capability.
+        transform: Applied to every RootSet built from a client's answer (the guard clips to the ceiling).
+        debounce: Seconds after the last notification of a burst before the request goes out.
+        max_wait: The latest, in seconds after a burst's first notification, that the request goes out.
+        timeout: Seconds a tool call waits for a refresh.
+        first_answer_timeout: Seconds a tool call waits for the first answer (default ``timeout``).
+        clock: The time and the sleeps (default: the event loop's clock; tests pass a manual one).
+        resolution_budget: Seconds of CPU that resolving one answer's roots may cost; beyond, the answer
+            is refused whole.
     """
 
     def __init__(

@@ -113,6 +113,15 @@ class RootsProvider:
     ``clock`` is where the poller and the debounce wait (default: the event loop's clock; tests pass a
     manual one, as for :class:`RootsCache`). Call :meth:`add` / :meth:`remove` and set :attr:`enabled`
     from the event loop's thread.
+
+    Args:
+        roots: The directories the user chose: paths, or ``(path, display name)`` pairs.
+        consent: Asked before a server first sees a root (sync or async); ``None``: choosing is consent.
+        enabled: ``False`` answers every ``roots/list`` with -32601, as a client without roots does.
+        poll_interval: Seconds between looks at the chosen directories while attached.
+        debounce: Seconds a change waits before its ``list_changed`` goes out.
+        send_timeout: Seconds to wait for a ``list_changed`` to be written.
+        clock: Where the poller and the debounce wait (default: the event loop's clock).
     """
 
     def __init__(

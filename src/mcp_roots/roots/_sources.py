@@ -118,12 +118,11 @@ def fallback_roots(
 ) -> RootSet:
     """The roots a server uses when its client sends none, from the first source that is set.
 
-    1. ``roots`` (a path, or a sequence of paths or ``file:`` URIs; the CLI's ``--roots``): source ``"flag"``.
-    2. ``MCP_ROOTS`` in ``environ`` (default ``os.environ``), ``os.pathsep``-separated; an empty value is
-       unset. Source ``"environment (MCP_ROOTS)"``.
+    1. ``roots``: source ``"flag"``.
+    2. ``MCP_ROOTS`` in ``environ``, ``os.pathsep``-separated; an empty value is unset. Source
+       ``"environment (MCP_ROOTS)"``.
     3. ``mcp-roots.json`` in ``project_root`` (only when one is given), then the file ``MCP_ROOTS_CONFIG``
-       names, else ``mcp-roots.json`` in ``user_config_dir`` (default :func:`default_user_config_dir`:
-       ``MCP_ROOTS_CONFIG_DIR`` in ``environ``, else platformdirs). Source: the file's path.
+       names, else ``mcp-roots.json`` in ``user_config_dir``. Source: the file's path.
     4. ``project_root`` itself, only when given (relative to the working directory). Source
        ``"project root"``.
 
@@ -132,14 +131,22 @@ def fallback_roots(
     ancestor of it is refused unless ``allow_home``: an error for 1, 2 and 4, a skipped entry (with a
     warning) in a config file.
 
-    A ``str`` argument is one path (commas included); splitting ``--roots a,b`` is the command line's job.
-
     Relative entries of 1 and 2 resolve against the project root (an error when none is given); relative
     ``path`` entries of a config file against the directory the file is in. An invalid entry of 1 or 2
     raises :class:`ConfigError` naming the entry and the source; an invalid entry of a config file is
     skipped with a warning, while a file that is not valid JSON or not the expected shape raises
     :class:`ConfigError` naming the file and the line. A source that is set but yields no usable root gives
     an empty RootSet (every path refused): it never falls through to a lower, possibly wider, source.
+
+    Args:
+        roots: A path, or a sequence of paths or ``file:`` URIs (the CLI's ``--roots``). A ``str`` is one
+            path, commas included: splitting ``--roots a,b`` is the command line's job.
+        project_root: The project's folder, for its ``mcp-roots.json`` and as the last source.
+        environ: Where ``MCP_ROOTS``, ``MCP_ROOTS_CONFIG`` and ``MCP_ROOTS_CONFIG_DIR`` are read (default
+            ``os.environ``).
+        user_config_dir: The folder of the user's ``mcp-roots.json`` (default
+            :func:`default_user_config_dir`: ``MCP_ROOTS_CONFIG_DIR``, else platformdirs).
+        allow_home: Accept ``/``, the home directory or an ancestor of it as a root.
     """
     env = os.environ if environ is None else environ
     base = _project_root(project_root) if project_root is not None else None
@@ -343,12 +350,16 @@ def _from_config_file(path: Path, homes: Sequence[Path] | None) -> RootSet | Non
 
 
 def clip_to_ceiling(roots: RootSet, ceiling: RootSet) -> RootSet:
-    """Clip ``roots`` (typically the client's) to the operator's ``ceiling``: roots narrow, never widen.
+    """Clip roots (typically the client's) to the operator's ceiling: roots narrow, never widen.
 
     A root inside a ceiling root is kept. A root that contains ceiling roots is replaced by those ceiling
     roots (logged at info level). A root that is neither is dropped with a warning. Comparison is by
     whole path components of the canonical paths (``/srv/data_evil`` is not inside ``/srv/data``). An
     empty ceiling allows nothing. The result keeps ``roots.source``.
+
+    Args:
+        roots: The roots to clip.
+        ceiling: The operator's bound.
     """
     kept: list[Root] = []
     for root in roots:
