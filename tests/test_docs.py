@@ -175,3 +175,51 @@ def test_every_public_name_is_on_its_reference_page(module: str, page: str) -> N
     text = (REPO / "docs" / page).read_text(encoding="utf-8")
     missing = sorted(n for n in names if f"::: {module}.{n}\n" not in text)
     assert not missing, f"docs/{page} lacks {missing}"
+
+
+DOCS_VENV = REPO / ".venv-docs"
+
+
+def _build_site(tmp_path: Path, page: str) -> subprocess.CompletedProcess[str]:
+    """mkdocs (from .venv-docs, as make docs runs it) on one page, with the project's render checks."""
+    mkdocs = DOCS_VENV / "bin" / "mkdocs"
+    if not mkdocs.exists():
+        pytest.fail(f"{mkdocs} is missing: run `make .venv-docs/.installed` (make test does)")
+    (tmp_path / "docs").mkdir(parents=True)
+    (tmp_path / "docs" / "index.md").write_text(page, encoding="utf-8")
+    config = {
+        "site_name": "check",
+        "strict": True,
+        "theme": {"name": "material", "font": False},
+        "hooks": [str(REPO / "tools" / "docs_render.py")],
+        "markdown_extensions": ["pymdownx.highlight", "pymdownx.superfences"],
+    }
+    (tmp_path / "mkdocs.yml").write_text(json.dumps(config), encoding="utf-8")
+    return subprocess.run(
+        [str(mkdocs), "build", "--quiet"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_the_docs_build_fails_on_a_list_rendered_as_running_text_and_passes_it_written_apart(
+    tmp_path: Path,
+) -> None:
+    flattened = "# Page\n\nMistakes that are now impossible:\n- one\n- two\n"
+    failed = _build_site(tmp_path / "flat", flattened)
+    assert failed.returncode != 0
+    assert "index.md: 'Mistakes that are now impossible: / - one'" in failed.stderr
+    apart = _build_site(tmp_path / "apart", flattened.replace(":\n-", ":\n\n-"))
+    assert apart.returncode == 0, apart.stderr
+    html = (tmp_path / "apart" / "site" / "index.html").read_text(encoding="utf-8")
+    assert "<li>one</li>" in html
+    # highlighted as the site is built (Pygments' spans), and nothing fetched from another host
+    code = _build_site(tmp_path / "code", "# Page\n\n```python\nimport os\n```\n")
+    assert code.returncode == 0, code.stderr
+    html = (tmp_path / "code" / "site" / "index.html").read_text(encoding="utf-8")
+    assert '<span class="kn">import</span>' in html
+    assert "fonts.googleapis" not in html
+    assert not re.search(r"<script[^>]*src=\"(https?:)?//", html)
