@@ -1,6 +1,7 @@
 """README.md and the docs pages as a reader meets them: the README's servers run and answer as it shows, every
 Python block compiles, every JSON block (host configs) parses, every ``mcp-roots`` command line in them parses
-with the command's own parser, and the README's links work from PyPI (absolute, to files that exist).
+with the command's own parser, and the README's links open the clone's own pages. The README's other
+commands run in tests/test_readme_commands.py.
 
 The mcp 1.x server block runs in .venv-mcp1: tests/mcp1/test_readme_mcp1.py.
 """
@@ -102,20 +103,6 @@ def test_every_json_block_parses_and_its_mcp_roots_commands_parse(block: Block) 
             _parse_command(["mcp-roots", *server["args"]], block.where)
 
 
-def _inline_host_configs() -> list[str]:
-    """The README's inline VS Code config (one line of JSON in the prose)."""
-    text = README.read_text(encoding="utf-8")
-    return re.findall(r'`(\{"servers".*?\}\}\})`', text.replace("\n", " "))
-
-
-def test_the_readmes_inline_host_config_parses() -> None:
-    configs = _inline_host_configs()
-    assert configs
-    for config in configs:
-        server = json.loads(config)["servers"]["filesystem"]
-        _parse_command([server["command"], *server["args"]], "README.md")
-
-
 def _parse_command(argv: list[str], where: str) -> None:
     assert argv[0] == "mcp-roots", where
     try:
@@ -143,15 +130,29 @@ def test_every_mcp_roots_command_line_in_the_docs_parses(block: Block) -> None:
         _parse_command([a for a in argv if a != "&"], block.where)
 
 
-def test_the_readmes_links_are_absolute_and_lead_to_files_that_exist() -> None:
+def _anchors(page: Path) -> set[str]:
+    """The heading anchors of a Markdown page, as the docs site and GitHub make them."""
+    headings = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower().replace("`", "")).strip().replace(" ", "-") for h in headings}
+
+
+def test_the_readmes_links_are_relative_and_lead_to_files_and_headings_that_exist() -> None:
+    # Relative: they open the clone's own pages (on a code host too) until the project's home is confirmed.
     text = README.read_text(encoding="utf-8")
     links = re.findall(r"\]\(([^)]+)\)", text)
-    assert links
+    assert len(links) >= 15
     for link in links:
-        assert link.startswith("https://"), link
-        match = re.fullmatch(r"https://github\.com/mcp-roots/mcp-roots/(?:blob|tree)/main/(.+)", link)
-        if match:
-            assert (REPO / match.group(1)).exists(), link
+        assert not re.match(r"[a-z]+:", link), link
+        path, _, anchor = link.partition("#")
+        assert (REPO / path).is_file(), link
+        if anchor:
+            assert anchor in _anchors(REPO / path), link
+
+
+def test_the_readme_opens_with_make_demo_and_make_test() -> None:
+    first = next(b for b in README_BLOCKS if b.info in ("sh", "console"))
+    assert [line.split("#")[0].strip() for line in first.text.splitlines()] == ["make demo", "make test"]
+    assert first.line < 30
 
 
 def test_the_cli_reference_is_the_parsers_own_help() -> None:
