@@ -9,6 +9,7 @@ the README's client from outside the clone. Prints one line per check; exits 1 o
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 import tarfile
@@ -93,27 +94,40 @@ def _readme_file(name: str) -> str:
     return ""
 
 
+def _readme_installs(wheel: Path) -> tuple[list[list[str]], list[list[str]]]:
+    """README.md's ``pip install`` lines: those from the clone, and the one of the built wheel."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    lines = [shlex.split(line, comments=True) for line in re.findall(r"^pip install .*$", text, re.M)]
+    clone = [argv for argv in lines if not any(a.startswith("dist/") for a in argv)]
+    wheels = [argv for argv in lines if argv not in clone]
+    if not clone or len(wheels) != 1 or not wheels[0][-1].startswith(f"dist/{wheel.name}"):
+        _fail(f"README.md's install lines are not the clone's and {wheel.name}'s: {lines}")
+    return clone, wheels
+
+
 def check_install(wheel: Path, version: str) -> None:
     with tempfile.TemporaryDirectory(prefix="check-dist-") as tmp:
         work = Path(tmp)
         venv = work / "venv"
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         python = venv / "bin" / "python"
-        _ok("installing the wheel with its [mcp] extra into a clean venv (pip, about a minute)")
-        subprocess.run(
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
+        clone, wheel_lines = _readme_installs(wheel)
+        for argv in clone:  # from the clone: resolved as written (pip --dry-run), in the repository
+            done = subprocess.run(
+                [str(python), "-m", *argv, "--dry-run", "--quiet"], cwd=REPO, capture_output=True, text=True
+            )
+            if done.returncode != 0:
+                _fail(f"README.md's {' '.join(argv)!r} fails: {done.stderr[-2000:]}")
+        _ok(f"README.md's {len(clone)} install lines from the clone resolve (pip install --dry-run)")
+        _ok("installing the wheel as README.md says, into a clean venv (pip, about a minute)")
+        for argv in wheel_lines:  # pinned to the versions the suite ran with
+            constraint = [
                 "-c",
                 str(REPO / "requirements" / "runtime.txt"),
-                f"{wheel}[mcp]",
-            ],
-            check=True,
-        )
+                "--quiet",
+                "--disable-pip-version-check",
+            ]
+            subprocess.run([str(python), "-m", *argv, *constraint], cwd=REPO, check=True)
         said = subprocess.run([str(venv / "bin" / "mcp-roots"), "--version"], capture_output=True, text=True)
         if said.stdout.strip() != f"mcp-roots {version}":
             _fail(f"the installed command says {said.stdout.strip() or said.stderr.strip()!r}")
