@@ -25,11 +25,16 @@ $(STAMP): pyproject.toml requirements/dev.txt
 # run-time dependencies, into .venv-demo; not the development toolchain.
 DEMO_VENV := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
+# It says what it is doing before each step: the install is quiet and takes a minute the first time.
 $(DEMO_STAMP): pyproject.toml requirements/runtime.txt $(shell find src -name '*.py')
-	$(PYTHON) -m venv $(DEMO_VENV)
-	$(DEMO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/runtime.txt
-	$(DEMO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall .
-	touch $(DEMO_STAMP)
+	@echo "make demo: setting up $(DEMO_VENV) (once; about a minute). 1/3: a virtual environment"
+	@$(PYTHON) -m venv $(DEMO_VENV)
+	@echo "make demo: 2/3: the run-time dependencies, pinned in requirements/runtime.txt (the mcp SDK, anyio...)"
+	@$(DEMO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/runtime.txt
+	@echo "make demo: 3/3: mcp-roots itself, built from this clone (pip install .)"
+	@$(DEMO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall .
+	@touch $(DEMO_STAMP)
+	@echo "make demo: $(DEMO_VENV) is ready; the demo:"
 
 demo: $(DEMO_STAMP)
 	$(DEMO_VENV)/bin/python examples/demo.py
