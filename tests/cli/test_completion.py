@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from mcp_roots.cli import build_parser
 from mcp_roots.cli._completion import script
 
 
@@ -54,7 +55,8 @@ def test_completion_offers_the_subcommands_their_options_and_their_choices(shell
 
 
 def test_the_scripts_name_how_to_load_them_and_other_shells_are_refused() -> None:
+    parser = build_parser()
     for shell in ("bash", "zsh"):
-        assert f"source <(mcp-roots completion {shell})" in script(shell)
+        assert f"source <(mcp-roots completion {shell})" in script(shell, parser, {})
     with pytest.raises(ValueError, match="fish"):
-        script("fish")
+        script("fish", parser, {})

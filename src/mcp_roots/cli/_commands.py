@@ -28,8 +28,8 @@ from ..roots import (
     fallback_roots,
     how_to_configure,
 )
-from ._common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_OUTSIDE, PROG, say
-from ._completion import SHELLS
+from ._common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_OUTSIDE, PROG, SHELLS, say
+from ._completion import script
 from ._sandbox import add_sandbox_commands, doctor_command, run_command
 
 __all__ = ["build_parser", "main"]
@@ -324,13 +324,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_ERROR)
     if args.command == "serve":
         return serve(args)
-    if args.command == "completion":
-        from ._completion import script
-
-        say(sys.stdout, script(args.shell).rstrip("\n"))
-        return EXIT_OK
     handler = _setup_logging()
     try:
+        if args.command == "completion":
+            from ..probe import command as probe
+            from ..wrap import command as wrap
+
+            own = {"probe": probe.build_parser, "wrap": wrap.build_parser}  # they parse their own options
+            say(sys.stdout, script(args.shell, parser, own).rstrip("\n"))
+            return EXIT_OK
         if args.command in ("audit", "doctor"):
             text, code = (
                 _audit(args.target, args.json) if args.command == "audit" else doctor_command(args.json)
