@@ -23,26 +23,26 @@ from .kit import INTEROP, REPO, blocks, connected
 
 pytestmark = pytest.mark.anyio
 
-#: page -> (the folder its configurations name, the roots that host sends: None for no roots capability).
-PAGES: dict[str, tuple[str, bool]] = {
-    "host-vscode.md": ("${workspaceFolder}", True),
-    "host-claude-code.md": ("/home/me/project", False),
-    "host-claude-desktop.md": ("/home/me/projects", False),
-    "host-cursor.md": ("/home/me/project", False),
+#: page -> (the folders its configurations name, whether that host sends roots).
+PAGES: dict[str, tuple[tuple[str, ...], bool]] = {
+    "host-vscode.md": (("${workspaceFolder}",), True),
+    "host-claude-code.md": (("/home/me/project",), False),
+    "host-claude-desktop.md": (("/Users/me/projects", "/home/me/projects"), False),  # macOS and Linux
+    "host-cursor.md": (("/home/me/project",), False),
 }
 NPX = ["npx", "-y", "@modelcontextprotocol/server-filesystem"]
 
 
 def _configs() -> list[Any]:
     found = []
-    for page, (folder, sends_roots) in PAGES.items():
+    for page, (folders, sends_roots) in PAGES.items():
         path = REPO / "docs" / page
         for block in blocks(path):
             if block.info != "json":
                 continue
             value = json.loads(block.text)
             for name, server in value.get("servers", value.get("mcpServers", {})).items():
-                found.append(pytest.param(page, folder, sends_roots, server, id=f"{block.where}:{name}"))
+                found.append(pytest.param(page, folders, sends_roots, server, id=f"{block.where}:{name}"))
     return found
 
 
@@ -55,12 +55,12 @@ def test_every_host_has_a_page_with_a_serve_and_a_wrap_configuration() -> None:
         assert kinds == ["serve", "wrap"], page
 
 
-def _argv(server: dict[str, Any], folder: str, project: Path) -> list[str]:
+def _argv(server: dict[str, Any], folders: tuple[str, ...], project: Path) -> list[str]:
     """The command line the host runs: ``mcp-roots`` is this environment's, the npx server the local one."""
     command = server["command"]
     assert Path(command).name == "mcp-roots", command
     script = Path(sys.executable).parent / "mcp-roots"
-    args = [a.replace(folder, str(project)) for a in server["args"]]
+    args = [str(project) if a in folders else a for a in server["args"]]
     if args[0] == "wrap":
         at = next(i for i in range(len(args)) if args[i : i + 3] == NPX)
         npx = shutil.which("npx")
@@ -71,24 +71,29 @@ def _argv(server: dict[str, Any], folder: str, project: Path) -> list[str]:
     return [str(script), *args]
 
 
-def _shown_refusal(page: str, folder: str, project: Path) -> str:
+def _shown_refusal(page: str, project: Path) -> str:
     """The refusal the page shows (its ``text`` block), for the scratch project."""
     (block,) = [b for b in blocks(REPO / "docs" / page) if b.info == "text"]
     shown = block.text.strip()
-    placeholder = re.search(r"\((/home/me/[^)]+)\)", shown)
+    placeholder = re.search(r"\((/(?:home|Users)/me/[^)]+)\)", shown)
     assert placeholder, shown
     return shown.replace(placeholder.group(1), str(project))
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the servers are processes: one loop is enough
-@pytest.mark.parametrize(("page", "folder", "sends_roots", "server"), CONFIGS)
+@pytest.mark.parametrize(("page", "folders", "sends_roots", "server"), CONFIGS)
 async def test_a_host_config_starts_a_server_that_reads_inside_and_refuses_as_the_page_shows(
-    anyio_backend: str, tmp_path: Path, page: str, folder: str, sends_roots: bool, server: dict[str, Any]
+    anyio_backend: str,
+    tmp_path: Path,
+    page: str,
+    folders: tuple[str, ...],
+    sends_roots: bool,
+    server: dict[str, Any],
 ) -> None:
     project = tmp_path / "project"
     project.mkdir()
     (project / "notes.txt").write_text("hello")
-    argv = _argv(server, folder, project)
+    argv = _argv(server, folders, project)
     env = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     async with connected(argv, [str(project)] if sends_roots else None, **env) as host:
@@ -97,4 +102,4 @@ async def test_a_host_config_starts_a_server_that_reads_inside_and_refuses_as_th
         answer = await host.call("read_text_file", {"path": "/etc/passwd"})
     assert answer["result"]["isError"] is True
     text = answer["result"]["content"][0]["text"]
-    assert text == _shown_refusal(page, folder, project)
+    assert text == _shown_refusal(page, project)
