@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The TypeScript SDK client of tests/adapters/test_interop_ts.py, installed once from the lock file (offline afterwards).
 NODE_STAMP := tests/interop/node_modules/.installed
 
-.PHONY: demo test compat lock-compat cli-docs lint typecheck typecheck-main typecheck-mcp1 pytest pytest-parallel pytest-table pytest-serial pytest-warm pytest-mcp1 docs bench interop scale-test lock lock-mcp1 clean
+.PHONY: dist demo test compat lock-compat cli-docs lint typecheck typecheck-main typecheck-mcp1 pytest pytest-parallel pytest-table pytest-serial pytest-warm pytest-mcp1 docs bench interop scale-test lock lock-mcp1 clean
 
 # A second venv for the official `mcp` 1.x SDK (which cannot share a venv with mcp 2.x): the mcp1 adapter's
 # tests (tests/mcp1/) run there, against the project installed without its dependencies.
@@ -25,11 +25,16 @@ $(STAMP): pyproject.toml requirements/dev.txt
 # run-time dependencies, into .venv-demo; not the development toolchain.
 DEMO_VENV := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
+# It says what it is doing before each step: the install is quiet and takes a minute the first time.
 $(DEMO_STAMP): pyproject.toml requirements/runtime.txt $(shell find src -name '*.py')
-	$(PYTHON) -m venv $(DEMO_VENV)
-	$(DEMO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/runtime.txt
-	$(DEMO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall .
-	touch $(DEMO_STAMP)
+	@echo "make demo: setting up $(DEMO_VENV) (once; about a minute). 1/3: a virtual environment"
+	@$(PYTHON) -m venv $(DEMO_VENV)
+	@echo "make demo: 2/3: the run-time dependencies, pinned in requirements/runtime.txt (the mcp SDK, anyio...)"
+	@$(DEMO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/runtime.txt
+	@echo "make demo: 3/3: mcp-roots itself, built from this clone (pip install .)"
+	@$(DEMO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall .
+	@touch $(DEMO_STAMP)
+	@echo "make demo: $(DEMO_VENV) is ready; the demo:"
 
 demo: $(DEMO_STAMP)
 	$(DEMO_VENV)/bin/python examples/demo.py
@@ -39,9 +44,9 @@ demo: $(DEMO_STAMP)
 # main venv's parallel run and its path table beside the mcp 1.x venv's, and last the serial tests alone.
 # --output-sync keeps each part's output in one piece.
 test:
-	$(MAKE) -j5 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP) $(COMPAT_STAMPS) $(GIT_SERVER_STAMP)
+	$(MAKE) -j5 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP) $(COMPAT_STAMPS) $(GIT_SERVER_STAMP) $(DIST_STAMP)
 	$(MAKE) -j3 --output-sync=target lint typecheck docs pytest-warm
-	$(MAKE) -j3 --output-sync=target pytest-parallel pytest-table pytest-mcp1 compat
+	$(MAKE) -j3 --output-sync=target pytest-parallel pytest-table pytest-mcp1 compat dist
 	$(MAKE) pytest-serial
 
 # The conformance table at the other end of each extra's range (the main venv holds mcp 2.3.0 and fastmcp
@@ -95,6 +100,22 @@ $(DOCS_STAMP): requirements/docs.txt
 docs: $(DOCS_STAMP)
 	$(DOCS_VENV)/bin/mkdocs build --strict --quiet
 
+# The release artifacts: the sdist and the wheel (python -m build, in .venv-dist pinned by requirements/dist.txt),
+# twine check of their metadata, then tools/check_dist.py: their file lists (py.typed, the license), and the
+# wheel installed into a clean venv where the command runs and the README's guarded server answers its client.
+DIST_VENV := .venv-dist
+DIST_STAMP := $(DIST_VENV)/.installed
+$(DIST_STAMP): requirements/dist.txt
+	$(PYTHON) -m venv $(DIST_VENV)
+	$(DIST_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements/dist.txt
+	touch $(DIST_STAMP)
+
+dist: $(DIST_STAMP)
+	rm -rf dist
+	$(DIST_VENV)/bin/python -m build --outdir dist . >/dev/null
+	$(DIST_VENV)/bin/twine check --strict dist/*
+	$(DIST_VENV)/bin/python tools/check_dist.py
+
 # docs/cli.md from the command's own parsers (tests/test_docs.py fails when it is stale).
 cli-docs: $(STAMP)
 	$(PY) tools/cli_reference.py
@@ -131,13 +152,13 @@ TEST_TMPDIR ?= $(shell d=/dev/shm; [ -d $$d ] && [ -w $$d ] && [ "$$(stat -f -c 
 # process does it for itself).
 MKTMP := tmp=$$(mktemp -d -p "$(TEST_TMPDIR)") && chmod 1777 "$$tmp" && export TMPDIR="$$tmp" \
   PYTHONDONTWRITEBYTECODE= || exit 1
-pytest: $(STAMP) $(NODE_STAMP)
+pytest: $(STAMP) $(NODE_STAMP) $(DOCS_STAMP)
 	$(MAKE) -j2 --output-sync=target pytest-parallel pytest-table
 	$(MAKE) pytest-serial
 # The path table (13,700 small rows, no waiting) runs in one process of its own beside the workers: through
 # xdist each worker would collect it and the controller would take three reports of every row.
 PATH_TABLE := tests/paths/test_path_table.py
-pytest-parallel: $(STAMP) $(NODE_STAMP)
+pytest-parallel: $(STAMP) $(NODE_STAMP) $(DOCS_STAMP)
 	$(MKTMP); $(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "not serial" --ignore=$(PATH_TABLE) --basetemp="$$tmp/p"; \
 	  status=$$?; rm -rf "$$tmp"; exit $$status
 pytest-table: $(STAMP)

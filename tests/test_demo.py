@@ -27,3 +27,20 @@ def test_demo_shows_the_boundary_and_its_change() -> None:
     assert out.startswith("mcp-roots demo: ")  # it says what it shows before anything else
     assert "WARNING" not in proc.stderr  # no line that looks like an error
     assert "Traceback" not in proc.stderr
+
+
+def test_make_demo_says_what_it_installs_before_each_quiet_step() -> None:
+    # make -n prints the recipe without running it: each quiet pip install has a line saying what comes
+    recipe = subprocess.run(
+        ["make", "-n", "-B", ".venv-demo/.installed"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.splitlines()
+    steps = [i for i, line in enumerate(recipe) if " -m venv " in line or " -m pip install " in line]
+    assert len(steps) == 3
+    for number, step in enumerate(steps, 1):
+        assert recipe[step - 1].startswith('echo "make demo: '), recipe[step - 1]
+        assert f"{number}/3" in recipe[step - 1]

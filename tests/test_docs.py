@@ -1,6 +1,7 @@
 """README.md and the docs pages as a reader meets them: the README's servers run and answer as it shows, every
 Python block compiles, every JSON block (host configs) parses, every ``mcp-roots`` command line in them parses
-with the command's own parser, and the README's links work from PyPI (absolute, to files that exist).
+with the command's own parser, and the README's links open the clone's own pages. The README's other
+commands run in tests/test_readme_commands.py.
 
 The mcp 1.x server block runs in .venv-mcp1: tests/mcp1/test_readme_mcp1.py.
 """
@@ -104,20 +105,6 @@ def test_every_json_block_parses_and_its_mcp_roots_commands_parse(block: Block) 
             _parse_command(["mcp-roots", *server["args"]], block.where)
 
 
-def _inline_host_configs() -> list[str]:
-    """The README's inline VS Code config (one line of JSON in the prose)."""
-    text = README.read_text(encoding="utf-8")
-    return re.findall(r'`(\{"servers".*?\}\}\})`', text.replace("\n", " "))
-
-
-def test_the_readmes_inline_host_config_parses() -> None:
-    configs = _inline_host_configs()
-    assert configs
-    for config in configs:
-        server = json.loads(config)["servers"]["filesystem"]
-        _parse_command([server["command"], *server["args"]], "README.md")
-
-
 def _parse_command(argv: list[str], where: str) -> None:
     assert argv[0] == "mcp-roots", where
     try:
@@ -145,15 +132,29 @@ def test_every_mcp_roots_command_line_in_the_docs_parses(block: Block) -> None:
         _parse_command([a for a in argv if a != "&"], block.where)
 
 
-def test_the_readmes_links_are_absolute_and_lead_to_files_that_exist() -> None:
+def _anchors(page: Path) -> set[str]:
+    """The heading anchors of a Markdown page, as the docs site and GitHub make them."""
+    headings = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower().replace("`", "")).strip().replace(" ", "-") for h in headings}
+
+
+def test_the_readmes_links_are_relative_and_lead_to_files_and_headings_that_exist() -> None:
+    # Relative: they open the clone's own pages (on a code host too) until the project's home is confirmed.
     text = README.read_text(encoding="utf-8")
     links = re.findall(r"\]\(([^)]+)\)", text)
-    assert links
+    assert len(links) >= 15
     for link in links:
-        assert link.startswith("https://"), link
-        match = re.fullmatch(r"https://github\.com/mcp-roots/mcp-roots/(?:blob|tree)/main/(.+)", link)
-        if match:
-            assert (REPO / match.group(1)).exists(), link
+        assert not re.match(r"[a-z]+:", link), link
+        path, _, anchor = link.partition("#")
+        assert (REPO / path).is_file(), link
+        if anchor:
+            assert anchor in _anchors(REPO / path), link
+
+
+def test_the_readme_opens_with_make_demo_and_make_test() -> None:
+    first = next(b for b in README_BLOCKS if b.info in ("sh", "console"))
+    assert [line.split("#")[0].strip() for line in first.text.splitlines()] == ["make demo", "make test"]
+    assert first.line < 30
 
 
 def test_the_cli_reference_is_the_parsers_own_help() -> None:
@@ -175,3 +176,51 @@ def test_every_public_name_is_on_its_reference_page(module: str, page: str) -> N
     text = (REPO / "docs" / page).read_text(encoding="utf-8")
     missing = sorted(n for n in names if f"::: {module}.{n}\n" not in text)
     assert not missing, f"docs/{page} lacks {missing}"
+
+
+DOCS_VENV = REPO / ".venv-docs"
+
+
+def _build_site(tmp_path: Path, page: str) -> subprocess.CompletedProcess[str]:
+    """mkdocs (from .venv-docs, as make docs runs it) on one page, with the project's render checks."""
+    mkdocs = DOCS_VENV / "bin" / "mkdocs"
+    if not mkdocs.exists():
+        pytest.fail(f"{mkdocs} is missing: run `make .venv-docs/.installed` (make test does)")
+    (tmp_path / "docs").mkdir(parents=True)
+    (tmp_path / "docs" / "index.md").write_text(page, encoding="utf-8")
+    config = {
+        "site_name": "check",
+        "strict": True,
+        "theme": {"name": "material", "font": False},
+        "hooks": [str(REPO / "tools" / "docs_render.py")],
+        "markdown_extensions": ["pymdownx.highlight", "pymdownx.superfences"],
+    }
+    (tmp_path / "mkdocs.yml").write_text(json.dumps(config), encoding="utf-8")
+    return subprocess.run(
+        [str(mkdocs), "build", "--quiet"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_the_docs_build_fails_on_a_list_rendered_as_running_text_and_passes_it_written_apart(
+    tmp_path: Path,
+) -> None:
+    flattened = "# Page\n\nMistakes that are now impossible:\n- one\n- two\n"
+    failed = _build_site(tmp_path / "flat", flattened)
+    assert failed.returncode != 0
+    assert "index.md: 'Mistakes that are now impossible: / - one'" in failed.stderr
+    apart = _build_site(tmp_path / "apart", flattened.replace(":\n-", ":\n\n-"))
+    assert apart.returncode == 0, apart.stderr
+    html = (tmp_path / "apart" / "site" / "index.html").read_text(encoding="utf-8")
+    assert "<li>one</li>" in html
+    # highlighted as the site is built (Pygments' spans), and nothing fetched from another host
+    code = _build_site(tmp_path / "code", "# Page\n\n```python\nimport os\n```\n")
+    assert code.returncode == 0, code.stderr
+    html = (tmp_path / "code" / "site" / "index.html").read_text(encoding="utf-8")
+    assert '<span class="kn">import</span>' in html
+    assert "fonts.googleapis" not in html
+    assert not re.search(r"<script[^>]*src=\"(https?:)?//", html)

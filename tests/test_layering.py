@@ -100,7 +100,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_command",),
         ("__init__",),
     ],
-    "cli": [("_common",), ("_sandbox",), ("_commands",), ("__init__",), ("__main__",)],
+    "cli": [("_common",), ("_completion", "_sandbox"), ("_commands",), ("__init__",), ("__main__",)],
     "probe": [
         ("_session", "_procs", "_report", "_fdtree"),
         ("_scratch",),

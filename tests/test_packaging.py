@@ -63,3 +63,18 @@ def test_the_classifiers_name_the_python_versions_the_project_requires() -> None
     ]
     assert versions
     assert versions[0] == PROJECT["requires-python"].removeprefix(">=")
+
+
+def test_the_changelog_has_a_section_for_the_version_written_for_users() -> None:
+    text = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    version = PROJECT["version"]
+    assert re.search(rf"^## \[{re.escape(version)}\] - \d{{4}}-\d{{2}}-\d{{2}}$", text, re.M), version
+    assert re.search(r"^## \[Unreleased\]$", text, re.M)
+    # for users: no issue numbers, no test or module paths
+    assert not re.search(r"\bissues? \d+|#\d+\b|tests/|src/mcp_roots", text)
+
+
+def test_the_version_is_the_same_in_the_package_and_its_metadata() -> None:
+    import mcp_roots
+
+    assert mcp_roots.__version__ == PROJECT["version"]

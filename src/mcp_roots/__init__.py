@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .roots._provider import ConsentRequest, RootsProvider
     from .roots._sources import clip_to_ceiling, fallback_roots
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.1.0"
 
 #: Each name imported on first use, and the module it comes from.
 _LAZY = {

@@ -135,6 +135,10 @@ def test_json_is_offered_only_where_there_is_a_result_to_print(cli: Cli, command
         (("show", "--bogus"), "unrecognized arguments: --bogus"),
         (("check",), "PATH"),
         (("serve", "--json", "."), "unrecognized arguments: --json"),
+        (("wrap",), "required: --ceiling"),
+        (("wrap", "--ceiling", "."), "no COMMAND after '--'"),
+        (("probe", "--bogus"), "unrecognized arguments: --bogus"),
+        (("completion", "fish"), "invalid choice: 'fish'"),
     ],
     ids=[
         "no-command",
@@ -143,6 +147,10 @@ def test_json_is_offered_only_where_there_is_a_result_to_print(cli: Cli, command
         "unknown-option-after",
         "check-without-paths",
         "serve-json",
+        "wrap-without-ceiling",
+        "wrap-without-command",
+        "probe-unknown-option",
+        "completion-unknown-shell",
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(cli: Cli, args: tuple[str, ...], words: str) -> None:

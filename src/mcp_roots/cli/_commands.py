@@ -31,7 +31,8 @@ from ..roots import (
     fallback_roots,
     how_to_configure,
 )
-from ._common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_OUTSIDE, PROG, say
+from ._common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_OUTSIDE, PROG, SHELLS, say
+from ._completion import script
 from ._sandbox import add_sandbox_commands, doctor_command, run_command
 
 __all__ = ["build_parser", "main"]
@@ -192,6 +193,15 @@ def build_parser() -> argparse.ArgumentParser:
         " --help')",
         add_help=False,
     )
+    completion = commands.add_parser(
+        "completion",
+        help="print a shell completion script (bash or zsh)",
+        description="Print the completion script for SHELL, generated from this command's own options. "
+        "Load it in the shell's start-up file: source <(mcp-roots completion bash) in ~/.bashrc, or "
+        "source <(mcp-roots completion zsh) in ~/.zshrc after compinit.",
+        epilog="exit codes: 0 success, 2 usage error.",
+    )
+    completion.add_argument("shell", choices=SHELLS, metavar="SHELL", help="bash or zsh")
     return parser
 
 
@@ -309,13 +319,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if args.command is None:
-            parser.error("a COMMAND is required (show, check, serve, env, audit, run, doctor, probe or wrap)")
+            parser.error(
+                "a COMMAND is required (show, check, serve, env, audit, run, doctor, probe, wrap or "
+                "completion)"
+            )
     except SystemExit as exc:  # --help, --version, or a usage error argparse already reported
         return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_ERROR)
     if args.command == "serve":
         return serve(args)
     handler = _setup_logging()
     try:
+        if args.command == "completion":
+            from ..probe import command as probe
+            from ..wrap import command as wrap
+
+            own = {"probe": probe.build_parser, "wrap": wrap.build_parser}  # they parse their own options
+            say(sys.stdout, script(args.shell, parser, own).rstrip("\n"))
+            return EXIT_OK
         if args.command in ("audit", "doctor"):
             text, code = (
                 _audit(args.target, args.json) if args.command == "audit" else doctor_command(args.json)

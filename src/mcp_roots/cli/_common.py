@@ -11,6 +11,9 @@ EXIT_OUTSIDE = 1
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 
+#: The shells ``mcp-roots completion`` writes a script for.
+SHELLS = ("bash", "zsh")
+
 
 def say(stream: Any, text: str) -> None:
     """Write one line to ``stream`` and flush it (stdout is what a shell or a host reads)."""

@@ -1,5 +1,5 @@
 """RootsProvider: the client-side duties of roots.
-For a Python MCP host built on the ``mcp`` SDK.
+For a Python MCP host built on the ``mcp`` SDK (2.x or 1.x).
 """
 
 # It holds the directories the user chose, exposes only those that exist, are directories and can be read,
@@ -15,14 +15,16 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 from weakref import WeakKeyDictionary
 
 import anyio
-import mcp_types
-from mcp import Client
-from mcp.client.context import ClientRequestContext
+from mcp import types as mcp_types  # mcp 2.x re-exports mcp_types here; mcp 1.x defines its types here
 from mcp.client.session import ClientSession
+
+if TYPE_CHECKING:
+    from mcp import Client
+    from mcp.client.context import ClientRequestContext
 
 from ..errors import InvalidPath, InvalidRootURI
 from ..paths._rootset import Root, RootSet
@@ -345,7 +347,7 @@ class Attachment:
     async def __aenter__(self) -> Attachment:
         if self._tasks.is_open:
             raise RuntimeError("this attachment is already open")
-        session = self._client.session if isinstance(self._client, Client) else self._client
+        session = _session_of(self._client)
         state = self._provider._state(session)
         if state.wakeup is not None:
             raise RuntimeError("the provider is already attached to this client session")
@@ -366,7 +368,7 @@ class Attachment:
         try:
             return await self._tasks.close(exc_type, exc, tb)
         finally:
-            session = self._client.session if isinstance(self._client, Client) else self._client
+            session = _session_of(self._client)
             state = self._provider._sessions.get(session)
             if state is not None:
                 state.wakeup = None
@@ -391,7 +393,7 @@ class Attachment:
             # send_notification, not the deprecated send_roots_list_changed(): same message, and no
             # process-wide warnings filter has to be swapped around an await.
             with anyio.move_on_after(provider.send_timeout) as scope:
-                await session.send_notification(mcp_types.RootsListChangedNotification())
+                await session.send_notification(_list_changed())
             if scope.cancelled_caught:
                 logger.warning("notifications/roots/list_changed not sent within %ss", provider.send_timeout)
             else:
@@ -400,6 +402,19 @@ class Attachment:
 
 
 # --- helpers -------------------------------------------------------------------------------------------
+
+
+def _session_of(client: Client | ClientSession) -> ClientSession:
+    """The session of a connected mcp 2.x ``Client``, or the ``ClientSession`` itself (both SDKs)."""
+    return client if isinstance(client, ClientSession) else client.session
+
+
+def _list_changed() -> Any:
+    """``notifications/roots/list_changed`` as this SDK sends it: mcp 1.x wraps a client notification in
+    its ``ClientNotification`` model, mcp 2.x takes it bare (there ``ClientNotification`` is a union)."""
+    notification = mcp_types.RootsListChangedNotification()
+    wrapper = vars(mcp_types).get("ClientNotification")
+    return wrapper(notification) if isinstance(wrapper, type) else notification
 
 
 def _absolute(path: object) -> str:

@@ -89,7 +89,7 @@ class Plan:
 def refuse_container(argv: Sequence[str]) -> None:
     """ConfigError when ``argv`` hands the server to a container daemon (``docker run ...``)."""
     if not argv:
-        raise ConfigError("wrap: no COMMAND after '--'")
+        raise ConfigError("wrap: no COMMAND after '--' (see 'mcp-roots wrap --help')")
     tool = os.path.basename(argv[0])
     if tool in CONTAINER_TOOLS and any(a in _CONTAINER_VERBS for a in argv[1:]):
         raise ConfigError(

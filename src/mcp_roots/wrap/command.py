@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import typing
 from collections.abc import Iterator, Sequence
 
 from .. import RootSet, clip_to_ceiling, fallback_roots
@@ -32,8 +33,15 @@ EXIT_ERROR = 2
 logger = logging.getLogger("mcp_roots")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (and exit 2), not the usage block."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="Run an MCP server over stdio, confined by the kernel to the client's roots clipped to "
         "the ceiling (before the client has sent them: to none). The host starts wrap in place of the "
@@ -122,7 +130,7 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
     if not args.allow_container:
         refuse_container(command)
     elif not command:
-        raise ConfigError("wrap: no COMMAND after '--'")
+        raise ConfigError("wrap: no COMMAND after '--' (see 'mcp-roots wrap --help')")
     for value, name in ((args.drain, "--drain"), (args.start_timeout, "--start-timeout")):
         if not value > 0:
             raise ConfigError(f"wrap: {name} must be a number of seconds > 0, not {value!r}")
