@@ -30,9 +30,6 @@ def flattened_lists(html: str) -> list[str]:
 
 
 _FLATTENED: dict[str, list[str]] = {}
-# The design pages (docs/design.md, docs/design/) are the lead's: their lists are fixed there (`python3
-# tools/docs_render.py --fix docs/design.md docs/design/*.md`); delete this line and its use when they are.
-_NOT_YET = ("design.md", "design/")
 
 
 def on_pre_build(**kwargs: Any) -> None:
@@ -41,7 +38,7 @@ def on_pre_build(**kwargs: Any) -> None:
 
 def on_page_content(html: str, page: Any, **kwargs: Any) -> str:
     found = flattened_lists(html)
-    if found and not page.file.src_path.startswith(_NOT_YET):
+    if found:
         _FLATTENED[page.file.src_path] = found
     return html
 
