@@ -13,6 +13,7 @@ import secrets
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from ._fdtree import (
     put_file,
     release_tree,
 )
+from ._gitrepo import plant_repo
 
 __all__ = ["FULLWIDTH_ROOT", "TWIN_NFD", "HostileTree", "Scratch", "draw_names"]
 
@@ -64,6 +66,8 @@ _LOGICAL = (
     "hardlink", "fifo", "race", "d", "x",
 )  # fmt: skip
 FULLWIDTH_ROOT = "\uff52\uff4f\uff4f\uff54"
+#: The names planted in the root: one of them in an answer shows the tool acted on the root's files.
+_INSIDE = ("benign.txt", "inner-dir", "link-out", "dir-out", "chain1", "hop", "race", "fifo")
 
 
 def _word(length: int) -> str:
@@ -204,6 +208,13 @@ class Scratch:
         os.close(self._dir(f"{self.n('pctroot')}/sub"))
         self._put(f"pctroot/{PERCENT_ROOT_NAME}/inner.txt", "inside the percent-named root\n")
         self._put(f"twins/{TWIN_NFC}/inner.txt", "inside the twin-named root\n")
+        # A repository outside (a git tool that opens any repo_path shows its files, names and log).
+        fd = self._dir(self.n("outside"))
+        try:
+            secret = self.tokens["outside/secret.txt"]
+            plant_repo(fd, {self.n("secret.txt"): f"{secret}\n".encode()}, f"outside {secret}")
+        finally:
+            os.close(fd)
         self.plant_inside()
         self.baseline = fingerprint(self._base_fd, skip=self.n("root"))
 
@@ -247,22 +258,35 @@ class Scratch:
                 make_link(race, n("x"), self.actual("../../outside"))
             finally:
                 os.close(race)
+            benign = {n("benign.txt"): f"benign inside file {self.marker}\n".encode()}
+            plant_repo(fd, benign, f"inside {self.marker}")  # a repository too: git tools reach the root
             self.inside_baseline = fingerprint(fd)
         finally:
             os.close(fd)
 
     # --- judging ------------------------------------------------------------------------------------
 
-    def outside_changes(self) -> list[str]:
-        """What differs outside the root from the planted state: created, changed or removed entries."""
+    def outside_changes(self, *, declared: bool = False) -> list[str]:
+        """What differs outside the root from the planted state: created, changed or removed entries.
+        ``declared``: the other roots the probe declares (the percent-named and the twin-named one) count as
+        inside: a change within them is no escape."""
         now = fingerprint(self._base_fd, skip=self.n("root"))
         said = self.logical
-        changed = [f"created {said(p)!r}" for p in now.keys() - self.baseline.keys()]
-        changed += [f"removed {said(p)!r}" for p in self.baseline.keys() - now.keys()]
-        changed += [
-            f"changed {said(p)!r}" for p in now.keys() & self.baseline.keys() if now[p] != self.baseline[p]
-        ]
-        return sorted(changed)
+        changed = [("created", p) for p in now.keys() - self.baseline.keys()]
+        changed += [("removed", p) for p in self.baseline.keys() - now.keys()]
+        changed += [("changed", p) for p in now.keys() & self.baseline.keys() if now[p] != self.baseline[p]]
+        if declared:
+            changed = [(what, p) for what, p in changed if not self._in_declared(what, p)]
+        return sorted(f"{what} {said(p)!r}" for what, p in changed)
+
+    def _in_declared(self, what: str, rel: str) -> bool:
+        """Whether a change at ``rel`` (under base) lies inside another declared root (the root itself
+        only changed: its entries changed, not it)."""
+        for root in (self.percent_root, self.twin_root):
+            top = str(root.relative_to(self.base))
+            if rel.startswith(top + "/") or (rel == top and what == "changed"):
+                return True
+        return False
 
     def inside_changed(self) -> bool:
         fd = self._dir(self.n("root"))
@@ -282,6 +306,18 @@ class Scratch:
             self._plant_outside()
         elif self.inside_changed():
             self.plant_inside()
+
+    def shows_inside(self, texts: Iterable[str], value: str) -> bool:
+        """Whether an answer shows the root's files (the inside file's marker, or a name planted inside), the
+        argument's own value (and its last name) left out: an echo of what was sent shows nothing."""
+        words = [self.marker, *(self.n(name) for name in _INSIDE)]
+        echoes = [e for e in (value, value.rstrip("/").rpartition("/")[2]) if e]
+        for text in texts:
+            for echo in echoes:
+                text = text.replace(echo, "")
+            if any(word in text for word in words):
+                return True
+        return False
 
     def evidence_in(self, texts: list[str]) -> list[str]:
         """The canary tokens (content or name) that appear in ``texts``."""
