@@ -129,3 +129,21 @@ def test_the_official_git_server_without_a_repository_is_caught() -> None:
     escaped = {r["tool"] for r in report["rows"] if r["outcome"] == "ESCAPED"}
     assert {"git_status", "git_log", "git_show"} <= escaped, report["rows"]
     assert report["causes"][0]["technique"] == "absolute-outside"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_stat_tool_that_reaches_outside_shows_by_the_size_drawn() -> None:
+    from mcp.server import MCPServer
+
+    from mcp_roots.testing import assert_confined
+
+    server = MCPServer("naive-stat")
+
+    @server.tool()
+    def get_file_info(path: str) -> str:
+        """Size of a file."""
+        return f"size: {os.stat(path).st_size}\nisFile: {os.path.isfile(path)}"
+
+    with pytest.raises(AssertionError, match=r"get_file_info path: absolute-outside ESCAPED"):
+        await assert_confined(server, techniques=["absolute-outside"], eras=["legacy"], declare_roots=[False])

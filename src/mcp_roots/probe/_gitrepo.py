@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import zlib
 
 from ._fdtree import make_dir, put_file
 
 __all__ = ["plant_repo"]
 
-_STAMP = "probe <probe@localhost> 1700000000 +0000"
 _CONFIG = b"[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
 
 
 def plant_repo(dir_fd: int, files: dict[str, bytes], message: str) -> None:
     """Make ``dir_fd`` a git working tree whose branch ``main`` has one commit holding ``files`` (names in
     the directory, not committed through it: the files themselves are the caller's) with ``message``."""
+    author = "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(8))
+    stamp = f"{author} <{author}@localhost> 1700000000 +0000"  # a random name: nothing says 'probe'
     git = make_dir(dir_fd, ".git")
     try:
         put_file(git, "HEAD", b"ref: refs/heads/main\n")
@@ -42,7 +44,7 @@ def plant_repo(dir_fd: int, files: dict[str, bytes], message: str) -> None:
                     for name, data in sorted(files.items())
                 ),
             )
-            head = f"tree {tree.decode()}\nauthor {_STAMP}\ncommitter {_STAMP}\n\n{message}\n"
+            head = f"tree {tree.decode()}\nauthor {stamp}\ncommitter {stamp}\n\n{message}\n"
             commit = store(b"commit", head.encode())
         finally:
             for fd in folders.values():

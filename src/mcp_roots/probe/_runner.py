@@ -471,7 +471,11 @@ async def _judged(
     if hung:
         scratch.unblock_fifos()
     evidence = [
-        f"content of {rel!r}" if not rel.startswith("name ") else f"listing ({rel})"
+        f"listing ({rel})"
+        if rel.startswith("name ")
+        else f"size of {rel[5:]!r}"
+        if rel.startswith("size ")
+        else f"content of {rel!r}"
         for rel in scratch.evidence_in(list(_strings(result)))
     ]
     evidence += scratch.outside_changes(declared=run.declared)

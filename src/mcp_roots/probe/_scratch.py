@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -104,6 +105,16 @@ NAME_CANARY_DIRS = (
 )
 
 
+def _padded(head: str, size: int) -> str:
+    """``head`` filled up to ``size`` bytes (ASCII): a stat of the file shows a size drawn for this run."""
+    return head + "." * (size - len(head.encode()))
+
+
+def _number_in(number: int, text: str) -> bool:
+    """Whether ``number`` stands in ``text`` as a number of its own (not part of a longer one)."""
+    return re.search(rf"(?<![\d.,]){number}(?![\d.,]?\d)", text) is not None
+
+
 def _token() -> str:
     """A random word: canary contents and names carry no fixed text a server could recognise."""
     return "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(4)) + secrets.token_hex(8)
@@ -124,6 +135,10 @@ class Scratch:
     names: dict[str, str]
     marker: str = field(default_factory=_token)
     tokens: dict[str, str] = field(default_factory=dict)  # canary (logical path under base) -> its content
+    sizes: dict[str, int] = field(
+        default_factory=dict
+    )  # canary -> its size in bytes, drawn (a stat shows it)
+    inside_size: int = 0  # the inside file's size, drawn likewise
     name_tokens: list[str] = field(default_factory=list)
     baseline: Fingerprint = field(default_factory=dict)
     inside_baseline: Fingerprint = field(default_factory=dict)
@@ -193,13 +208,16 @@ class Scratch:
     def _plant(self) -> None:
         os.close(self._dir(self.n("root")))
         self.tokens = {rel: _token() for rel in CANARIES}
+        drawn = secrets.SystemRandom().sample(range(10_000, 100_000), len(CANARIES) + 1)
+        self.sizes = dict(zip(CANARIES, drawn, strict=False))
+        self.inside_size = drawn[-1]
         self._plant_outside()
 
     def _plant_outside(self) -> None:
         """The canaries with their tokens, fresh name canaries (a canary's name in a listing is evidence too),
         the percent-named root's sibling tree, then the root's contents and both fingerprints."""
         for rel, token in self.tokens.items():
-            self._put(rel, token + "\n")
+            self._put(rel, _padded(token + "\n", self.sizes[rel]))
         self.name_tokens = []
         for rel_dir in NAME_CANARY_DIRS:
             name = _token()
@@ -212,7 +230,8 @@ class Scratch:
         fd = self._dir(self.n("outside"))
         try:
             secret = self.tokens["outside/secret.txt"]
-            plant_repo(fd, {self.n("secret.txt"): f"{secret}\n".encode()}, f"outside {secret}")
+            content = _padded(f"{secret}\n", self.sizes["outside/secret.txt"]).encode()
+            plant_repo(fd, {self.n("secret.txt"): content}, secret)
         finally:
             os.close(fd)
         self.plant_inside()
@@ -227,7 +246,10 @@ class Scratch:
                 names = [e.name for e in entries]
             for name in names:
                 clear(fd, name)
-            put_file(fd, n("benign.txt"), f"benign inside file {self.marker}\n".encode())
+            benign = {
+                n("benign.txt"): _padded(f"benign inside file {self.marker}\n", self.inside_size).encode()
+            }
+            put_file(fd, n("benign.txt"), benign[n("benign.txt")])
             sub = make_dir(fd, n("inner-dir"))
             try:
                 put_file(sub, n("inner.txt"), b"inner inside file\n")
@@ -258,8 +280,7 @@ class Scratch:
                 make_link(race, n("x"), self.actual("../../outside"))
             finally:
                 os.close(race)
-            benign = {n("benign.txt"): f"benign inside file {self.marker}\n".encode()}
-            plant_repo(fd, benign, f"inside {self.marker}")  # a repository too: git tools reach the root
+            plant_repo(fd, benign, self.marker)  # a repository too: git tools reach the root
             self.inside_baseline = fingerprint(fd)
         finally:
             os.close(fd)
@@ -315,7 +336,7 @@ class Scratch:
         for text in texts:
             for echo in echoes:
                 text = text.replace(echo, "")
-            if any(word in text for word in words):
+            if any(word in text for word in words) or _number_in(self.inside_size, text):
                 return True
         return False
 
@@ -323,6 +344,12 @@ class Scratch:
         """The canary tokens (content or name) that appear in ``texts``."""
         found = [rel for rel, token in self.tokens.items() if any(token in t for t in texts)]
         found += [f"name {n}" for n in self.name_tokens if any(n in t for t in texts)]
+        found += [
+            f"size {rel}"
+            for rel, size in self.sizes.items()
+            if rel != "outside/hardlink-secret.txt"  # linked inside: a listing of the root shows it rightly
+            and any(_number_in(size, t) for t in texts)
+        ]
         return found
 
     def unblock_fifos(self) -> None:
