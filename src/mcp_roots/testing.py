@@ -58,7 +58,8 @@ async def assert_confined(
     beforehand knows no scratch root, so it is probed with declared client roots only. ``tool`` (and ``arg``)
     narrow the probe to one tool (``arg`` a locator: ``path``, ``job.path``, ``items[].file_path``); without
     them every path found in every tool's input schema is probed. A tool that handles files (by its name or
-    description) and was not reached fails the test too, unless named in ``allow_unreached``.
+    description) and was not reached, or showed no effect the probe can see, fails the test too, unless named
+    in ``allow_unreached``.
     Returns the report when nothing got out and every file tool was reached."""
     __tracebackhide__ = True
     # Loaded here, not when pytest loads the plugin: a project that never probes loads none of it.
@@ -115,6 +116,11 @@ def failure_message(report: Report) -> str:
         parts.append(
             f"file tool {name!r} was not reached ({'; '.join(why) or 'no place reached'}); name its path "
             f"with tool=/arg=, or allow_unreached=[{name!r}]"
+        )
+    for name in report.unobserved_file_tools:
+        parts.append(
+            f"file tool {name!r} ran, but no place of it had an effect the probe can see (a working folder, "
+            f"a command): no verdict of it is earned; allow_unreached=[{name!r}] accepts that"
         )
     return "\n".join(escape(part) for part in parts)
 

@@ -80,7 +80,8 @@ def test_a_write_folded_into_another_declared_root_is_no_finding() -> None:
 def test_a_working_folder_whose_effect_no_canary_sees_is_no_observable_effect() -> None:
     args = ("--client-roots", "none", "--technique", "absolute-outside", "--technique", "dotdot")
     code, report, stderr = probe(*args, "--tool", "run_command", "--tool", "read_file", *broken("workdir"))
-    assert code == 0, stderr
+    assert code == 3, stderr  # a file tool of which no verdict is earned fails the run, as an unreached one
+    assert report["unobserved_file_tools"] == ["run_command"]
     outcomes = {(r["tool"], r["technique"]): r["outcome"] for r in report["rows"]}
     assert outcomes[("run_command", "absolute-outside")] == "no observable effect"
     assert outcomes[("run_command", "dotdot")] == "no observable effect"

@@ -72,6 +72,7 @@ class Report:
     unreached: dict[str, str] = field(default_factory=dict)  # "tool.locator" or "tool" -> why not reached
     unreached_file_tools: list[str] = field(default_factory=list)  # file tools with nothing reached
     unobserved: dict[str, str] = field(default_factory=dict)  # "tool.locator" reached, effect unseen: why
+    unobserved_file_tools: list[str] = field(default_factory=list)  # file tools reached, no effect seen
     calls: int = 0
     seconds: float = 0.0
 
@@ -134,6 +135,7 @@ class Report:
             "unreached": self.unreached,
             "unreached_file_tools": self.unreached_file_tools,
             "unobserved": self.unobserved,
+            "unobserved_file_tools": self.unobserved_file_tools,
             "causes": [asdict(cause) for cause in self.causes()],
             "rows": [asdict(row) for row in self.rows],
         }
@@ -173,6 +175,11 @@ class Report:
             f"FAILED: file tool {name!r} was not reached (name its path with --tool {name}:LOCATOR, or "
             f"--allow-unreached {name})"
             for name in self.unreached_file_tools
+        ]
+        lines += [
+            f"FAILED: file tool {name!r} ran, but no place of it had an effect the probe can see, so no "
+            f"verdict of it is earned (--allow-unreached {name} accepts that)"
+            for name in self.unobserved_file_tools
         ]
         lines += [f"note: {n}" for n in self.notes]
         lines += [f"FAILED: {f}" for f in self.failures]

@@ -144,6 +144,15 @@ def _account_unreached(run: _Run) -> None:
     report.unreached = {k: v for k, v in run.unreached.items() if k not in run.reached}
     report.unobserved = {k: v for k, v in run.unobserved.items() if k not in run.observed}
     reached_tools = {k.partition(".")[0] for k in run.reached}
+    observed_tools = {k.partition(".")[0] for k in run.observed}
+    report.unobserved_file_tools = [
+        name
+        for name, tool in run.tools.items()
+        if name in reached_tools
+        and name not in observed_tools
+        and looks_like_file_tool(tool)
+        and name not in run.options.allow_unreached
+    ]
     report.unreached_file_tools = [
         name
         for name, tool in run.tools.items()
