@@ -90,8 +90,9 @@ async def assert_confined(
 
 
 def failure_message(report: Report) -> str:
-    """The findings grouped by technique (one line per tool and place, the connections that showed it), then
-    the file tools not reached and why; "" when there is nothing to fail for."""
+    """The missing checks that explain the findings, the findings grouped by technique (one line per tool and
+    place, the connections that showed it), then the file tools not reached and why; "" when there is nothing
+    to fail for."""
     from .probe import escape
 
     groups: dict[str, dict[tuple[str, str], list[Any]]] = {}
@@ -100,6 +101,9 @@ def failure_message(report: Report) -> str:
     parts: list[str] = []
     if groups:
         parts.append(f"{len(report.findings)} way(s) out of the root in {report.target}:")
+        for cause in report.causes():  # one missing check first, with what follows from it
+            follows = f"; {cause.following} other finding(s) follow from it" if cause.following else ""
+            parts.append(f"  cause: {cause.cause} ({cause.technique}) in {', '.join(cause.places)}{follows}")
         for technique, places in groups.items():
             parts.append(f"  {technique}:")
             for (tool, argument), rows in places.items():

@@ -146,5 +146,9 @@ async def test_a_stat_tool_that_reaches_outside_shows_by_the_size_drawn() -> Non
         """Size of a file."""
         return f"size: {os.stat(path).st_size}\nisFile: {os.path.isfile(path)}"
 
-    with pytest.raises(AssertionError, match=r"get_file_info path: absolute-outside ESCAPED"):
+    with pytest.raises(AssertionError) as caught:
         await assert_confined(server, techniques=["absolute-outside"], eras=["legacy"], declare_roots=[False])
+    lines = str(caught.value).splitlines()
+    cause = "no boundary check at all: a plain path outside the root got out (absolute-outside)"
+    assert lines[1] == f"  cause: {cause} in get_file_info path", lines  # the cause first, then its findings
+    assert any("get_file_info path: absolute-outside ESCAPED" in line and "size of" in line for line in lines)
