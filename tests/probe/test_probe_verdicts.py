@@ -113,6 +113,7 @@ def test_causes_keep_apart_what_does_not_follow() -> None:
     for technique in ("dotdot", "parent", "symlink-final", "symlink-chain", "sibling-prefix"):
         report.rows.append(Row("legacy", "read_file", "path", technique, "ESCAPED"))
     report.rows.append(Row("legacy", "write_file", "path", "symlink-dir", "ESCAPED"))
+    report.rows.append(Row("legacy", "read_file", "path", "fifo", "HANG"))  # inside the root: no way out
     causes = {c.technique: (c.places, c.following) for c in report.causes()}
     # '..' explains 'parent'; the symlink findings are a second cause (one, in two tools); sibling-prefix
     # follows from neither.

@@ -97,7 +97,7 @@ class Report:
         one missing check is one cause, however many techniques got through because of it."""
         by_place: dict[tuple[str, str], set[str]] = {}
         for row in self.table():
-            if row.outcome in FINDINGS:
+            if row.outcome == ESCAPED:  # a hang or a crash is no way out: no missing check explains it
                 by_place.setdefault((row.tool, row.argument), set()).add(row.technique)
         found: dict[str, Cause] = {}
         for (tool, argument), techniques in by_place.items():
