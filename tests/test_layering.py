@@ -103,6 +103,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
     "cli": [("_common",), ("_completion", "_sandbox"), ("_commands",), ("__init__",), ("__main__",)],
     "probe": [
         ("_session", "_procs", "_report", "_fdtree"),
+        ("_gitrepo",),
         ("_scratch",),
         ("_race",),
         ("_discover", "_techniques", "_fastmcp4", "_mcp1", "_mcp2"),

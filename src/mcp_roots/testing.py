@@ -54,7 +54,8 @@ async def assert_confined(
     """Probe a server and fail (AssertionError with the findings) if any technique got out of the root.
 
     A server object built beforehand knows no scratch root, so it is probed with declared client roots
-    only. A tool that handles files (by its name or description) and was not reached fails the test too.
+    only. A tool that handles files (by its name or description) and was not reached, or showed no effect
+    the probe can see, fails the test too.
     Returns the report when nothing got out and every file tool was reached.
 
     Args:
@@ -69,7 +70,7 @@ async def assert_confined(
         declare_roots: Whether the client declares roots, per run (default: both where a root is known).
         deadline: Seconds each call may take before it counts as a hang.
         race_attempts: Tries of each race technique.
-        allow_unreached: File tools that may stay unreached without failing the test.
+        allow_unreached: File tools that may stay unreached (or unobserved) without failing the test.
     """
     __tracebackhide__ = True
     # Loaded here, not when pytest loads the plugin: a project that never probes loads none of it.
@@ -101,8 +102,9 @@ async def assert_confined(
 
 
 def failure_message(report: Report) -> str:
-    """The findings grouped by technique (one line per tool and place, the connections that showed it), then
-    the file tools not reached and why; "" when there is nothing to fail for."""
+    """The missing checks that explain the findings, the findings grouped by technique (one line per tool and
+    place, the connections that showed it), then the file tools not reached and why; "" when there is nothing
+    to fail for."""
     from .probe import escape
 
     groups: dict[str, dict[tuple[str, str], list[Any]]] = {}
@@ -111,6 +113,9 @@ def failure_message(report: Report) -> str:
     parts: list[str] = []
     if groups:
         parts.append(f"{len(report.findings)} way(s) out of the root in {report.target}:")
+        for cause in report.causes():  # one missing check first, with what follows from it
+            follows = f"; {cause.following} other finding(s) follow from it" if cause.following else ""
+            parts.append(f"  cause: {cause.cause} ({cause.technique}) in {', '.join(cause.places)}{follows}")
         for technique, places in groups.items():
             parts.append(f"  {technique}:")
             for (tool, argument), rows in places.items():
@@ -127,6 +132,11 @@ def failure_message(report: Report) -> str:
         parts.append(
             f"file tool {name!r} was not reached ({'; '.join(why) or 'no place reached'}); name its path "
             f"with tool=/arg=, or allow_unreached=[{name!r}]"
+        )
+    for name in report.unobserved_file_tools:
+        parts.append(
+            f"file tool {name!r} ran, but no place of it had an effect the probe can see (a working folder, "
+            f"a command): no verdict of it is earned; allow_unreached=[{name!r}] accepts that"
         )
     return "\n".join(escape(part) for part in parts)
 

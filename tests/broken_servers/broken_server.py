@@ -11,6 +11,8 @@ BUG is one of BUGS. Client roots (legacy era) replace ROOT when the client decla
 from __future__ import annotations
 
 import os
+import shlex
+import subprocess
 import sys
 import unicodedata
 import warnings
@@ -60,6 +62,16 @@ def check_nfc(path: str, root: str) -> bool:
     return _inside(unicodedata.normalize("NFC", os.path.realpath(path)), unicodedata.normalize("NFC", root))
 
 
+def check_none(path: str, root: str) -> bool:
+    """No check at all: every way out works, the plainest first."""
+    return True
+
+
+def check_deny(path: str, root: str) -> bool:
+    """Refuses every path, inside ones too: nothing the probe tries tells it anything."""
+    return False
+
+
 CHECKS = {
     "prefix": check_prefix,
     "parent-realpath": check_parent_realpath,
@@ -73,6 +85,9 @@ CHECKS = {
 BUGS = tuple(CHECKS)
 #: Not a way out: a server whose read_file exits on a control character (the probe must say CRASHED).
 CRASH = "crash"
+#: Servers for the probe's verdicts (none is a bug a technique is made for): no check at all; every path
+#: refused; paths used NFC-folded; a tool run in a working folder it never checks.
+VERDICTS = {"none": check_none, "deny": check_deny, "fold": check_realpath, "workdir": check_realpath}
 
 
 def root_path(uri: str, bug: str) -> str:
@@ -84,7 +99,7 @@ def root_path(uri: str, bug: str) -> str:
 
 def build(bug: str, root: str) -> MCPServer:
     server = MCPServer(f"broken-{bug}")
-    check = CHECKS.get(bug, check_realpath)
+    check = {**CHECKS, **VERDICTS}.get(bug, check_realpath)
 
     async def roots(ctx: Context) -> list[str]:
         try:
@@ -98,6 +113,8 @@ def build(bug: str, root: str) -> MCPServer:
     async def allowed(path: str, ctx: Context, *, write: bool = False) -> str:
         candidates = await roots(ctx)
         full = path if os.path.isabs(path) else os.path.join(candidates[0], path)
+        if bug == "fold":  # checked and used as NFC (as the official filesystem server 2.0.1 does): a write
+            full = unicodedata.normalize("NFC", full)  # to the outside NFD twin lands in the NFC root
         if bug == "write-follows" and not write:
             ok = any(check_realpath(full, r) for r in candidates)
         else:
@@ -138,6 +155,17 @@ def build(bug: str, root: str) -> MCPServer:
         except (OSError, ValueError) as exc:
             raise ToolError(f"cannot list {path}: {exc}") from None
 
+    if bug == "workdir":
+
+        @server.tool()
+        def run_command(command: str, working_dir: str) -> str:
+            """Run a command in a working directory (any directory: the folder is never checked)."""
+            try:
+                done = subprocess.run(shlex.split(command) or ["true"], cwd=working_dir, capture_output=True)
+            except FileNotFoundError:
+                return "exit 127"
+            return f"exit {done.returncode}"
+
     if bug == "template":
 
         @server.resource("docs://files/{name}")
@@ -152,6 +180,6 @@ def build(bug: str, root: str) -> MCPServer:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in (*BUGS, CRASH):
-        sys.exit(f"usage: broken_server.py {{{'|'.join((*BUGS, CRASH))}}} ROOT")
+    if len(sys.argv) != 3 or sys.argv[1] not in (*BUGS, CRASH, *VERDICTS):
+        sys.exit(f"usage: broken_server.py {{{'|'.join((*BUGS, CRASH, *VERDICTS))}}} ROOT")
     build(sys.argv[1], sys.argv[2]).run("stdio")

@@ -37,7 +37,12 @@ def _a_file(directory: str) -> str | None:
 def _a_file_in_a_subdirectory(root: str) -> str | None:
     with os.scandir(root) as entries:
         for entry in entries:
-            if entry.is_dir(follow_symlinks=False) and (name := _a_file(entry.path)):
+            # Not the repository's .git: the file the tests watch is in the root's own folder.
+            if (
+                entry.is_dir(follow_symlinks=False)
+                and not entry.name.startswith(".")
+                and (name := _a_file(entry.path))
+            ):
                 return os.path.join(entry.path, name)
     return None
 

@@ -26,6 +26,7 @@ __all__ = [
 _DESTINATION = re.compile(r"dest|destination|target|^to$|new", re.IGNORECASE)
 _OLD_TEXT = re.compile(r"old|search|find|match", re.IGNORECASE)
 _PATTERN = re.compile(r"pattern|glob|query", re.IGNORECASE)
+_REVISION = re.compile(r"revision|^rev$|^ref$|commit", re.IGNORECASE)
 #: A tool named or described like this handles files: not reaching it is a failure, not a shrug.
 _FILE_TOOL = re.compile(
     r"\b(read|write|file|files|path|paths|dir|dirs|directory|directories|folder|folders|edit|move|copy|"
@@ -122,7 +123,8 @@ def fill_arguments(
 ) -> dict[str, Any]:
     """The whole arguments of one call: ``value`` at ``target``; every other path place an existing inside
     file (or a fresh inside name, for a destination); every other required value a sample of its type
-    (``old_text`` for one named like the text an edit replaces, ``*`` for a pattern, else ``write_token``)."""
+    (``old_text`` for one named like the text an edit replaces, ``*`` for a pattern, ``HEAD`` for a revision,
+    else ``write_token``)."""
     slot = target.slot or parse_override(f"{tool['name']}:{target.name}", [tool]).slot
     assert slot is not None  # parse_override always gives one
 
@@ -133,6 +135,8 @@ def fill_arguments(
     def text(name: str) -> str:
         if _PATTERN.search(name):
             return "*"
+        if _REVISION.search(name):
+            return "HEAD"  # a git revision: the commit checked out
         return old_text if _OLD_TEXT.search(name) else write_token
 
     arguments = slot.arguments(value, other=other, text=text)

@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["FINDINGS", "NOT_REACHED", "Report", "Row", "escape", "worst"]
+__all__ = ["FINDINGS", "NOT_REACHED", "NO_EFFECT", "Cause", "Report", "Row", "escape", "worst"]
 
 ESCAPED = "ESCAPED"
 HANG = "HANG"
@@ -17,8 +17,35 @@ NOTED = "noted"
 HELD = "held"
 UNTESTED = "untested"  # the tool refused the inside controls too: 'held' would mean nothing
 NOT_REACHED = "not reached"  # refused before the tool's code ran (input validation, a protocol error)
+NO_EFFECT = "no observable effect"  # the tool ran, but nothing a canary sees depends on the place
 FINDINGS = (ESCAPED, HANG, CRASHED)
-_ORDER = {ESCAPED: 0, HANG: 1, CRASHED: 2, NOTED: 3, HELD: 4, UNTESTED: 5, NOT_REACHED: 6}
+_ORDER = {ESCAPED: 0, HANG: 1, CRASHED: 2, NOTED: 3, HELD: 4, NO_EFFECT: 5, UNTESTED: 6, NOT_REACHED: 7}
+_SYMLINKS = frozenset(
+    ("symlink-final", "symlink-dir", "symlink-chain", "dangling-symlink", "dotdot-after-symlink")
+) | {"magic-link"}
+#: The missing checks, most basic first: (technique that shows it, what is missing, techniques whose
+#: findings follow from it; None: every one).
+_CAUSES: tuple[tuple[str, str, frozenset[str] | None], ...] = (
+    ("absolute-outside", "no boundary check at all: a plain path outside the root got out", None),
+    (
+        "dotdot",
+        "'..' is not resolved before the check",
+        frozenset(("parent", "percent-encoded", "control-chars", "long-name", "dotdot-after-symlink")),
+    ),
+    ("symlink-final", "symlinks are not resolved before the check", _SYMLINKS | {"swap-race"}),
+    ("symlink-dir", "symlinks are not resolved before the check", _SYMLINKS | {"swap-race"}),
+)
+
+
+@dataclass
+class Cause:
+    """One missing check that explains findings: the technique that shows it plainly, the places it
+    showed in, and how many other findings (table rows) follow from it."""
+
+    technique: str
+    cause: str
+    places: list[str] = field(default_factory=list)
+    following: int = 0
 
 
 @dataclass
@@ -44,6 +71,8 @@ class Report:
     failures: list[str] = field(default_factory=list)  # connections that could not be made or broke off
     unreached: dict[str, str] = field(default_factory=dict)  # "tool.locator" or "tool" -> why not reached
     unreached_file_tools: list[str] = field(default_factory=list)  # file tools with nothing reached
+    unobserved: dict[str, str] = field(default_factory=dict)  # "tool.locator" reached, effect unseen: why
+    unobserved_file_tools: list[str] = field(default_factory=list)  # file tools reached, no effect seen
     calls: int = 0
     seconds: float = 0.0
 
@@ -62,6 +91,25 @@ class Report:
     def classes_found(self) -> list[str]:
         """The weakness classes with at least one finding, sorted."""
         return sorted({row.weakness for row in self.findings if row.weakness})
+
+    def causes(self) -> list[Cause]:
+        """The missing checks that explain the findings, each once, with the findings that follow from it:
+        one missing check is one cause, however many techniques got through because of it."""
+        by_place: dict[tuple[str, str], set[str]] = {}
+        for row in self.table():
+            if row.outcome == ESCAPED:  # a hang or a crash is no way out: no missing check explains it
+                by_place.setdefault((row.tool, row.argument), set()).add(row.technique)
+        found: dict[str, Cause] = {}
+        for (tool, argument), techniques in by_place.items():
+            left = set(techniques)
+            for technique, missing, follows in _CAUSES:
+                if technique in left:
+                    following = {t for t in left - {technique} if follows is None or t in follows}
+                    cause = found.setdefault(missing, Cause(technique, missing))
+                    cause.places.append(f"{tool} {argument}")
+                    cause.following += len(following)
+                    left -= following | {technique}
+        return list(found.values())
 
     def table(self) -> list[Row]:
         """One row per (tool, argument, technique): the worst outcome over the connections tried."""
@@ -86,6 +134,9 @@ class Report:
             "failures": self.failures,
             "unreached": self.unreached,
             "unreached_file_tools": self.unreached_file_tools,
+            "unobserved": self.unobserved,
+            "unobserved_file_tools": self.unobserved_file_tools,
+            "causes": [asdict(cause) for cause in self.causes()],
             "rows": [asdict(row) for row in self.rows],
         }
 
@@ -108,16 +159,27 @@ class Report:
         widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head[:4])]
         lines = [f"probe of {self.target}"]
         lines += [f"  connection {label}: protocol {version}" for label, version in self.connections.items()]
+        lines += [
+            f"CAUSE: {c.cause} ({c.technique}) in {', '.join(c.places)}"
+            + (f"; {c.following} other finding(s) follow from it" if c.following else "")
+            for c in self.causes()
+        ]
         lines.append("")
         lines.append("  ".join(h.ljust(w) for h, w in zip(head[:4], widths, strict=True)) + "  " + head[4])
         for c in cells:
             lines.append("  ".join(v.ljust(w) for v, w in zip(c[:4], widths, strict=True)) + "  " + c[4])
         lines.append("")
         lines += [f"not reached: {place}: {why}" for place, why in self.unreached.items()]
+        lines += [f"no observable effect: {place}: {why}" for place, why in self.unobserved.items()]
         lines += [
             f"FAILED: file tool {name!r} was not reached (name its path with --tool {name}:LOCATOR, or "
             f"--allow-unreached {name})"
             for name in self.unreached_file_tools
+        ]
+        lines += [
+            f"FAILED: file tool {name!r} ran, but no place of it had an effect the probe can see, so no "
+            f"verdict of it is earned (--allow-unreached {name} accepts that)"
+            for name in self.unobserved_file_tools
         ]
         lines += [f"note: {n}" for n in self.notes]
         lines += [f"FAILED: {f}" for f in self.failures]

@@ -31,7 +31,19 @@ from ._discover import (
 )
 from ._procs import kill_groups, kill_strays
 from ._race import can_swap, swapping
-from ._report import CRASHED, ESCAPED, HANG, HELD, NOT_REACHED, NOTED, UNTESTED, Report, Row, worst
+from ._report import (
+    CRASHED,
+    ESCAPED,
+    HANG,
+    HELD,
+    NO_EFFECT,
+    NOT_REACHED,
+    NOTED,
+    UNTESTED,
+    Report,
+    Row,
+    worst,
+)
 from ._scratch import HostileTree, Scratch
 from ._session import LEGACY, MODERN, Connection, Session, Target
 from ._techniques import LINK, TECHNIQUES, Technique, Variant, expand_template, file_uri
@@ -78,9 +90,12 @@ class _Run:
     write_token: str = field(default_factory=lambda: "probe-wrote-" + secrets.token_hex(6))
     fresh: int = 0
     cwd_is_scratch: bool = False
+    declared: bool = False  # the connection now probed declares the probe's roots (all three count as inside)
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # the tools probed (or to be), by name
     reached: set[str] = field(default_factory=set)  # "tool.locator" whose controls reached the tool's code
     unreached: dict[str, str] = field(default_factory=dict)  # "tool.locator" (or "tool") -> why not
+    observed: set[str] = field(default_factory=set)  # "tool.locator" whose controls showed an effect
+    unobserved: dict[str, str] = field(default_factory=dict)  # reached, but no effect canaries can see
 
     def fresh_name(self) -> str:
         self.fresh += 1
@@ -127,7 +142,17 @@ def _account_unreached(run: _Run) -> None:
     """The places never reached on any connection, and the file tools with none reached at all."""
     report = run.report
     report.unreached = {k: v for k, v in run.unreached.items() if k not in run.reached}
+    report.unobserved = {k: v for k, v in run.unobserved.items() if k not in run.observed}
     reached_tools = {k.partition(".")[0] for k in run.reached}
+    observed_tools = {k.partition(".")[0] for k in run.observed}
+    report.unobserved_file_tools = [
+        name
+        for name, tool in run.tools.items()
+        if name in reached_tools
+        and name not in observed_tools
+        and looks_like_file_tool(tool)
+        and name not in run.options.allow_unreached
+    ]
     report.unreached_file_tools = [
         name
         for name, tool in run.tools.items()
@@ -200,6 +225,7 @@ async def _probe_connection(
     session: Session, connection: Connection, techniques: list[Technique], run: _Run, once_done: bool
 ) -> bool:
     options, report, scratch = run.options, run.report, run.scratch
+    run.declared = connection.declare_roots
     with anyio.fail_after(max(options.deadline * 4, 20.0)):
         tools = await session.list_tools()
     if options.tools:
@@ -242,7 +268,7 @@ async def _probe_connection(
     controls = {a: await _controls(session, connection, by_name[a.tool], a, run) for a in arguments}
     kinds = {a: k for a, k in controls.items() if k is not None}
     arguments = list(kinds)
-    reachable = any(k != {"file", "dir", "new", "untested"} for k in kinds.values())
+    reachable = any("untested" not in k for k in kinds.values())
     run_once = not once_done and reachable
     for technique in techniques:
         if (technique.once and not run_once) or (technique.needs_roots and not connection.declare_roots):
@@ -286,18 +312,23 @@ async def _controls(
     session: Session, connection: Connection, tool: dict[str, Any], arg: PathArgument, run: _Run
 ) -> set[str] | None:
     """What kinds of inside path the argument takes: an existing file, a directory, a new name (each answered
-    without an error). All three, and 'untested', when the tool ran but refused every inside control; None
-    (and a 'not reached' row) when no control got past input validation or the protocol to the tool's code.
+    without an error). None (and a 'not reached' row) when no control got past input validation or the
+    protocol to the tool's code; all three and 'untested' when the tool refused every inside control (the
+    place counts as not reached: no row of it can be 'held'); 'unobserved' added when no control's answer
+    showed the inside tree and none changed it (a working folder, a command: canaries cannot see its effect).
     The controls are judged too: a listing of the root that follows a link out is a way out."""
     kinds: set[str] = set()
     reasons: list[str] = []
-    root = str(run.scratch.root)
+    refusals: list[str] = []
+    seen = False
+    scratch = run.scratch
+    root = str(scratch.root)
     for kind, value in (
-        ("file", f"{root}/{run.scratch.n('benign.txt')}"),
+        ("file", f"{root}/{scratch.n('benign.txt')}"),
         ("dir", root),
         ("new", run.fresh_name()),
     ):
-        outcome, evidence, result = await _judged(session, tool, arg, _as_arg(arg, value), run, True)
+        outcome, evidence, result = await _judged(session, tool, arg, _as_arg(arg, value), run, False)
         if outcome != HELD:
             row = Row(connection.label, arg.tool, arg.name, INSIDE_CONTROL, outcome, evidence, value, 1, LINK)
             if outcome == CRASHED:
@@ -308,6 +339,10 @@ async def _controls(
             reasons.append(reason)
         elif result is not None and not result.get("isError"):
             kinds.add(kind)
+            seen = seen or scratch.inside_changed() or scratch.shows_inside(_strings(result), value)
+        elif result is not None:
+            refusals.append(_first_text(result))
+        scratch.restore()
     key = f"{arg.tool}.{arg.name}"
     if len(reasons) == 3:
         run.unreached.setdefault(key, reasons[0])
@@ -315,10 +350,25 @@ async def _controls(
             Row(connection.label, arg.tool, arg.name, INSIDE_CONTROL, NOT_REACHED, reasons[:1], root, 3, LINK)
         )
         return None
-    run.reached.add(key)
     if not kinds:
-        kinds = {"file", "dir", "new", "untested"}
-    return kinds
+        said = f": {refusals[-1]}" if refusals else ""
+        run.unreached.setdefault(key, f"the tool refused every inside path the probe gave it{said}")
+        return {"file", "dir", "new", "untested"}
+    run.reached.add(key)
+    if seen:
+        run.observed.add(key)
+        return kinds
+    run.unobserved.setdefault(
+        key, "the tool answered, but showed nothing of the root's files and changed none: no canary can tell"
+    )
+    return kinds | {"unobserved"}
+
+
+def _first_text(result: dict[str, Any]) -> str:
+    for block in result.get("content") or []:
+        if isinstance(block, dict) and isinstance(block.get("text"), str):
+            return str(block["text"])[:200]
+    return "an error"
 
 
 def _as_arg(arg: PathArgument, value: str) -> str:
@@ -377,7 +427,7 @@ async def _try(
     run: _Run,
 ) -> Row:
     scratch = run.scratch
-    outcome = UNTESTED if "untested" in kinds else HELD
+    outcome = UNTESTED if "untested" in kinds else NO_EFFECT if "unobserved" in kinds else HELD
     row = Row(connection.label, arg.tool, arg.name, technique.name, outcome, weakness=technique.weakness)
     if technique.race and not can_swap(scratch):
         row.outcome, row.evidence = UNTESTED, ["renameat2(RENAME_EXCHANGE) is not available here"]
@@ -430,10 +480,14 @@ async def _judged(
     if hung:
         scratch.unblock_fifos()
     evidence = [
-        f"content of {rel!r}" if not rel.startswith("name ") else f"listing ({rel})"
+        f"listing ({rel})"
+        if rel.startswith("name ")
+        else f"size of {rel[5:]!r}"
+        if rel.startswith("size ")
+        else f"content of {rel!r}"
         for rel in scratch.evidence_in(list(_strings(result)))
     ]
-    evidence += scratch.outside_changes()
+    evidence += scratch.outside_changes(declared=run.declared)
     if restore:
         scratch.restore()
     if evidence:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from ._fdtree import (
     put_file,
     release_tree,
 )
+from ._gitrepo import plant_repo
 
 __all__ = ["FULLWIDTH_ROOT", "TWIN_NFD", "HostileTree", "Scratch", "draw_names"]
 
@@ -67,6 +70,8 @@ _LOGICAL = (
     "hardlink", "fifo", "race", "d", "x",
 )  # fmt: skip
 FULLWIDTH_ROOT = "\uff52\uff4f\uff4f\uff54"
+#: The names planted in the root: one of them in an answer shows the tool acted on the root's files.
+_INSIDE = ("benign.txt", "inner-dir", "link-out", "dir-out", "chain1", "hop", "race", "fifo")
 
 
 def _word(length: int) -> str:
@@ -103,6 +108,16 @@ NAME_CANARY_DIRS = (
 )
 
 
+def _padded(head: str, size: int) -> str:
+    """``head`` filled up to ``size`` bytes (ASCII): a stat of the file shows a size drawn for this run."""
+    return head + "." * (size - len(head.encode()))
+
+
+def _number_in(number: int, text: str) -> bool:
+    """Whether ``number`` stands in ``text`` as a number of its own (not part of a longer one)."""
+    return re.search(rf"(?<![\d.,]){number}(?![\d.,]?\d)", text) is not None
+
+
 def _token() -> str:
     """A random word: canary contents and names carry no fixed text a server could recognise."""
     return "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(4)) + secrets.token_hex(8)
@@ -123,6 +138,10 @@ class Scratch:
     names: dict[str, str]
     marker: str = field(default_factory=_token)
     tokens: dict[str, str] = field(default_factory=dict)  # canary (logical path under base) -> its content
+    sizes: dict[str, int] = field(
+        default_factory=dict
+    )  # canary -> its size in bytes, drawn (a stat shows it)
+    inside_size: int = 0  # the inside file's size, drawn likewise
     name_tokens: list[str] = field(default_factory=list)
     baseline: Fingerprint = field(default_factory=dict)
     inside_baseline: Fingerprint = field(default_factory=dict)
@@ -192,13 +211,16 @@ class Scratch:
     def _plant(self) -> None:
         os.close(self._dir(self.n("root")))
         self.tokens = {rel: _token() for rel in CANARIES}
+        drawn = secrets.SystemRandom().sample(range(10_000, 100_000), len(CANARIES) + 1)
+        self.sizes = dict(zip(CANARIES, drawn, strict=False))
+        self.inside_size = drawn[-1]
         self._plant_outside()
 
     def _plant_outside(self) -> None:
         """The canaries with their tokens, fresh name canaries (a canary's name in a listing is evidence too),
         the percent-named root's sibling tree, then the root's contents and both fingerprints."""
         for rel, token in self.tokens.items():
-            self._put(rel, token + "\n")
+            self._put(rel, _padded(token + "\n", self.sizes[rel]))
         self.name_tokens = []
         for rel_dir in NAME_CANARY_DIRS:
             name = _token()
@@ -207,6 +229,14 @@ class Scratch:
         os.close(self._dir(f"{self.n('pctroot')}/sub"))
         self._put(f"pctroot/{PERCENT_ROOT_NAME}/inner.txt", "inside the percent-named root\n")
         self._put(f"twins/{TWIN_NFC}/inner.txt", "inside the twin-named root\n")
+        # A repository outside (a git tool that opens any repo_path shows its files, names and log).
+        fd = self._dir(self.n("outside"))
+        try:
+            secret = self.tokens["outside/secret.txt"]
+            content = _padded(f"{secret}\n", self.sizes["outside/secret.txt"]).encode()
+            plant_repo(fd, {self.n("secret.txt"): content}, secret)
+        finally:
+            os.close(fd)
         self.plant_inside()
         self.baseline = fingerprint(self._base_fd, skip=self.n("root"))
 
@@ -219,7 +249,10 @@ class Scratch:
                 names = [e.name for e in entries]
             for name in names:
                 clear(fd, name)
-            put_file(fd, n("benign.txt"), f"benign inside file {self.marker}\n".encode())
+            benign = {
+                n("benign.txt"): _padded(f"benign inside file {self.marker}\n", self.inside_size).encode()
+            }
+            put_file(fd, n("benign.txt"), benign[n("benign.txt")])
             sub = make_dir(fd, n("inner-dir"))
             try:
                 put_file(sub, n("inner.txt"), b"inner inside file\n")
@@ -250,22 +283,34 @@ class Scratch:
                 make_link(race, n("x"), self.actual("../../outside"))
             finally:
                 os.close(race)
+            plant_repo(fd, benign, self.marker)  # a repository too: git tools reach the root
             self.inside_baseline = fingerprint(fd)
         finally:
             os.close(fd)
 
     # --- judging ------------------------------------------------------------------------------------
 
-    def outside_changes(self) -> list[str]:
-        """What differs outside the root from the planted state: created, changed or removed entries."""
+    def outside_changes(self, *, declared: bool = False) -> list[str]:
+        """What differs outside the root from the planted state: created, changed or removed entries.
+        ``declared``: the other roots the probe declares (the percent-named and the twin-named one) count as
+        inside: a change within them is no escape."""
         now = fingerprint(self._base_fd, skip=self.n("root"))
         said = self.logical
-        changed = [f"created {said(p)!r}" for p in now.keys() - self.baseline.keys()]
-        changed += [f"removed {said(p)!r}" for p in self.baseline.keys() - now.keys()]
-        changed += [
-            f"changed {said(p)!r}" for p in now.keys() & self.baseline.keys() if now[p] != self.baseline[p]
-        ]
-        return sorted(changed)
+        changed = [("created", p) for p in now.keys() - self.baseline.keys()]
+        changed += [("removed", p) for p in self.baseline.keys() - now.keys()]
+        changed += [("changed", p) for p in now.keys() & self.baseline.keys() if now[p] != self.baseline[p]]
+        if declared:
+            changed = [(what, p) for what, p in changed if not self._in_declared(what, p)]
+        return sorted(f"{what} {said(p)!r}" for what, p in changed)
+
+    def _in_declared(self, what: str, rel: str) -> bool:
+        """Whether a change at ``rel`` (under base) lies inside another declared root (the root itself
+        only changed: its entries changed, not it)."""
+        for root in (self.percent_root, self.twin_root):
+            top = str(root.relative_to(self.base))
+            if rel.startswith(top + "/") or (rel == top and what == "changed"):
+                return True
+        return False
 
     def inside_changed(self) -> bool:
         fd = self._dir(self.n("root"))
@@ -286,10 +331,28 @@ class Scratch:
         elif self.inside_changed():
             self.plant_inside()
 
+    def shows_inside(self, texts: Iterable[str], value: str) -> bool:
+        """Whether an answer shows the root's files (the inside file's marker, or a name planted inside), the
+        argument's own value (and its last name) left out: an echo of what was sent shows nothing."""
+        words = [self.marker, *(self.n(name) for name in _INSIDE)]
+        echoes = [e for e in (value, value.rstrip("/").rpartition("/")[2]) if e]
+        for text in texts:
+            for echo in echoes:
+                text = text.replace(echo, "")
+            if any(word in text for word in words) or _number_in(self.inside_size, text):
+                return True
+        return False
+
     def evidence_in(self, texts: list[str]) -> list[str]:
         """The canary tokens (content or name) that appear in ``texts``."""
         found = [rel for rel, token in self.tokens.items() if any(token in t for t in texts)]
         found += [f"name {n}" for n in self.name_tokens if any(n in t for t in texts)]
+        found += [
+            f"size {rel}"
+            for rel, size in self.sizes.items()
+            if rel != "outside/hardlink-secret.txt"  # linked inside: a listing of the root shows it rightly
+            and any(_number_in(size, t) for t in texts)
+        ]
         return found
 
     def unblock_fifos(self) -> None:

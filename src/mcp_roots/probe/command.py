@@ -55,7 +55,8 @@ techniques: {", ".join(t.name for t in TECHNIQUES)}
 
 exit codes: 0 nothing got out; 1 an escape, a hang or a crash was found; 2 usage error, or the server could
 not be started or reached (on any of the connections tried); 3 nothing found, but a tool that handles
-files (by its name or description) was not reached (--allow-unreached TOOL accepts that); 130 interrupted."""
+files (by its name or description) was not reached, or showed no effect the probe can see (--allow-unreached
+TOOL accepts that); 130 interrupted."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -394,7 +395,7 @@ def main(argv: Sequence[str]) -> int:
         return EXIT_FOUND
     if report.failures:
         return EXIT_ERROR  # nothing found, but not everything could be tried
-    return EXIT_UNREACHED if report.unreached_file_tools else EXIT_OK
+    return EXIT_UNREACHED if report.unreached_file_tools or report.unobserved_file_tools else EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover
