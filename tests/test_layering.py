@@ -61,6 +61,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_cache",),
         ("_connections",),
         ("_policy", "_provider"),
+        ("_port",),
         ("__init__",),
     ],
     "guard": [
@@ -69,8 +70,8 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_values",),
         ("_audit", "_schema"),
         ("_argcheck",),
-        ("_calls",),
         ("_port",),
+        ("_calls",),
         ("__init__",),
     ],
     "adapters": [

@@ -11,12 +11,13 @@ import os
 import sys
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .adapters import adapter_for_context, adapter_for_server, refusal
 from .errors import ConfigError, RootsError
-from .guard._audit import EXEMPT_ATTRIBUTE, AuditRow, Handler, audit_handlers, format_audit
+from .guard._audit import EXEMPT_ATTRIBUTE, AuditRow, audit_handlers, format_audit
 from .guard._calls import current_roots, guard_function
+from .guard._port import SdkPort
 from .paths._rootset import RootSet
 from .roots._policy import GuardPolicy, shown_to_client
 from .roots._sources import SOURCE_UNCONFIGURED, clip_to_ceiling, fallback_roots, how_to_configure
@@ -26,41 +27,16 @@ if TYPE_CHECKING:
 
     from .broker import BrokeredFiles
 
-__all__ = ["Adapter", "RootsGuard", "audit_server", "format_audit"]
+__all__ = ["RootsGuard", "audit_server", "format_audit"]
 
 logger = logging.getLogger("mcp_roots")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Adapter(Protocol):
-    """What one framework's adapter offers the facade (built as ``Adapter(policy)``, or ``Adapter(None)``
-    to read a server only); its per-call part is a :class:`mcp_roots.guard._calls.CallPort`."""
-
-    brokering: bool
-    """Whether the broker's ``files/*`` server side can be enabled on this framework's servers."""
-
-    def install(self, server: Any) -> None:
-        """Wire the guard into ``server`` (idempotent); raise ``SDKChanged`` if a private corner moved."""
-
-    async def roots(self, ctx: Any) -> RootSet:
-        """The roots in force for the request ``ctx`` (the framework's context object), outside a
-        guarded call."""
-        ...
-
-    def handlers(self, server: Any) -> list[Handler]:
-        """Every tool, resource template and prompt ``server`` has registered now, for the audit (an empty
-        list where handlers are not registered functions, as on a low-level server)."""
-        ...
-
-    def installed(self, server: Any) -> list[GuardPolicy]:
-        """The policies of the guards installed on ``server``."""
-        ...
-
-
 def audit_server(server: Any) -> list[AuditRow]:
     """The audit of any supported server, whichever guards are installed on it (``mcp-roots audit``)."""
-    adapter: Adapter = adapter_for_server(server)(None)
+    adapter: SdkPort = adapter_for_server(server)(None)
     return audit_handlers(adapter.handlers(server), adapter.installed(server))
 
 
@@ -126,7 +102,7 @@ class RootsGuard:
             how_to_configure=advice,
         )
         # One adapter per framework this guard was installed on (a guard may serve several servers).
-        self._adapters: dict[type, Adapter] = {}
+        self._adapters: dict[type, SdkPort] = {}
 
     # -- configuration --
 
@@ -179,7 +155,7 @@ class RootsGuard:
 
             enable_brokering(server)
 
-    def _adapter(self, adapter_type: type) -> Adapter:
+    def _adapter(self, adapter_type: type) -> SdkPort:
         adapter = self._adapters.get(adapter_type)
         if adapter is None:
             adapter = self._adapters[adapter_type] = adapter_type(self._policy)
