@@ -62,6 +62,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_connections",),
         ("_policy", "_provider"),
         ("_port",),
+        ("_jsonrpc",),
         ("__init__",),
     ],
     "guard": [
@@ -127,12 +128,17 @@ APP_API: dict[str, str] = {
     "_lazy": "an application's own face loads its names on first use, as the library's faces do",
     "__init__": "the public API",
     "sandbox": "mcp-roots run, doctor and wrap: spawn confined, the protected set, the kernel's support",
-    "roots": "the operator's configuration: fallback roots, the ceiling, the config file and variables",
+    "roots": "the operator's configuration (fallback roots, the ceiling, the config file and variables), and "
+    "RAW_PORT for an application with no SDK",
     "guard": "the schema walk: every path in a tool's input schema (the probe, wrap)",
     "adapters": "serve's stdio transport: the low-level server behind an MCPServer, checked",
     "_rootsguard": "mcp-roots audit: audit_server and format_audit (the facade's audit of any server)",
     "_sys.linux": "renameat2 for the probe's swap race",
 }
+
+#: The raw JSON-RPC port: the core port (``roots._port.RootsPort``) implemented once for the applications
+#: that speak MCP with no SDK (wrap), below them, reached through the roots face.
+RAW_PORT = "roots._jsonrpc"
 
 #: What an adapter may import from the roots layer: the facts it reports and the signals it answers
 #: (``roots._facts``). Which roots a request gets is the policy's one decision table, never an adapter's.

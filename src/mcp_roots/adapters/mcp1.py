@@ -157,7 +157,7 @@ class Mcp1Adapter(SdkPort):
     # -- the facts of a request --
 
     def facts(
-        self, ctx: Context | RequestContext[Any, Any, Any] | DispatchRequest | None, kind: str
+        self, ctx: Context[Any, Any, Any] | RequestContext[Any, Any, Any] | DispatchRequest | None, kind: str
     ) -> RequestFacts:
         """The facts of the request ``ctx`` (FastMCP's ``Context``, a ``RequestContext``, what the dispatch
         saw; None: no MCP request behind the call); mcp 1.x speaks the legacy era only."""

@@ -5,13 +5,18 @@ file's parser), ``_answers`` (a client's roots/list answer, checked), ``_owned``
 owns while open), ``_clock`` and ``_streak`` (the time, and the failure streak, of ``_cache``: RootsCache,
 one connection's roots kept fresh), ``_facts`` (what an adapter reports about a request),
 ``_connections`` (the one legacy lifecycle and ``roots/list`` fetcher), ``_policy`` (the one decision
-table: which RootSet a request gets), ``_provider`` (the client side). This face
+table: which RootSet a request gets), ``_provider`` (the client side), ``_port`` (the core port every
+consumer implements) and ``_jsonrpc`` (the raw JSON-RPC port of a consumer with no SDK). This face
 is the roots layer's internal API for the applications (``serve`` and the CLI read the operator's
-configuration through it): the names below, nothing else.
+configuration through it; ``wrap`` gets its roots through the raw port): the names below, nothing else.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
+from ._facts import NeedRoots
 from ._sources import (
     CONFIG_DIR_ENV_VAR,
     CONFIG_FILE_ENV_VAR,
@@ -23,13 +28,21 @@ from ._sources import (
     how_to_configure,
 )
 
+if TYPE_CHECKING:
+    from ._jsonrpc import JsonRpcPort
+
 __all__ = [
     "CONFIG_DIR_ENV_VAR",
     "CONFIG_FILENAME",
     "CONFIG_FILE_ENV_VAR",
     "ENV_VAR",
     "SOURCE_UNCONFIGURED",
+    "JsonRpcPort",
+    "NeedRoots",
     "default_user_config_dir",
     "fallback_roots",
     "how_to_configure",
 ]
+
+# The raw JSON-RPC port loads the policy and the roots cache: on first use, not with the configuration.
+__getattr__, __dir__ = lazy_names(__name__, {"JsonRpcPort": "._jsonrpc"})
