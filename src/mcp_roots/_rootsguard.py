@@ -44,7 +44,8 @@ class RootsGuard:
     """Keeps an MCP server's file tools inside the roots the client granted (or the operator configured).
 
     ``roots`` / ``project_root`` / ``environ`` / ``user_config_dir`` / ``allow_home`` select the fallback
-    roots (see :func:`mcp_roots.fallback_roots`), which apply only to clients that cannot send roots;
+    roots (see :func:`mcp_roots.fallback_roots`; a ``RootSet`` is taken as it is), which apply only to
+    clients that cannot send roots;
     nothing configured means those clients are refused. ``ceiling`` bounds every client root (client roots
     narrow access, never widen it); ``debounce``, ``max_wait``, ``timeout`` and ``first_answer_timeout``
     tune the roots refresh.
@@ -55,7 +56,7 @@ class RootsGuard:
 
     def __init__(
         self,
-        roots: Sequence[str | Any] | str | None = None,
+        roots: RootSet | Sequence[str | Any] | str | None = None,
         *,
         project_root: str | Any | None = None,
         ceiling: RootSet | str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
@@ -74,19 +75,24 @@ class RootsGuard:
             ceiling = [ceiling]  # one path, not a sequence of one-character paths
         if ceiling is not None and not isinstance(ceiling, RootSet):
             ceiling = RootSet.from_paths(list(ceiling), source="ceiling")
-        fallback = fallback_roots(
-            roots,
-            project_root=project_root,
-            environ=environ,
-            user_config_dir=user_config_dir,
-            allow_home=allow_home,
+        # A RootSet is the fallback already worked out (serve's: it is its ceiling too); else the sources.
+        fallback = (
+            roots
+            if isinstance(roots, RootSet)
+            else fallback_roots(
+                roots,
+                project_root=project_root,
+                environ=environ,
+                user_config_dir=user_config_dir,
+                allow_home=allow_home,
+            )
         )
         advice = how_to_configure(environ, user_config_dir, flags=False)
         if fallback.source == SOURCE_UNCONFIGURED:
             # The official filesystem server refuses to start here; a guard still serves clients that send
             # roots, and refuses the others per call. Said once, at startup.
             logger.warning("%s; until then, clients that send none are refused", advice)
-        if ceiling is not None:
+        if ceiling is not None and ceiling is not fallback:
             fallback = clip_to_ceiling(fallback, ceiling)
         if confine:
             ceiling = self._confine_process(ceiling, fallback)
