@@ -435,6 +435,20 @@ def test_the_top_shows_the_concepts() -> None:
     assert len(top) <= 5, top
 
 
+def test_the_raw_port_sits_below_the_applications_that_share_it() -> None:
+    layer = layer_of(RAW_PORT)
+    assert all(RANK[layer] < RANK[app] for app in APPLICATIONS)
+    assert inner_rank(RAW_PORT) is not None
+    assert f"{PACKAGE}.{RAW_PORT}" in dict(imports_found(SRC / layer / "__init__.py"))  # on the face
+    wrap = {t for p in (SRC / "wrap").glob("*.py") for t, names in imports_found(p) if "JsonRpcPort" in names}
+    assert wrap == {f"{PACKAGE}.{layer}"}, wrap  # wrap reaches it through the face, nothing else of roots/
+
+
+def imports_found(path: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """(target, names) of each import of ``path``."""
+    return [(imp.target, imp.names) for imp in imports_of(path)[0]]
+
+
 def test_imports_follow_the_layers() -> None:
     found = violations()
     assert not found, "\n".join(found)
