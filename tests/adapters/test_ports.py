@@ -141,7 +141,7 @@ def _port(tmp_path: Path, fallback: RootSet | None = None) -> JsonRpcPort:
 
 
 def _request(roots: object = None, *, declared: bool = True) -> dict[str, Any]:
-    meta = {"io.modelcontextprotocol/clientCapabilities": {"roots": {}} if declared else {}}
+    meta: dict[str, Any] = {"io.modelcontextprotocol/clientCapabilities": {"roots": {}} if declared else {}}
     params: dict[str, Any] = {"name": "peek", "arguments": {}, "_meta": meta}
     if roots is not None:
         params["inputResponses"] = {"k": roots}
