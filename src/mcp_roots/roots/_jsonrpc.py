@@ -4,12 +4,13 @@ connection's messages as plain dicts. Its roots come from the one decision table
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import RootsError, RootsUnavailable
 from ..paths._rootset import RootSet
-from ._facts import READ, TOOL, NeedRoots, RequestFacts
+from ._facts import HANDLER, READ, TOOL, NeedRoots, RequestFacts
 from ._policy import GuardPolicy
 from ._port import RootsPort
 from ._sources import SOURCE_UNCONFIGURED
@@ -123,6 +124,12 @@ class JsonRpcPort(RootsPort):
         except RootsError as exc:
             self.policy.log_refusal(str(message.get("method")), exc)
             return self.refuse(facts, str(exc))
+
+    async def settle(self, message: Mapping[str, Any]) -> None:
+        """Wait (bounded, as a call does) for the refresh under way of the connection's roots, whatever it
+        brings: the host's request ``message`` needs no roots of its own, only none that were revoked."""
+        with contextlib.suppress(RootsError):
+            await self.policy.roots_for(self.facts(message, HANDLER))
 
     def refusal(self, message: Mapping[str, Any], text: str) -> dict[str, Any]:
         """The answer (without ``id``) that refuses the host's request ``message`` with ``text``."""

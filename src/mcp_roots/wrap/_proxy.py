@@ -419,7 +419,7 @@ class Proxy:
         elif self._roots_known and self.port.refresh_due():
             # Any request after a list_changed waits for its refresh too (a prompt may read files): the
             # child confined to the revoked roots serves nothing that arrived after the change.
-            await self.port.decide(message)
+            await self.port.settle(message)
         return await self.child_now(), message
 
     async def _route_modern(self, message: Message) -> tuple[Child, Message] | None:
