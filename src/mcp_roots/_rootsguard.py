@@ -44,8 +44,7 @@ class RootsGuard:
     """Keeps an MCP server's file tools inside the roots the client granted (or the operator configured).
 
     ``roots`` / ``project_root`` / ``environ`` / ``user_config_dir`` / ``allow_home`` select the fallback
-    roots (see :func:`mcp_roots.fallback_roots`; a ``RootSet`` is taken as it is), which apply only to
-    clients that cannot send roots;
+    roots (see :func:`mcp_roots.fallback_roots`), which apply only to clients that cannot send roots;
     nothing configured means those clients are refused. ``ceiling`` bounds every client root (client roots
     narrow access, never widen it); ``debounce``, ``max_wait``, ``timeout`` and ``first_answer_timeout``
     tune the roots refresh.

@@ -2,10 +2,10 @@
 walked along its MRO), so that no SDK is imported to ask; only the chosen adapter module imports its SDK.
 
 The adapter modules are the only code that imports an MCP SDK or touches its privates. Per framework one
-port (``mcp2``, ``fastmcp4``, ``mcp1``: a ``guard._port.SdkPort`` that reports the facts of each request
+port (``mcp2``, ``fastmcp4``, ``mcp1``: a ``guard._port.GuardPort`` that reports the facts of each request
 and turns the outcomes into its framework's results, deciding nothing about roots) and one seam module
 holding every private name of that SDK (``mcp2_sdk``, ``fastmcp4_sdk``, ``mcp1_sdk``, each use checked at
-install time). The facade (``_rootsguard``) installs a port; the one guarded-call algorithm
+install time). The facade (``_rootsguard.Adapter``) installs a port; the one guarded-call algorithm
 (``guard._calls``) calls it.
 """
 

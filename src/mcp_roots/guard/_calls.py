@@ -1,9 +1,9 @@
 """The guarded call, written once: strict -> roots in force -> ceiling precheck -> argument check (on the
 arguments as the body receives them, defaults applied) -> canonical paths substituted -> refuse or run; the
 same for ``resources/read``. An adapter reports the facts of each request (``roots._facts.RequestFacts``),
-the roots layer's one decision table picks its roots (``GuardPolicy.roots_for``), and the adapter's port
-(``_port.SdkPort``) turns the outcome (run, refuse, ask the client) into its framework's result: it
-decides nothing about paths or roots.
+the roots layer's one decision table picks its roots (``GuardPolicy.roots_for``), and the adapter's
+:class:`CallPort` turns the outcome (run, refuse, ask the client) into its framework's result: it decides
+nothing about paths or roots.
 
 Who calls whom::
 

@@ -5,10 +5,9 @@ file's parser), ``_answers`` (a client's roots/list answer, checked), ``_owned``
 owns while open), ``_clock`` and ``_streak`` (the time, and the failure streak, of ``_cache``: RootsCache,
 one connection's roots kept fresh), ``_facts`` (what an adapter reports about a request),
 ``_connections`` (the one legacy lifecycle and ``roots/list`` fetcher), ``_policy`` (the one decision
-table: which RootSet a request gets), ``_provider`` (the client side), ``_port`` (the core port every
-consumer implements) and ``_jsonrpc`` (the raw JSON-RPC port of a consumer with no SDK). This face
+table: which RootSet a request gets), ``_provider`` (the client side). This face
 is the roots layer's internal API for the applications (``serve`` and the CLI read the operator's
-configuration through it; ``wrap`` gets its roots through the raw port): the names below, nothing else.
+configuration through it): the names below, nothing else.
 """
 
 from __future__ import annotations

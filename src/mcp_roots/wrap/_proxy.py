@@ -1,5 +1,5 @@
 """The proxy: host <-> wrap <-> child as raw JSON-RPC. Wrap is a server to the host (it records the host's
-``initialize``, asks its roots, follows ``list_changed`` through JsonRpcPort) and a client to a child confined
+``initialize``, asks its roots, follows ``list_changed`` through RootsCache) and a client to a child confined
 to the effective roots; it replaces the child when they change, checks path arguments before forwarding,
 answers the child's roots/list itself and passes everything else through with the ids kept apart.
 """
