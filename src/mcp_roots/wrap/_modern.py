@@ -1,6 +1,7 @@
-"""The 2026-07-28 era toward the host: ``server/discover`` answered for the child, results completed for
-the new wire, and a small bounded pool of children keyed by their roots (which the roots layer's port asks
-for). The children stay legacy: wrap initializes them itself.
+"""The 2026-07-28 era toward the host: ``server/discover`` answered for the child, each file request's roots
+asked by multi-round-trip (an ``input_required`` result with a ``roots/list`` input request, answered in the
+client's retry), and a small bounded pool of children keyed by those roots. The children stay legacy: wrap
+initializes them itself.
 """
 
 from __future__ import annotations
