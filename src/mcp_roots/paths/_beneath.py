@@ -306,6 +306,12 @@ def _magic(dirfd: int, name: str, target: str) -> bool:
     return linux.is_magic_link(st_dev, target)
 
 
+def _names_a_directory(target: str) -> bool:
+    """Whether a symlink's ``target`` can only be a directory: it ends in '/', or its last name is '.' or
+    '..' ('.' itself too: a link to '.')."""
+    return target.endswith("/") or target.rsplit("/", 1)[-1] in (".", "..")
+
+
 def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
     """The portable twin of :func:`open_beneath` (Go's ``rootOpenDir`` walk): one component at a time with
     ``O_NOFOLLOW``, middle components opened ``O_DIRECTORY`` (never blocking on a FIFO), a stack of
@@ -336,7 +342,11 @@ def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
                     if exc.errno not in SYMLINK_ERRNOS:
                         raise
                     fd, failure = -1, exc
-                if fd >= 0 and not (o_path and flags & o_path and stat.S_ISLNK(os.fstat(fd).st_mode)):
+                # Only O_PATH opens a symlink itself: with O_NOFOLLOW that is the answer (as openat2's),
+                # else the link is followed below.
+                if fd >= 0 and not (
+                    follow_last and flags & O_PATH_NATIVE and stat.S_ISLNK(os.fstat(fd).st_mode)
+                ):
                     return fd
                 if fd >= 0:
                     os.close(fd)
@@ -346,7 +356,8 @@ def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
                     raise (failure or oserror(errno.ENOTDIR)) from None
                 if not follow_last:
                     raise oserror(errno.ELOOP)
-                trailing_slash = target.endswith("/")
+                # A target that ends in '/', '/.' or '/..' names a directory, as the kernel reads it.
+                trailing_slash = _names_a_directory(target)
             else:
                 try:
                     stack.append(os.open(name, middle_flags, dir_fd=cur))
@@ -364,8 +375,6 @@ def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
             if target.startswith("/"):
                 raise Escape(rel)
             pending.extend(c for c in reversed(target.split("/")) if c and c != ".")
-            if not pending:  # a link to '.'
-                trailing_slash = True
         cur = stack[-1] if stack else dirfd
         try:
             return os.open(".", flags, mode, dir_fd=cur)

@@ -42,11 +42,13 @@ from ._canonical import canonicalize
 from ._descriptors import Descriptor, RootDescriptors
 from ._index import RootIndex
 from ._text import (
+    NOT_A_NAME,
     PATH_MAX,
     PATH_TYPES,
     checked_text,
     climbs,
     describe,
+    ending,
     is_plain,
     no_dot_components,
     split,
@@ -90,6 +92,22 @@ def common_path(path: object) -> str | None:
     ):
         return None
     return path
+
+
+def must_be_directory(dirfd: int, name: str, verb: str) -> None:
+    """The kernel's rule for a name spelled with a trailing '/' that an operation ``verb`` acts on:
+    it must be a directory. A symlink is not one (it is never followed here); a write creates a
+    regular file, so it refuses every such name (open with O_CREAT says EISDIR)."""
+    if verb == "written":
+        raise oserror(errno.EISDIR)
+    if verb == "created":
+        return  # mkdirat says EEXIST for anything there, and makes a missing name a directory
+    try:
+        mode = os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return  # the operation says ENOENT (a rename's target: its source must be a directory)
+    if not stat.S_ISDIR(mode):
+        raise oserror(errno.ENOTDIR)
 
 
 def _without_dotdot_at_top(parts: list[str]) -> list[str]:
@@ -220,7 +238,9 @@ class Router:
 
     def in_parent(self, path: object, op: Callable[[int, str], _T], verb: str) -> _T:
         """Run ``op(parent_directory_descriptor, final_name)``: the parent is opened beneath a root, the
-        final name is acted on as it is (a symlink there is never followed)."""
+        final name is acted on as it is (a symlink there is never followed). A path that ends in '/'
+        names a directory and one that ends in '/.' the directory itself, not a name in it; both are
+        judged here as the kernel judges them (:data:`_text.NOT_A_NAME`), before ``op`` runs."""
         text = self.absolute(path)
         parts = _without_dotdot_at_top(split(text))
         if not parts or parts[-1] == "..":
@@ -233,10 +253,21 @@ class Router:
         ):
             raise InvalidPath(f"{describe(text)} is one of the allowed roots itself; it cannot be {verb}")
         dir_flags = strategy().dir_flags
+        end = ending(text)
+        if end == "/.":  # the directory itself: opened (it must exist, and be one), then refused
+            refusal = NOT_A_NAME[verb]
+
+            def in_itself(root: Descriptor, rel: str) -> _T:
+                os.close(open_beneath(root.fd, rel, dir_flags))
+                raise oserror(refusal)
+
+            return self.at(text, in_itself, parts)
 
         def in_parent(root: Descriptor, rel: str) -> _T:
             parent = open_beneath(root.fd, rel, dir_flags)
             try:
+                if end:
+                    must_be_directory(parent, name, verb)
                 return op(parent, name)
             finally:
                 os.close(parent)
