@@ -306,10 +306,14 @@ def _magic(dirfd: int, name: str, target: str) -> bool:
     return linux.is_magic_link(st_dev, target)
 
 
-def _names_a_directory(target: str) -> bool:
-    """Whether a symlink's ``target`` can only be a directory: it ends in '/', or its last name is '.' or
-    '..' ('.' itself too: a link to '.')."""
-    return target.endswith("/") or target.rsplit("/", 1)[-1] in (".", "..")
+def _ending(path: str) -> tuple[bool, bool]:
+    """How the kernel reads the end of ``path`` (a relative path or a symlink's target): whether it can
+    only name a directory (it ends in '/', or its last name is '.' or '..'), and whether that is because
+    of a trailing '/' after a name (where O_CREAT makes the open fail with EISDIR)."""
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    dots = last in (".", "..")
+    slash = path.endswith("/") and not dots
+    return slash or dots, slash
 
 
 def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
@@ -321,7 +325,7 @@ def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
     o_path = _active.o_path
     middle_flags = (o_path or (os.O_RDONLY | O_NONBLOCK)) | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
     follow_last = not flags & O_NOFOLLOW
-    trailing_slash = rel.endswith("/")
+    trailing_slash, slash_after_name = _ending(rel)
     pending = [c for c in reversed(rel.split("/")) if c and c != "."]
     stack: list[int] = []  # descriptors we own; the current directory is stack[-1], else dirfd
     hops = 0
@@ -334,6 +338,8 @@ def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
                     raise Escape(rel)
                 os.close(stack.pop())
                 continue
+            if not pending and slash_after_name and flags & O_CREAT:
+                raise oserror(errno.EISDIR)  # as the kernel: a name and a '/' are no file to create
             if not pending and not trailing_slash:
                 failure: OSError | None = None
                 try:
@@ -357,7 +363,7 @@ def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
                 if not follow_last:
                     raise oserror(errno.ELOOP)
                 # A target that ends in '/', '/.' or '/..' names a directory, as the kernel reads it.
-                trailing_slash = _names_a_directory(target)
+                trailing_slash, slash_after_name = _ending(target)
             else:
                 try:
                     stack.append(os.open(name, middle_flags, dir_fd=cur))

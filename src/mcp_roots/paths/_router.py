@@ -211,7 +211,7 @@ class Router:
     def _at_parts(self, text: str, parts: list[str] | None, op: Callable[[Descriptor, str], _T]) -> _T:
         parts = _without_dotdot_at_top(split(text) if parts is None else parts)
         # A trailing '/' or '/.' requires a directory, as it does for the kernel; keep it on the way down.
-        slash = "/" if text.endswith(("/", "/.")) else ""
+        slash = ending(text)
         for root_path, rest in self.index.lexical(parts):
             if climbs(rest):
                 continue  # its '..' steps out of this root: an outer one may hold it, else the name walk
