@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import logging
 import os
 import stat
@@ -44,6 +45,7 @@ __all__ = [
     "quick_beneath",
     "quick_lookup",
     "quick_read",
+    "regular",
     "self_checking",
     "strategy",
     "walk_open",
@@ -125,8 +127,25 @@ quick_lookup: Callable[[str], int] | None = None
 quick_beneath: Callable[[int, bytes, int, int], int] | None = None
 
 #: The flags of the read hot path (``Router.read_fast``): read-only, and non-blocking until fstat has said
-#: a regular file (a FIFO's open would block without it).
+#: a regular file (a FIFO's open would block without it; see :func:`regular`).
 READ_FLAGS = os.O_RDONLY | O_NONBLOCK | O_CLOEXEC
+
+_fstat, _fcntl, _F_SETFL, _S_IFMT, _S_IFREG = os.fstat, fcntl.fcntl, fcntl.F_SETFL, 0o170000, stat.S_IFREG
+
+
+def regular(fd: int, plain_dev: int, flags: int = os.O_RDONLY) -> os.stat_result | None:
+    """The regular-file rule, once for every open that wants one: ``fd`` was opened O_NONBLOCK, so that a
+    FIFO's open could not block; it is kept only if fstat says a regular file, and its O_NONBLOCK is
+    then cleared (F_SETFL to ``flags``) unless the file is on ``plain_dev``, the root's plain filesystem,
+    which ignores the flag (a read-only descriptor only). Its fstat, or None: the caller closes ``fd`` and
+    words the refusal."""
+    st = _fstat(fd)
+    if st.st_mode & _S_IFMT != _S_IFREG:
+        return None
+    if st.st_dev != plain_dev:
+        _fcntl(fd, _F_SETFL, flags)
+    return st
+
 
 #: ``linux.Openat2.raw_beneath(READ_FLAGS, 0)`` under the same conditions: the read hot path's one call for
 #: a path of more than one name, made with no Python frame around it (``call(number, dirfd, path, how,

@@ -156,7 +156,7 @@ def _mkdir_one(router: Router, text: str, parts: list[str], exist_ok: bool) -> N
             raise
         try:
             is_dir = stat.S_ISDIR(stat_path(router, text).st_mode)
-        except (OSError, RootsError):  # 'file/': what is there is no directory either
+        except OSError:  # 'file/': what is there is no directory either (a refusal is raised as it is)
             is_dir = False
         if not is_dir:
             raise

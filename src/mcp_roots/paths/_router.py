@@ -18,7 +18,6 @@ once".
 from __future__ import annotations
 
 import errno
-import fcntl
 import logging
 import os
 import stat
@@ -35,6 +34,7 @@ from ._beneath import (
     lookup_without_symlinks,
     open_beneath,
     oserror,
+    regular,
     self_checking,
     strategy,
 )
@@ -64,7 +64,6 @@ _WINDOWS = os.name == "nt"
 
 #: Router.read_fast's flags: a read that cannot block on a FIFO, for one name and for openat2.
 _READ_ONE_NAME = _beneath.READ_FLAGS | O_NOFOLLOW
-_fstat, _S_IFMT, _S_IFREG = os.fstat, 0o170000, stat.S_IFREG
 
 
 def common_path(path: object) -> str | None:
@@ -96,17 +95,20 @@ def common_path(path: object) -> str | None:
 
 def must_be_directory(dirfd: int, name: str, verb: str) -> None:
     """The kernel's rule for a name spelled with a trailing '/' that an operation ``verb`` acts on:
-    it must be a directory. A symlink is not one (it is never followed here); a write creates a
-    regular file, so it refuses every such name (open with O_CREAT says EISDIR)."""
-    if verb == "written":
-        raise oserror(errno.EISDIR)
+    it must be a directory. A symlink is not one (it is never followed here); a write makes a regular
+    file, so it refuses every such name (open with O_CREAT says EISDIR) but a symlink, which it follows
+    by name (the '/' kept), so that a link out of the roots is refused as outside."""
     if verb == "created":
         return  # mkdirat says EEXIST for anything there, and makes a missing name a directory
     try:
         mode = os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode
     except FileNotFoundError:
+        if verb == "written":
+            raise oserror(errno.EISDIR) from None
         return  # the operation says ENOENT (a rename's target: its source must be a directory)
-    if not stat.S_ISDIR(mode):
+    if verb == "written" and not stat.S_ISLNK(mode):
+        raise oserror(errno.EISDIR)
+    if verb != "written" and not stat.S_ISDIR(mode):
         raise oserror(errno.ENOTDIR)
 
 
@@ -331,26 +333,34 @@ class Router:
             descriptors.release(descriptor)
 
     def read_fast(self, path: object) -> tuple[int, os.stat_result, str] | None:
-        """The commonest call of all, a read-only open of a regular file, in one frame: :meth:`fast` with
-        the read op (``_open.read_beneath``) inlined, for the usual index (every root path of one length).
-        A plain name is one ``openat(O_NOFOLLOW)``, more names one ``openat2``; the descriptor is opened
-        ``O_NONBLOCK`` and kept only if fstat says a regular file (``O_NONBLOCK`` cleared unless on the
-        root's plain filesystem). Returns it with its fstat and the text of ``path``. None for anything
-        else -- another shape or index, a failure, a FIFO, a directory, a symlink in the final name --,
-        having opened nothing that stays open: :meth:`fast` or the general route then does it again and
-        words the answer (a read-only open has no effect to repeat)."""
+        """The commonest call of all, a read-only open of a regular file, in one frame: the root by one
+        slice (every root path of one length) or :meth:`RootIndex.innermost_prefix`, held if its
+        descriptor is open (no I/O here: the general route opens it); a plain name is one
+        ``openat(O_NOFOLLOW)``, more names one ``openat2``; then the regular-file rule
+        (:func:`_beneath.regular`). Returns the descriptor with its fstat and the text of ``path``. None
+        for anything else -- another shape, the root itself, a failure, a FIFO, a directory, a symlink in
+        the final name --, having opened nothing that stays open: the general route then does it again
+        and words the answer (a read-only open has no effect to repeat)."""
         text = common_path(path)
-        cut = self._cut
-        if text is None or cut <= 1 or len(text) <= cut + 1 or text[cut] != "/":
+        if text is None:
             return None
-        rel = text[cut + 1 :]
+        cut = self._cut
+        if cut > 1:  # the usual index: every root path of one length
+            if len(text) <= cut + 1 or text[cut] != "/":
+                return None
+            root_path, rel = text[:cut], text[cut + 1 :]
+        else:
+            found = self.index.innermost_prefix(text) if cut == 0 else None
+            if found is None or len(text) <= len(found) + 1:
+                return None  # Windows, no root, the root itself or 'ROOT/'
+            root_path, rel = found, text[len(found) + 1 :] if len(found) > 1 else text[1:]
         quick = None
         if "/" in rel:  # more than one name: openat2's one call (None: not openat2, or the self-check is on)
             quick = _beneath.quick_read
             if quick is None:
                 return None
         descriptors = self._descriptors
-        descriptor = descriptors.hold(text[:cut])  # no I/O: a root not open yet is fast's to open
+        descriptor = descriptors.hold(root_path)
         if descriptor is None:
             return None
         try:
@@ -365,10 +375,8 @@ class Router:
                 if fd < 0:
                     return None
             try:
-                st = _fstat(fd)
-                if st.st_mode & _S_IFMT == _S_IFREG:
-                    if st.st_dev != descriptor.plain_dev:
-                        fcntl.fcntl(fd, fcntl.F_SETFL, os.O_RDONLY)  # O_NONBLOCK off
+                st = regular(fd, descriptor.plain_dev)
+                if st is not None:
                     return fd, st, text
             except OSError:
                 pass  # closed below; the general route words it

@@ -17,7 +17,7 @@ from ..errors import InvalidPath, NotRegularFile, PathOutsideRoots
 from ._beneath import oserror
 from ._open import open_file
 from ._router import Router
-from ._text import SYMLOOP_MAX, check_name, cut_to_bytes, describe, file_kind, split
+from ._text import SYMLOOP_MAX, check_name, cut_to_bytes, describe, ending, file_kind, split
 
 __all__ = [
     "KEPT_MODE_BITS",
@@ -148,6 +148,7 @@ def write_bytes(router: Router, path: object, data: bytes) -> None:
     first = router.absolute(path)
     target = first
     for _ in range(SYMLOOP_MAX + 1):
+        slash = "/" if ending(target) == "/" else ""
         if _is_file_root(router, target):
             with open_file(router, target, "wb", -1, None, None, None) as f:
                 drop_set_id_bits(f.fileno())
@@ -181,5 +182,5 @@ def write_bytes(router: Router, path: object, data: bytes) -> None:
             raise router.outside(first, f"its final symlink leads to {target!r}, outside") from None
         if followed is None:
             return
-        target = router.absolute(followed)
+        target = router.absolute(followed + slash)  # 'link/' names a directory: no file to write there
     raise router.outside(first, "too many levels of symbolic links")
