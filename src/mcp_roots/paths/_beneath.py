@@ -274,6 +274,8 @@ def _openat2_outcome(
             return -1
         if code == errno.ENOTDIR and rel in ("", ".", "/"):
             return reopen_self(dirfd, flags, mode)
+        if _self_check and code in (errno.ENOENT, errno.ENOTDIR):
+            _check_refused(dirfd, rel, flags, code)
         raise oserror(code)
     if _self_check and not (O_TMPFILE and flags & O_TMPFILE == O_TMPFILE):
         _check_same(dirfd, rel, flags, fd)
@@ -295,6 +297,19 @@ def _check_same(dirfd: int, rel: str, flags: int, fd: int) -> None:
     if (fast.st_dev, fast.st_ino) != (slow.st_dev, slow.st_ino):
         os.close(fd)
         raise AssertionError(f"self-check: openat2 and the walk opened different files for {rel!r}")
+
+
+def _check_refused(dirfd: int, rel: str, flags: int, code: int) -> None:
+    """Self-check: openat2 found no such file (ENOENT) or a file where a directory must be (ENOTDIR,
+    a trailing '/' or a link's target ending in '/.'); the walk must open nothing either."""
+    try:
+        other = walk_open(dirfd, rel, _active.probe_flags | (flags & (O_NOFOLLOW | O_DIRECTORY)))
+    except (OSError, Escape):
+        return
+    os.close(other)
+    raise AssertionError(
+        f"self-check: openat2 said {errno.errorcode[code]} for {rel!r} but the walk opened it"
+    )
 
 
 def _check_escape(dirfd: int, rel: str, flags: int) -> None:
