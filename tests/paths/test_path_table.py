@@ -10,6 +10,10 @@ calls escape with it (``reaches``). Refused rows check that nothing outside was 
 Corpus rows also go through the operations that act on the final name (remove, rename, write, mkdir),
 each on a fresh tree, where what holds for every row is that nothing outside the roots changes.
 
+The spelling matrix (Go's root consistency tests) spells one name every way (``N``, ``N/``, ``N/.``,
+``DIR/../N``...) as each kind of file and runs every operation beside the plain ``os`` call in a twin
+tree: the same answer and the same tree, the kernel being the judge.
+
 Every row x every operation x every strategy this machine has (openat2, the O_PATH walk, the walk without
 O_PATH that macOS and the BSDs get), with MCP_ROOTS_SELF_CHECK's comparison on: every openat2 answer is
 re-done by the walk and must reach the same inode.
