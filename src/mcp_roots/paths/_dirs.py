@@ -156,7 +156,9 @@ def _mkdir_one(router: Router, text: str, parts: list[str], exist_ok: bool) -> N
             raise
         try:
             is_dir = stat.S_ISDIR(stat_path(router, text).st_mode)
-        except OSError:  # 'file/': what is there is no directory either (a refusal is raised as it is)
+        except RootsError:
+            raise  # a refusal is raised as it is
+        except OSError:  # 'file/': what is there is no directory either
             is_dir = False
         if not is_dir:
             raise

@@ -182,5 +182,9 @@ def write_bytes(router: Router, path: object, data: bytes) -> None:
             raise router.outside(first, f"its final symlink leads to {target!r}, outside") from None
         if followed is None:
             return
-        target = router.absolute(followed + slash)  # 'link/' names a directory: no file to write there
+        if slash:  # 'link/' names a directory, whatever the link's text ends in: no file to write there
+            followed = followed.rstrip("/")
+            while followed.endswith("/."):
+                followed = followed[:-2].rstrip("/")
+        target = router.absolute(followed + slash)
     raise router.outside(first, "too many levels of symbolic links")
