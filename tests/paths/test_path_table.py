@@ -906,6 +906,10 @@ SPELLED_OPERATIONS: dict[
     "open-read": (lambda r, p, b: ours_open_read(r, p), lambda p, b: plain_read(p)),
     "read_bytes": (lambda r, p, b: r.read_bytes(p), lambda p, b: plain_read(p)),
     "listdir": (lambda r, p, b: sorted(r.listdir(p)), lambda p, b: sorted(os.listdir(p))),
+    "open_fd-O_PATH": (
+        lambda r, p, b: fd_kind(r.open_fd(p, os.O_PATH)),
+        lambda p, b: fd_kind(os.open(p, os.O_PATH)),
+    ),
     "open_fd-O_PATH|O_NOFOLLOW": (
         lambda r, p, b: fd_kind(r.open_fd(p, os.O_PATH | os.O_NOFOLLOW)),
         lambda p, b: fd_kind(os.open(p, os.O_PATH | os.O_NOFOLLOW)),
