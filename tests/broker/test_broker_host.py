@@ -518,13 +518,15 @@ async def test_a_watch_never_follows_a_symlink_out_of_the_root(tmp_path: Path, r
 
 
 def test_the_broker_has_no_rename_or_file_kind_rule_of_its_own() -> None:
-    """The no-replace rename (with its fallbacks and the forced resolution strategy) and NotRegularFile
-    exist once, in the path layer; the broker calls them instead of keeping copies."""
+    """The no-replace rename (with its fallbacks and the forced resolution strategy), NotRegularFile and
+    the file-kind table exist once, in the path layer; the broker calls them instead of keeping copies."""
     broker_src = Path(__file__).resolve().parents[2] / "src" / "mcp_roots" / "broker"
     for module in sorted(broker_src.glob("*.py")):
         text = module.read_text()
         assert "renameat2" not in text, module.name
         assert "class NotRegularFile" not in text, module.name
+        assert "def kind_of" not in text, module.name  # paths._text.FILE_KINDS
+        assert "S_ISLNK" not in text, module.name
         assert "O_PATH" not in text or module.name == "_grants.py", (
             module.name
         )  # dir_fd flags: the path layer's

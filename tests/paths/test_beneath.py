@@ -411,6 +411,23 @@ def test_a_kernel_without_openat2_falls_back_to_the_walk_once(
     assert len([r for r in caplog.records if "openat2 is unavailable" in r.message]) == 1
 
 
+@pytest.mark.skipif(linux.OPENAT2 is None, reason="openat2 is not available on this platform")
+def test_the_self_check_sees_a_walk_that_opens_what_openat2_refused(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The self-check re-does openat2's 'no such file' and 'not a directory' by the walk, so a walk that
+    reads a link's target 'f/.' as the file f (as the walk once did) fails it instead of passing unseen."""
+    os.symlink("f/.", tree / "root" / "lf")
+    with strategy_in_force("openat2", self_check=True):
+        roots = RootSet.from_paths([tree / "root"])
+        with pytest.raises(NotADirectoryError):
+            roots.read_bytes("lf")
+        monkeypatch.setattr(_beneath, "_ending", lambda path: (False, False))  # '/' and '/.' not read
+        with pytest.raises(AssertionError, match="self-check: openat2 said ENOTDIR"):
+            roots.read_bytes("lf")
+        roots.close()
+
+
 # --- contains / resolve through the descriptors --------------------------------------------------------
 
 

@@ -179,6 +179,35 @@ def test_the_one_frame_read_opens_what_the_general_path_opens_and_nothing_else(t
     assert open_fds() == before
 
 
+def test_the_read_lane_takes_root_paths_of_different_lengths(tmp_path: Path) -> None:
+    """Two projects rarely have root paths of one length: ``Router.read_fast`` then finds the root by
+    ``innermost_prefix`` and reads a regular file beneath either in the lane (the inode the general route
+    opens); the root itself and what is not a regular file it leaves to the general route."""
+    short, longer = tmp_path / "a", tmp_path / "a-longer-name"
+    (short / "d").mkdir(parents=True)
+    longer.mkdir()
+    (short / "d" / "f").write_text("one")
+    (longer / "f").write_text("two")
+    roots = RootSet.from_paths([short, longer])
+    router = roots._router
+    for path, text in ((short / "d" / "f", "one"), (longer / "f", "two")):
+        assert roots.read_text(path) == text  # the general route opens the root's descriptor
+        hit = router.read_fast(str(path))
+        assert hit is not None, path
+        fd, st, text_of_path = hit
+        try:
+            assert text_of_path == str(path)
+            assert (st.st_dev, st.st_ino) == (os.stat(path).st_dev, os.stat(path).st_ino)
+            assert os.read(fd, 100) == text.encode()
+        finally:
+            os.close(fd)
+    before = open_fds()
+    for other in (short, longer, short / "d", f"{short}/", tmp_path / "a-long" / "f"):
+        assert router.read_fast(str(other)) is None, other
+    assert open_fds() == before
+    roots.close()
+
+
 # --- the one common-path test, and the descriptors held through RootDescriptors ---------------------------
 
 

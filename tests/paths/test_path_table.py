@@ -10,6 +10,10 @@ calls escape with it (``reaches``). Refused rows check that nothing outside was 
 Corpus rows also go through the operations that act on the final name (remove, rename, write, mkdir),
 each on a fresh tree, where what holds for every row is that nothing outside the roots changes.
 
+The spelling matrix (Go's root consistency tests) spells one name every way (``N``, ``N/``, ``N/.``,
+``DIR/../N``...) as each kind of file and runs every operation beside the plain ``os`` call in a twin
+tree: the same answer and the same tree, the kernel being the judge.
+
 Every row x every operation x every strategy this machine has (openat2, the O_PATH walk, the walk without
 O_PATH that macOS and the BSDs get), with MCP_ROOTS_SELF_CHECK's comparison on: every openat2 answer is
 re-done by the walk and must reach the same inode.
@@ -18,7 +22,9 @@ re-done by the walk and must reach the same inode.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import socket
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from mcp_roots import InvalidPath, PathOutsideRoots, RootsError, RootSet
+from mcp_roots.errors import NotRegularFile
 from tests.corpus import CASES as CORPUS
 from tests.corpus import (
     INSIDE,
@@ -762,3 +769,233 @@ def test_a_directory_moved_out_of_a_tree_being_removed_stops_the_removal(
     monkeypatch.undo()
     assert (tmp_path / "elsewhere").is_dir()
     roots.close()
+
+
+# --- the spelling matrix: every spelling of a name x every kind of file, beside the kernel ----------------
+
+#: How a name inside the root can be spelled (Go's testFileRefs, less the escaping ones: rows above).
+SPELLINGS = {
+    "b": "{N}",
+    "bs": "{N}/",
+    "bd": "{N}/.",
+    "dpb": "DIR/../{N}",
+    "dpbs": "DIR/../{N}/",
+    "dpbd": "DIR/../{N}/.",
+}
+#: What the name is. A symlink's target is another name, spelled one of the ways, of one of three kinds.
+PLAIN_KINDS = ("absent", "file", "dir", "fifo", "socket")
+LINK_KINDS = tuple(
+    f"link:{ref}:{kind}" for ref in ("b", "bs", "bd", "dpb") for kind in ("absent", "file", "dir")
+)
+
+
+def make_spelled(base: Path, kind: str) -> None:
+    """The tree of one matrix row: ``base/DIR/`` and the name ``target`` of ``kind`` (a link's target is
+    the name ``tgt``). A directory holds one file, so removing it without ``recursive`` fails."""
+    base.mkdir()
+    (base / "DIR").mkdir()
+    name = "target"
+    if kind.startswith("link:"):
+        _, ref, kind = kind.split(":")
+        os.symlink(SPELLINGS[ref].format(N="tgt"), base / name)
+        name = "tgt"
+    if kind == "file":
+        (base / name).write_bytes(b"old")
+    elif kind == "dir":
+        (base / name).mkdir()
+        (base / name / "inner").write_bytes(b"inner")
+    elif kind == "fifo":
+        os.mkfifo(base / name)
+    elif kind == "socket":
+        here = os.getcwd()
+        os.chdir(base)  # a socket's path must fit sun_path (108 bytes): bind the name relative to it
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.bind(name)
+        finally:
+            os.chdir(here)
+
+
+def tree_of(base: Path) -> dict[str, object]:
+    """What is under ``base``: each name's kind, a file's bytes, a link's text (never followed)."""
+    seen: dict[str, object] = {}
+    for dirpath, dirnames, filenames in os.walk(base):
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            mode = os.lstat(full).st_mode
+            rel = os.path.relpath(full, base)
+            if stat.S_ISLNK(mode):
+                seen[rel] = ("link", os.readlink(full))
+            elif stat.S_ISREG(mode):
+                seen[rel] = Path(full).read_bytes()
+            else:
+                seen[rel] = kind_letter(mode)
+    return seen
+
+
+def kind_letter(mode: int) -> str:
+    """The file's type as ``ls -l`` writes it: '-', 'd', 'l', 'p' (FIFO), 's' (socket)..."""
+    return stat.filemode(mode)[0]
+
+
+def go_remove(p: str) -> None:
+    """Go's os.Remove: unlink, else rmdir; rmdir's error unless it is ENOTDIR (then unlink's)."""
+    try:
+        os.unlink(p)
+    except OSError as first:
+        try:
+            os.rmdir(p)
+        except OSError as second:
+            raise (first if second.errno == errno.ENOTDIR else second) from None
+
+
+def plain_read(p: str) -> bytes:
+    """open(p, 'rb').read() that never blocks: a FIFO or a socket is 'not regular', as RootSet says."""
+    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory")
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(stat.filemode(mode))
+        return os.read(fd, 100)
+    finally:
+        os.close(fd)
+
+
+def plain_write(p: str) -> None:
+    """open(p, 'wb').write(b'new') that never blocks (a FIFO with no reader is ENXIO: not regular)."""
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK, 0o666)
+    try:
+        os.write(fd, b"new")
+    finally:
+        os.close(fd)
+
+
+def makedirs(p: str, exist_ok: bool = False) -> None:
+    """os.makedirs, where a final '/.' names the directory to make with its parents (makedirs itself
+    also returns quietly when that name is a dangling symlink; RootSet says EEXIST, as mkdir does)."""
+    os.makedirs(p[:-1] if p.endswith("/.") else p, exist_ok=exist_ok)
+
+
+def fd_kind(fd: int) -> str:
+    try:
+        return kind_letter(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+
+
+def ours_open_write(roots: RootSet, p: str) -> None:
+    with roots.open(p, "wb") as f:
+        f.write(b"new")
+
+
+def ours_open_read(roots: RootSet, p: str) -> bytes:
+    with roots.open(p, "rb") as f:
+        return f.read()
+
+
+#: Each operation twice: RootSet's, and the plain os calls a program would make, judged by the kernel.
+#: (RootSet's ``p`` is absolute in its tree; the plain call's is the same name in the twin tree.)
+SPELLED_OPERATIONS: dict[
+    str, tuple[Callable[[RootSet, str, Path], object], Callable[[str, Path], object]]
+] = {
+    "stat": (lambda r, p, b: kind_letter(r.stat(p).st_mode), lambda p, b: kind_letter(os.stat(p).st_mode)),
+    "open-read": (lambda r, p, b: ours_open_read(r, p), lambda p, b: plain_read(p)),
+    "read_bytes": (lambda r, p, b: r.read_bytes(p), lambda p, b: plain_read(p)),
+    "listdir": (lambda r, p, b: sorted(r.listdir(p)), lambda p, b: sorted(os.listdir(p))),
+    "open_fd-O_PATH": (
+        lambda r, p, b: fd_kind(r.open_fd(p, os.O_PATH)),
+        lambda p, b: fd_kind(os.open(p, os.O_PATH)),
+    ),
+    "open_fd-O_PATH|O_NOFOLLOW": (
+        lambda r, p, b: fd_kind(r.open_fd(p, os.O_PATH | os.O_NOFOLLOW)),
+        lambda p, b: fd_kind(os.open(p, os.O_PATH | os.O_NOFOLLOW)),
+    ),
+    "open_fd-O_NOFOLLOW": (
+        lambda r, p, b: fd_kind(r.open_fd(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)),
+        lambda p, b: fd_kind(os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)),
+    ),
+    "write_bytes": (lambda r, p, b: r.write_bytes(p, b"new"), lambda p, b: plain_write(p)),
+    "open-write": (lambda r, p, b: ours_open_write(r, p), lambda p, b: plain_write(p)),
+    "remove": (lambda r, p, b: r.remove(p), lambda p, b: go_remove(p)),
+    "mkdir": (lambda r, p, b: r.mkdir(p), lambda p, b: os.mkdir(p)),
+    "mkdir-parents": (lambda r, p, b: r.mkdir(p, parents=True), lambda p, b: makedirs(p)),
+    "mkdir-exist_ok": (
+        lambda r, p, b: r.mkdir(p, parents=True, exist_ok=True),
+        lambda p, b: makedirs(p, exist_ok=True),
+    ),
+    "rename-source": (lambda r, p, b: r.rename(p, "moved"), lambda p, b: os.rename(p, b / "moved")),
+    "rename-file-to": (lambda r, p, b: r.rename("DIR/f", p), lambda p, b: os.rename(b / "DIR/f", p)),
+    "rename-dir-to": (lambda r, p, b: r.rename("DIR/d", p), lambda p, b: os.rename(b / "DIR/d", p)),
+}
+
+
+def outcome(call: Callable[[], object]) -> tuple[object, ...]:
+    """An answer as both sides can give it: ('ok', result), the errno's name, 'not regular' (RootSet's
+    InvalidPath, the plain call's ENXIO or file-type check) or 'loop' (RootSet's one refusal of ELOOP)."""
+    try:
+        return ("ok", call())
+    except NotRegularFile:
+        return ("not regular",)
+    except PathOutsideRoots:
+        return ("loop",)
+    except InvalidPath as exc:
+        return ("not regular",) if "not a regular file" in str(exc) else ("invalid", str(exc))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            return ("not regular",)
+        if exc.errno == errno.ELOOP:
+            return ("loop",)
+        return (errno.errorcode.get(exc.errno or 0, exc.errno),)
+
+
+def _spelled_params() -> Iterator[object]:
+    for spelling in SPELLINGS:
+        for kind in PLAIN_KINDS + (LINK_KINDS if spelling in ("b", "bs", "bd") else ()):
+            yield pytest.param(spelling, kind, id=f"{spelling}:{kind}")
+
+
+@pytest.fixture(scope="module")
+def spelled_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("spelled")
+
+
+def spelled_answers(spelling: str, kind: str, op: str, here: Path) -> tuple[object, object]:
+    """RootSet's answer and the plain call's, each in a fresh twin of the row's tree; each with the tree
+    it left."""
+    ours, plain = here / "ours", here / "plain"
+    here.mkdir()
+    for base in (ours, plain):
+        make_spelled(base, kind)
+        (base / "DIR" / "f").write_bytes(b"moved")
+        (base / "DIR" / "d").mkdir()
+    name = SPELLINGS[spelling].format(N="target")
+    our_op, plain_op = SPELLED_OPERATIONS[op]
+    with RootSet.from_paths([ours]) as roots:
+        got = outcome(lambda: our_op(roots, f"{ours}/{name}", ours))
+    want = outcome(lambda: plain_op(f"{plain}/{name}", plain))
+    return (got, tree_of(ours)), (want, tree_of(plain))
+
+
+@pytest.mark.parametrize(("spelling", "kind"), list(_spelled_params()))
+def test_spelling_through_every_operation_as_the_kernel_answers(
+    spelling: str, kind: str, strategy: str, spelled_base: Path
+) -> None:
+    """Go's root consistency check: every operation on every spelling of a name of every kind answers as
+    the plain os call does (the kernel's rule: a trailing '/' needs a directory, a final '.' is the
+    directory itself, a link's target read the same way) and leaves the same tree, under every strategy.
+    A write never replaces what is not a regular file (a FIFO, a socket: refused, as open() refuses)."""
+    differ = []
+    for op in SPELLED_OPERATIONS:
+        here = spelled_base / f"{op}-{spelling}-{kind}-{strategy}".replace(":", "_").replace("|", "_")
+        got, want = spelled_answers(spelling, kind, op, here)
+        if strategy == "walk-no-opath" and op == "stat" and want[0] == ("ok", "s") and "socket" in kind:
+            # Without O_PATH (macOS, the BSDs) a socket cannot be opened, not even to be fstat'ed.
+            want = (("not regular",), want[1])
+        if got != want:
+            differ.append(
+                f"{op}: RootSet says {got[0]}, the kernel {want[0]}"
+                + ("" if got[0] != want[0] else f"; trees {got[1]} != {want[1]}")
+            )
+    assert not differ, "\n".join(differ)

@@ -18,7 +18,7 @@ import secrets
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from .._sys import linux
 from ..errors import FileTooLarge, NotRegularFile
@@ -27,7 +27,7 @@ from ..paths._dirs import mkdir_at
 from ..paths._remove import remove_at
 from ..paths._rename import rename_noreplace
 from ..paths._rootset import Root, RootSet
-from ..paths._text import cut_to_bytes, file_kind
+from ..paths._text import cut_to_bytes, file_kind, kind_of
 from ..paths._tree import LIST_FLAGS, descend, list_entries
 from ..paths._write import TEMP_NAME_BYTES
 from . import _protocol as p
@@ -57,16 +57,6 @@ LIST_PAGE = 1000
 def join(root: Root, rel: str) -> str:
     """The absolute path of ``rel`` beneath ``root`` (handed to RootSet, which opens it beneath the root)."""
     return f"{root.path}/{rel}" if rel else str(root.path)
-
-
-def kind_of(mode: int) -> Literal["file", "directory", "symlink", "other"]:
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "directory"
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    return "other"
 
 
 def describe_stat(st: os.stat_result) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import logging
 import os
 import stat
@@ -47,6 +48,7 @@ __all__ = [
     "quick_beneath",
     "quick_lookup",
     "quick_read",
+    "regular",
     "self_checking",
     "strategy",
     "walk_open",
@@ -128,8 +130,25 @@ quick_lookup: Callable[[str], int] | None = None
 quick_beneath: Callable[[int, bytes, int, int], int] | None = None
 
 #: The flags of the read hot path (``Router.read_fast``): read-only, and non-blocking until fstat has said
-#: a regular file (a FIFO's open would block without it).
+#: a regular file (a FIFO's open would block without it; see :func:`regular`).
 READ_FLAGS = os.O_RDONLY | O_NONBLOCK | O_CLOEXEC
+
+_fstat, _fcntl, _F_SETFL, _S_IFMT, _S_IFREG = os.fstat, fcntl.fcntl, fcntl.F_SETFL, 0o170000, stat.S_IFREG
+
+
+def regular(fd: int, plain_dev: int, flags: int = os.O_RDONLY) -> os.stat_result | None:
+    """The regular-file rule, once for every open that wants one: ``fd`` was opened O_NONBLOCK, so that a
+    FIFO's open could not block; it is kept only if fstat says a regular file, and its O_NONBLOCK is
+    then cleared (F_SETFL to ``flags``) unless the file is on ``plain_dev``, the root's plain filesystem,
+    which ignores the flag (a read-only descriptor only). Its fstat, or None: the caller closes ``fd`` and
+    words the refusal."""
+    st = _fstat(fd)
+    if st.st_mode & _S_IFMT != _S_IFREG:
+        return None
+    if st.st_dev != plain_dev:
+        _fcntl(fd, _F_SETFL, flags)
+    return st
+
 
 #: ``linux.Openat2.raw_beneath(READ_FLAGS, 0)`` under the same conditions: the read hot path's one call for
 #: a path of more than one name, made with no Python frame around it (``call(number, dirfd, path, how,
@@ -258,6 +277,8 @@ def _openat2_outcome(
             return -1
         if code == errno.ENOTDIR and rel in ("", ".", "/"):
             return reopen_self(dirfd, flags, mode)
+        if _self_check and code in (errno.ENOENT, errno.ENOTDIR):
+            _check_refused(dirfd, rel, flags, code)
         raise oserror(code)
     if _self_check and not (O_TMPFILE and flags & O_TMPFILE == O_TMPFILE):
         _check_same(dirfd, rel, flags, fd)
@@ -279,6 +300,19 @@ def _check_same(dirfd: int, rel: str, flags: int, fd: int) -> None:
     if (fast.st_dev, fast.st_ino) != (slow.st_dev, slow.st_ino):
         os.close(fd)
         raise AssertionError(f"self-check: openat2 and the walk opened different files for {rel!r}")
+
+
+def _check_refused(dirfd: int, rel: str, flags: int, code: int) -> None:
+    """Self-check: openat2 found no such file (ENOENT) or a file where a directory must be (ENOTDIR,
+    a trailing '/' or a link's target ending in '/.'); the walk must open nothing either."""
+    try:
+        other = walk_open(dirfd, rel, _active.probe_flags | (flags & (O_NOFOLLOW | O_DIRECTORY)))
+    except (OSError, Escape):
+        return
+    os.close(other)
+    raise AssertionError(
+        f"self-check: openat2 said {errno.errorcode[code]} for {rel!r} but the walk opened it"
+    )
 
 
 def _check_escape(dirfd: int, rel: str, flags: int) -> None:
@@ -309,6 +343,16 @@ def _magic(dirfd: int, name: str, target: str) -> bool:
     return linux.is_magic_link(st_dev, target)
 
 
+def _ending(path: str) -> tuple[bool, bool]:
+    """How the kernel reads the end of ``path`` (a relative path or a symlink's target): whether it can
+    only name a directory (it ends in '/', or its last name is '.' or '..'), and whether that is because
+    of a trailing '/' after a name (where O_CREAT makes the open fail with EISDIR)."""
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    dots = last in (".", "..")
+    slash = path.endswith("/") and not dots
+    return slash or dots, slash
+
+
 def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
     """The portable twin of :func:`open_beneath` (Go's ``rootOpenDir`` walk): one component at a time with
     ``O_NOFOLLOW``, middle components opened ``O_DIRECTORY`` (never blocking on a FIFO), a stack of
@@ -318,7 +362,7 @@ def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
     o_path = _active.o_path
     middle_flags = (o_path or (os.O_RDONLY | O_NONBLOCK)) | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
     follow_last = not flags & O_NOFOLLOW
-    trailing_slash = rel.endswith("/")
+    trailing_slash, slash_after_name = _ending(rel)
     pending = [c for c in reversed(rel.split("/")) if c and c != "."]
     stack: list[int] = []  # descriptors we own; the current directory is stack[-1], else dirfd
     hops = 0
@@ -331,6 +375,8 @@ def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
                     raise Escape(rel)
                 os.close(stack.pop())
                 continue
+            if not pending and slash_after_name and flags & O_CREAT:
+                raise oserror(errno.EISDIR)  # as the kernel: a name and a '/' are no file to create
             if not pending and not trailing_slash:
                 failure: OSError | None = None
                 try:
@@ -339,7 +385,11 @@ def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
                     if exc.errno not in SYMLINK_ERRNOS:
                         raise
                     fd, failure = -1, exc
-                if fd >= 0 and not (o_path and flags & o_path and stat.S_ISLNK(os.fstat(fd).st_mode)):
+                # Only O_PATH opens a symlink itself: with O_NOFOLLOW that is the answer (as openat2's),
+                # else the link is followed below.
+                if fd >= 0 and not (
+                    follow_last and flags & O_PATH_NATIVE and stat.S_ISLNK(os.fstat(fd).st_mode)
+                ):
                     return fd
                 if fd >= 0:
                     os.close(fd)
@@ -349,7 +399,8 @@ def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
                     raise (failure or oserror(errno.ENOTDIR)) from None
                 if not follow_last:
                     raise oserror(errno.ELOOP)
-                trailing_slash = target.endswith("/")
+                # A target that ends in '/', '/.' or '/..' names a directory, as the kernel reads it.
+                trailing_slash, slash_after_name = _ending(target)
             else:
                 try:
                     stack.append(os.open(name, middle_flags, dir_fd=cur))
@@ -367,8 +418,6 @@ def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
             if target.startswith("/"):
                 raise Escape(rel)
             pending.extend(c for c in reversed(target.split("/")) if c and c != ".")
-            if not pending:  # a link to '.'
-                trailing_slash = True
         cur = stack[-1] if stack else dirfd
         try:
             return os.open(".", flags, mode, dir_fd=cur)

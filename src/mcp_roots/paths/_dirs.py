@@ -17,7 +17,7 @@ from ._beneath import open_beneath, strategy
 from ._descriptors import Descriptor
 from ._open import stat_path
 from ._router import Router
-from ._text import check_name, split
+from ._text import check_name, ending, split
 from ._tree import LIST_FLAGS, Entry, Leave, OnError, Visit, descend, list_entries
 from ._tree import walk as walk_tree
 
@@ -86,6 +86,8 @@ def mkdir(router: Router, path: object, parents: bool, exist_ok: bool) -> None:
     missing levels are created from its descriptor by ``_tree.descend`` (mkdirat, then openat
     O_NOFOLLOW): a loop linear in the depth, not recursion, so a tree thousands of levels deep is fine."""
     text = router.absolute(path)
+    if parents and ending(text) == "/.":
+        text = text.rstrip("/")[:-1]  # as os.makedirs: 'new/.' is the directory 'new', made with its parents
     parts = split(text)
     try:
         _mkdir_one(router, text, parts, exist_ok)
@@ -150,7 +152,15 @@ def _mkdir_one(router: Router, text: str, parts: list[str], exist_ok: bool) -> N
     try:
         router.in_parent(text, lambda dirfd, name: mkdir_at(dirfd, name), "created")
     except FileExistsError:
-        if not exist_ok or not stat.S_ISDIR(stat_path(router, text).st_mode):
+        if not exist_ok:
+            raise
+        try:
+            is_dir = stat.S_ISDIR(stat_path(router, text).st_mode)
+        except RootsError:
+            raise  # a refusal is raised as it is
+        except OSError:  # 'file/': what is there is no directory either
+            is_dir = False
+        if not is_dir:
             raise
 
 

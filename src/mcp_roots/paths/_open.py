@@ -3,14 +3,12 @@ A regular file is opened without blocking on a FIFO, and read within a limit.
 """
 
 # Each operation is a few lines over the Router (which root, which relative path, which refusal) and
-# ``_beneath`` (the descriptor-relative system calls). The ops handed to the router's lanes live here too:
-# :func:`read_beneath` (``Router.fast``'s read, which ``Router.read_fast`` makes in place) and
-# :func:`fd_beneath`.
+# ``_beneath`` (the descriptor-relative system calls). A read is ``Router.read_fast``, else the general
+# route; ``open_fd``'s lane op, :func:`fd_beneath`, lives here too.
 
 from __future__ import annotations
 
 import errno
-import fcntl
 import io
 import os
 import stat
@@ -19,7 +17,7 @@ from typing import IO, Any
 from .._sys.posix import O_NONBLOCK
 from ..errors import FileTooLarge, NotRegularFile
 from . import _beneath
-from ._beneath import CREATING, open_beneath, oserror, strategy
+from ._beneath import CREATING, open_beneath, oserror, regular, strategy
 from ._descriptors import Descriptor
 from ._router import Router
 from ._text import describe, file_kind
@@ -30,7 +28,6 @@ __all__ = [
     "open_file",
     "open_read",
     "open_regular",
-    "read_beneath",
     "read_bytes",
     "read_fd",
     "stat_path",
@@ -39,19 +36,15 @@ __all__ = [
 #: The read modes open_file builds itself (True: binary), as the builtin would with buffering=-1.
 _READ_MODES = {"r": False, "rt": False, "rb": True}
 _FileIO, _BufferedReader = io.FileIO, io.BufferedReader
-_fstat = os.fstat
-_S_IFMT = 0o170000  # stat.S_IFMT() is a call; the mask is POSIX's
 
 
 def open_regular(
     dirfd: int, rel: str, flags: int, mode: int = 0o666, *, allow_dir: bool = False, plain_dev: int = -1
 ) -> tuple[int, os.stat_result]:
-    """Open a regular file beneath ``dirfd`` and return it with its fstat. FIFOs, devices and sockets raise
-    NotRegularFile without blocking (the open is O_NONBLOCK; the flag is cleared again for a regular
-    file). A directory raises IsADirectoryError unless ``allow_dir`` and the access is read-only.
-
-    ``plain_dev`` (a root descriptor's, for a descriptor that is only read from) lets O_NONBLOCK stay set
-    on a regular file of that device: a plain filesystem ignores it, and clearing it costs a system call."""
+    """Open a regular file beneath ``dirfd`` and return it with its fstat: the open is O_NONBLOCK, then
+    the regular-file rule (:func:`_beneath.regular`; ``plain_dev``, a root descriptor's, only for a
+    descriptor that is only read from). FIFOs, devices and sockets raise NotRegularFile without
+    blocking. A directory raises IsADirectoryError unless ``allow_dir`` and the access is read-only."""
     try:
         fd = open_beneath(dirfd, rel, flags | O_NONBLOCK, mode)
     except OSError as exc:
@@ -69,16 +62,14 @@ def open_regular(
         finally:
             os.close(probe)
     try:
+        st = regular(fd, plain_dev, flags)
+        if st is not None:
+            return fd, st
         st = os.fstat(fd)
-        kind = st.st_mode
-        if not stat.S_ISREG(kind):
-            if stat.S_ISDIR(kind):
-                if not allow_dir or flags & (os.O_WRONLY | os.O_RDWR):
-                    raise oserror(errno.EISDIR)
-                return fd, st
-            raise NotRegularFile(file_kind(kind))
-        if not flags & O_NONBLOCK and st.st_dev != plain_dev:
-            fcntl.fcntl(fd, fcntl.F_SETFL, flags)  # one F_SETFL: creation and access bits are ignored by it
+        if not stat.S_ISDIR(st.st_mode):
+            raise NotRegularFile(file_kind(st.st_mode))
+        if not allow_dir or flags & (os.O_WRONLY | os.O_RDWR):
+            raise oserror(errno.EISDIR)
         return fd, st
     except BaseException:
         os.close(fd)
@@ -107,31 +98,6 @@ def _open_for_reading(root: Descriptor, rel: str) -> tuple[int, os.stat_result]:
     return open_regular(root.fd, rel, os.O_RDONLY, 0, plain_dev=root.plain_dev)
 
 
-def read_beneath(root: Descriptor, rel: str, flags: int, mode: int) -> tuple[int, os.stat_result]:
-    """``open_regular`` for a read-only open in a lane (``Router.fast``'s op), its regular-file case
-    inlined (one frame less): opened O_NONBLOCK, kept only if fstat says a regular file, O_NONBLOCK
-    cleared unless its filesystem is the root's plain one. Anything else -- a FIFO, a device, a
-    directory, a socket's ENXIO -- is closed and left to ``open_regular``, which opens it again without
-    blocking and words the refusal."""
-    try:
-        fd = open_beneath(root.fd, rel, flags | O_NONBLOCK, mode)
-    except OSError as exc:
-        if exc.errno != errno.ENXIO:
-            raise
-        return open_regular(root.fd, rel, flags, mode, plain_dev=root.plain_dev)
-    try:
-        st = _fstat(fd)
-        if st.st_mode & _S_IFMT == stat.S_IFREG:
-            if st.st_dev != root.plain_dev:
-                fcntl.fcntl(fd, fcntl.F_SETFL, flags)  # as open_regular: O_NONBLOCK off
-            return fd, st
-    except BaseException:
-        os.close(fd)
-        raise
-    os.close(fd)
-    return open_regular(root.fd, rel, flags, mode, plain_dev=root.plain_dev)
-
-
 def fd_beneath(root: Descriptor, rel: str, flags: int, mode: int) -> int:
     """RootSet.open_fd's op for ``Router.fast``: RootSet.open_fd makes that one call itself, and calls
     :func:`open_fd` only when it answers None. An open that creates nothing, of more than one name, is
@@ -145,12 +111,9 @@ def fd_beneath(root: Descriptor, rel: str, flags: int, mode: int) -> int:
 
 
 def _read_open(router: Router, path: object) -> tuple[int, os.stat_result, str]:
-    """A regular file opened read-only beneath its root, with its fstat and the text of ``path``, once
-    ``Router.read_fast`` has said None (it opened nothing that stays open): ``Router.fast`` with the read
-    op, which takes the indexes read_fast leaves, else the general route, which words every refusal."""
-    hit = router.fast(path, read_beneath, os.O_RDONLY, 0)
-    if hit is not None:  # Router.fast took it: a str or a pathlib path
-        return hit[0], hit[1], path if type(path) is str else str(path)
+    """The general route's read, once ``Router.read_fast`` has said None (it opened nothing that stays
+    open): a regular file opened read-only beneath its root, with its fstat and the text of ``path``;
+    it takes every path and words every refusal."""
     text = router.absolute(path)
     fd, st = router.at(text, _open_for_reading)
     return fd, st, text

@@ -9,7 +9,9 @@ import os
 import stat
 
 from .._sys import linux
+from ._beneath import oserror
 from ._router import Router
+from ._text import ending
 
 __all__ = ["rename", "rename_noreplace"]
 
@@ -19,10 +21,16 @@ def rename(router: Router, src: object, dst: object, replace: bool) -> None:
     src_text = router.absolute(src)
     dst_text = router.absolute(dst)
     move = os.rename if replace else rename_noreplace
+    # 'dst/' names a directory: only a directory may be moved there (the kernel's ENOTDIR).
+    dst_is_dir = ending(dst_text) == "/"
 
     def from_parent(src_dir: int, src_name: str) -> None:
         def to_parent(dst_dir: int, dst_name: str) -> None:
             try:
+                if dst_is_dir and not stat.S_ISDIR(
+                    os.stat(src_name, dir_fd=src_dir, follow_symlinks=False).st_mode
+                ):
+                    raise oserror(errno.ENOTDIR)
                 move(src_name, dst_name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
             except OSError as exc:
                 raise OSError(exc.errno, exc.strerror, src_text, None, dst_text) from None

@@ -21,7 +21,6 @@ The general route, and the fast lanes for the common path, side by side.
 from __future__ import annotations
 
 import errno
-import fcntl
 import logging
 import os
 import stat
@@ -38,6 +37,7 @@ from ._beneath import (
     lookup_without_symlinks,
     open_beneath,
     oserror,
+    regular,
     self_checking,
     strategy,
 )
@@ -45,11 +45,13 @@ from ._canonical import canonicalize
 from ._descriptors import Descriptor, RootDescriptors
 from ._index import RootIndex
 from ._text import (
+    NOT_A_NAME,
     PATH_MAX,
     PATH_TYPES,
     checked_text,
     climbs,
     describe,
+    ending,
     is_plain,
     no_dot_components,
     split,
@@ -65,7 +67,6 @@ _WINDOWS = os.name == "nt"
 
 #: Router.read_fast's flags: a read that cannot block on a FIFO, for one name and for openat2.
 _READ_ONE_NAME = _beneath.READ_FLAGS | O_NOFOLLOW
-_fstat, _S_IFMT, _S_IFREG = os.fstat, 0o170000, stat.S_IFREG
 
 
 def common_path(path: object) -> str | None:
@@ -93,6 +94,25 @@ def common_path(path: object) -> str | None:
     ):
         return None
     return path
+
+
+def must_be_directory(dirfd: int, name: str, verb: str) -> None:
+    """The kernel's rule for a name spelled with a trailing '/' that an operation ``verb`` acts on:
+    it must be a directory. A symlink is not one (it is never followed here); a write makes a regular
+    file, so it refuses every such name (open with O_CREAT says EISDIR) but a symlink, which it follows
+    by name (the '/' kept), so that a link out of the roots is refused as outside."""
+    if verb == "created":
+        return  # mkdirat says EEXIST for anything there, and makes a missing name a directory
+    try:
+        mode = os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        if verb == "written":
+            raise oserror(errno.EISDIR) from None
+        return  # the operation says ENOENT (a rename's target: its source must be a directory)
+    if verb == "written" and not stat.S_ISLNK(mode):
+        raise oserror(errno.EISDIR)
+    if verb != "written" and not stat.S_ISDIR(mode):
+        raise oserror(errno.ENOTDIR)
 
 
 def _without_dotdot_at_top(parts: list[str]) -> list[str]:
@@ -196,7 +216,7 @@ class Router:
     def _at_parts(self, text: str, parts: list[str] | None, op: Callable[[Descriptor, str], _T]) -> _T:
         parts = _without_dotdot_at_top(split(text) if parts is None else parts)
         # A trailing '/' or '/.' requires a directory, as it does for the kernel; keep it on the way down.
-        slash = "/" if text.endswith(("/", "/.")) else ""
+        slash = ending(text)
         for root_path, rest in self.index.lexical(parts):
             if climbs(rest):
                 continue  # its '..' steps out of this root: an outer one may hold it, else the name walk
@@ -223,7 +243,9 @@ class Router:
 
     def in_parent(self, path: object, op: Callable[[int, str], _T], verb: str) -> _T:
         """Run ``op(parent_directory_descriptor, final_name)``: the parent is opened beneath a root, the
-        final name is acted on as it is (a symlink there is never followed)."""
+        final name is acted on as it is (a symlink there is never followed). A path that ends in '/'
+        names a directory and one that ends in '/.' the directory itself, not a name in it; both are
+        judged here as the kernel judges them (:data:`_text.NOT_A_NAME`), before ``op`` runs."""
         text = self.absolute(path)
         parts = _without_dotdot_at_top(split(text))
         if not parts or parts[-1] == "..":
@@ -236,10 +258,21 @@ class Router:
         ):
             raise InvalidPath(f"{describe(text)} is one of the allowed roots itself; it cannot be {verb}")
         dir_flags = strategy().dir_flags
+        end = ending(text)
+        if end == "/.":  # the directory itself: opened (it must exist, and be one), then refused
+            refusal = NOT_A_NAME[verb]
+
+            def in_itself(root: Descriptor, rel: str) -> _T:
+                os.close(open_beneath(root.fd, rel, dir_flags))
+                raise oserror(refusal)
+
+            return self.at(text, in_itself, parts)
 
         def in_parent(root: Descriptor, rel: str) -> _T:
             parent = open_beneath(root.fd, rel, dir_flags)
             try:
+                if end:
+                    must_be_directory(parent, name, verb)
                 return op(parent, name)
             finally:
                 os.close(parent)
@@ -303,26 +336,34 @@ class Router:
             descriptors.release(descriptor)
 
     def read_fast(self, path: object) -> tuple[int, os.stat_result, str] | None:
-        """The commonest call of all, a read-only open of a regular file, in one frame: :meth:`fast` with
-        the read op (``_open.read_beneath``) inlined, for the usual index (every root path of one length).
-        A plain name is one ``openat(O_NOFOLLOW)``, more names one ``openat2``; the descriptor is opened
-        ``O_NONBLOCK`` and kept only if fstat says a regular file (``O_NONBLOCK`` cleared unless on the
-        root's plain filesystem). Returns it with its fstat and the text of ``path``. None for anything
-        else -- another shape or index, a failure, a FIFO, a directory, a symlink in the final name --,
-        having opened nothing that stays open: :meth:`fast` or the general route then does it again and
-        words the answer (a read-only open has no effect to repeat)."""
+        """The commonest call of all, a read-only open of a regular file, in one frame: the root by one
+        slice (every root path of one length) or :meth:`RootIndex.innermost_prefix`, held if its
+        descriptor is open (no I/O here: the general route opens it); a plain name is one
+        ``openat(O_NOFOLLOW)``, more names one ``openat2``; then the regular-file rule
+        (:func:`_beneath.regular`). Returns the descriptor with its fstat and the text of ``path``. None
+        for anything else -- another shape, the root itself, a failure, a FIFO, a directory, a symlink in
+        the final name --, having opened nothing that stays open: the general route then does it again
+        and words the answer (a read-only open has no effect to repeat)."""
         text = common_path(path)
-        cut = self._cut
-        if text is None or cut <= 1 or len(text) <= cut + 1 or text[cut] != "/":
+        if text is None:
             return None
-        rel = text[cut + 1 :]
+        cut = self._cut
+        if cut > 1:  # the usual index: every root path of one length
+            if len(text) <= cut + 1 or text[cut] != "/":
+                return None
+            root_path, rel = text[:cut], text[cut + 1 :]
+        else:
+            found = self.index.innermost_prefix(text) if cut == 0 else None
+            if found is None or len(text) <= len(found) + 1:
+                return None  # Windows, no root, the root itself or 'ROOT/'
+            root_path, rel = found, text[len(found) + 1 :] if len(found) > 1 else text[1:]
         quick = None
         if "/" in rel:  # more than one name: openat2's one call (None: not openat2, or the self-check is on)
             quick = _beneath.quick_read
             if quick is None:
                 return None
         descriptors = self._descriptors
-        descriptor = descriptors.hold(text[:cut])  # no I/O: a root not open yet is fast's to open
+        descriptor = descriptors.hold(root_path)
         if descriptor is None:
             return None
         try:
@@ -337,10 +378,8 @@ class Router:
                 if fd < 0:
                     return None
             try:
-                st = _fstat(fd)
-                if st.st_mode & _S_IFMT == _S_IFREG:
-                    if st.st_dev != descriptor.plain_dev:
-                        fcntl.fcntl(fd, fcntl.F_SETFL, os.O_RDONLY)  # O_NONBLOCK off
+                st = regular(fd, descriptor.plain_dev)
+                if st is not None:
                     return fd, st, text
             except OSError:
                 pass  # closed below; the general route words it

@@ -9,11 +9,13 @@ import errno
 import os
 import stat
 from pathlib import PosixPath, PurePosixPath, PureWindowsPath, WindowsPath
+from typing import Literal
 
 from ..errors import InvalidPath
 
 __all__ = [
     "NAME_MAX",
+    "NOT_A_NAME",
     "PATH_MAX",
     "PATH_TYPES",
     "SYMLOOP_MAX",
@@ -23,8 +25,10 @@ __all__ = [
     "control_character",
     "cut_to_bytes",
     "describe",
+    "ending",
     "file_kind",
     "is_plain",
+    "kind_of",
     "no_dot_components",
     "split",
 ]
@@ -49,23 +53,29 @@ def control_character(text: str) -> str | None:
     return None
 
 
+WireKind = Literal["file", "directory", "symlink", "other"]
+
+#: The file types, once: by ``stat.S_IFMT``, the word the broker's wire uses and a short human name.
+FILE_KINDS: dict[int, tuple[WireKind, str]] = {
+    stat.S_IFREG: ("file", "a regular file"),
+    stat.S_IFDIR: ("directory", "a directory"),
+    stat.S_IFLNK: ("symlink", "a symbolic link"),
+    stat.S_IFIFO: ("other", "a FIFO"),
+    stat.S_IFSOCK: ("other", "a socket"),
+    stat.S_IFCHR: ("other", "a character device"),
+    stat.S_IFBLK: ("other", "a block device"),
+}
+_UNKNOWN_KIND: tuple[WireKind, str] = ("other", "not a regular file")
+
+
 def file_kind(mode: int) -> str:
     """A short human name of a file type: 'a FIFO', 'a socket'..."""
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    return "not a regular file"
+    return FILE_KINDS.get(stat.S_IFMT(mode), _UNKNOWN_KIND)[1]
+
+
+def kind_of(mode: int) -> WireKind:
+    """The wire's word for a file type: 'file', 'directory', 'symlink' or 'other'."""
+    return FILE_KINDS.get(stat.S_IFMT(mode), _UNKNOWN_KIND)[0]
 
 
 def shorten(text: str, most: int = 120) -> str:
@@ -137,6 +147,27 @@ def check_name(name: str) -> None:
     """Raise EINVAL unless ``name`` is one name: not empty, not '.' or '..', no '/'."""
     if not name or name in (".", "..") or "/" in name:
         raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+
+
+#: What a name operation (by its verb) answers for a path that ends in '/.', as the kernel's: the final
+#: '.' is the directory itself, which cannot be removed (rmdir EINVAL), renamed (EBUSY), made (EEXIST) or
+#: written as a file (EISDIR).
+NOT_A_NAME = {
+    "removed": errno.EINVAL,
+    "renamed": errno.EBUSY,
+    "replaced": errno.EBUSY,
+    "created": errno.EEXIST,
+    "written": errno.EISDIR,
+}
+
+
+def ending(text: str) -> Literal["", "/", "/."]:
+    """How ``text`` ends after its last name, as the kernel reads it: '' (a name), '/' (a trailing
+    separator: the name must be a directory) or '/.' (a final '.': the directory itself, not a name)."""
+    stripped = text.rstrip("/")
+    if stripped == "." or stripped.endswith("/."):
+        return "/."
+    return "/" if len(stripped) < len(text) else ""
 
 
 def split(text: str) -> list[str]:

@@ -13,11 +13,11 @@ import stat
 
 from .._sys import linux
 from .._sys.posix import O_CLOEXEC, O_CREAT, O_DIRECTORY, O_NOFOLLOW
-from ..errors import InvalidPath, PathOutsideRoots
+from ..errors import InvalidPath, NotRegularFile, PathOutsideRoots
 from ._beneath import oserror
 from ._open import open_file
 from ._router import Router
-from ._text import SYMLOOP_MAX, check_name, cut_to_bytes, describe, split
+from ._text import SYMLOOP_MAX, check_name, cut_to_bytes, describe, ending, file_kind, split
 
 __all__ = [
     "KEPT_MODE_BITS",
@@ -84,6 +84,12 @@ def write_atomic(dirfd: int, name: str, data: bytes) -> None:
         old: os.stat_result | None = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
     except FileNotFoundError:
         old = None
+    if old is not None and not (stat.S_ISREG(old.st_mode) or stat.S_ISLNK(old.st_mode)):
+        # Only a regular file is replaced, as open(name, 'wb') would only write one: never a directory,
+        # a FIFO, a socket or a device (the builtin would block on a FIFO or write to the device).
+        if stat.S_ISDIR(old.st_mode):
+            raise oserror(errno.EISDIR)
+        raise NotRegularFile(file_kind(old.st_mode))
     # 12 hex digits from the kernel's CSPRNG: what secrets.token_hex(6) is, without importing secrets.
     tmp = f".{cut_to_bytes(name, TEMP_NAME_BYTES)}.{os.urandom(6).hex()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | O_CREAT | os.O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600, dir_fd=dirfd)
@@ -142,6 +148,7 @@ def write_bytes(router: Router, path: object, data: bytes) -> None:
     first = router.absolute(path)
     target = first
     for _ in range(SYMLOOP_MAX + 1):
+        slash = "/" if ending(target) == "/" else ""
         if _is_file_root(router, target):
             with open_file(router, target, "wb", -1, None, None, None) as f:
                 drop_set_id_bits(f.fileno())
@@ -175,5 +182,9 @@ def write_bytes(router: Router, path: object, data: bytes) -> None:
             raise router.outside(first, f"its final symlink leads to {target!r}, outside") from None
         if followed is None:
             return
-        target = router.absolute(followed)
+        if slash:  # 'link/' names a directory, whatever the link's text ends in: no file to write there
+            followed = followed.rstrip("/")
+            while followed.endswith("/."):
+                followed = followed[:-2].rstrip("/")
+        target = router.absolute(followed + slash)
     raise router.outside(first, "too many levels of symbolic links")
