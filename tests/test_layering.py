@@ -51,7 +51,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_canonical", "_descriptors"),
         ("_root", "_router"),
         ("_open", "_remove", "_rename"),
-        ("_write", "_dirs"),
+        ("_write", "_dirs", "_confined"),
         ("_rootset",),
         ("__init__",),
     ],

@@ -75,7 +75,9 @@ def public_callables() -> Iterator[tuple[str, Callable[..., object]]]:
     """Every public function, and every public method of every public class (``__init__`` included)."""
     for name, obj in public_objects():
         if inspect.isclass(obj):
-            for attribute, value in vars(obj).items():
+            inherited = [c for c in reversed(obj.__mro__) if c.__module__.startswith("mcp_roots.")]
+            members = {a: v for c in inherited for a, v in vars(c).items()}  # RootSet's from Confined too
+            for attribute, value in members.items():
                 if attribute.startswith("_") and attribute != "__init__":
                     continue
                 function = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
