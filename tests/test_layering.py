@@ -82,7 +82,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("__init__",),
     ],
     "broker": [
-        ("_protocol", "_consent"),
+        ("_protocol", "_consent", "_records"),
         ("_wire", "_grants"),
         ("_reasons", "_hostops", "_sdk"),
         ("_locator", "_uploads", "_watch", "_server"),
