@@ -62,6 +62,8 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_cache",),
         ("_connections",),
         ("_policy", "_provider"),
+        ("_port",),
+        ("_jsonrpc",),
         ("__init__",),
     ],
     "guard": [
@@ -70,8 +72,8 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_values",),
         ("_audit", "_schema"),
         ("_argcheck",),
-        ("_calls",),
         ("_port",),
+        ("_calls",),
         ("__init__",),
     ],
     "adapters": [
@@ -128,12 +130,17 @@ APP_API: dict[str, str] = {
     "_lazy": "an application's own face loads its names on first use, as the library's faces do",
     "__init__": "the public API",
     "sandbox": "mcp-roots run, doctor and wrap: spawn confined, the protected set, the kernel's support",
-    "roots": "the operator's configuration: fallback roots, the ceiling, the config file and variables",
+    "roots": "the operator's configuration (fallback roots, the ceiling, the config file and variables), and "
+    "RAW_PORT for an application with no SDK",
     "guard": "the schema walk: every path in a tool's input schema (the probe, wrap)",
     "adapters": "serve's stdio transport: the low-level server behind an MCPServer, checked",
     "_rootsguard": "mcp-roots audit: audit_server and format_audit (the facade's audit of any server)",
     "_sys.linux": "renameat2 for the probe's swap race",
 }
+
+#: The raw JSON-RPC port: the core port (``roots._port.RootsPort``) implemented once for the applications
+#: that speak MCP with no SDK (wrap), below them, reached through the roots face.
+RAW_PORT = "roots._jsonrpc"
 
 #: What an adapter may import from the roots layer: the facts it reports and the signals it answers
 #: (``roots._facts``). Which roots a request gets is the policy's one decision table, never an adapter's.
@@ -428,6 +435,20 @@ def test_the_top_shows_the_concepts() -> None:
     """At most five modules at the top beside __init__.py and __main__.py; the rest live in packages."""
     top = sorted(p.name for p in SRC.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
     assert len(top) <= 5, top
+
+
+def test_the_raw_port_sits_below_the_applications_that_share_it() -> None:
+    layer = layer_of(RAW_PORT)
+    assert all(RANK[layer] < RANK[app] for app in APPLICATIONS)
+    assert inner_rank(RAW_PORT) is not None
+    assert f"{PACKAGE}.{RAW_PORT}" in dict(imports_found(SRC / layer / "__init__.py"))  # on the face
+    wrap = {t for p in (SRC / "wrap").glob("*.py") for t, names in imports_found(p) if "JsonRpcPort" in names}
+    assert wrap == {f"{PACKAGE}.{layer}"}, wrap  # wrap reaches it through the face, nothing else of roots/
+
+
+def imports_found(path: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """(target, names) of each import of ``path``."""
+    return [(imp.target, imp.names) for imp in imports_of(path)[0]]
 
 
 def test_imports_follow_the_layers() -> None:

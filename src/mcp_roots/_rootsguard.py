@@ -14,13 +14,14 @@ import os
 import sys
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._types import SupportedContext, SupportedServer
 from .adapters import adapter_for_context, adapter_for_server, refusal
 from .errors import ConfigError, RootsError
-from .guard._audit import EXEMPT_ATTRIBUTE, AuditRow, Handler, audit_handlers, format_audit
+from .guard._audit import EXEMPT_ATTRIBUTE, AuditRow, audit_handlers, format_audit
 from .guard._calls import current_roots, guard_function
+from .guard._port import SdkPort
 from .paths._rootset import RootSet
 from .roots._policy import GuardPolicy, shown_to_client
 from .roots._sources import SOURCE_UNCONFIGURED, clip_to_ceiling, fallback_roots, how_to_configure
@@ -31,41 +32,16 @@ if TYPE_CHECKING:
     from .adapters import CallToolResult, Mcp2Context
     from .broker import BrokeredFiles
 
-__all__ = ["Adapter", "RootsGuard", "audit_server", "format_audit"]
+__all__ = ["RootsGuard", "audit_server", "format_audit"]
 
 logger = logging.getLogger("mcp_roots")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Adapter(Protocol):
-    """What one framework's adapter offers the facade (built as ``Adapter(policy)``, or ``Adapter(None)``
-    to read a server only); its per-call part is a :class:`mcp_roots.guard._calls.CallPort`."""
-
-    brokering: bool
-    """Whether the broker's ``files/*`` server side can be enabled on this framework's servers."""
-
-    def install(self, server: Any) -> None:
-        """Wire the guard into ``server`` (idempotent); raise ``SDKChanged`` if a private corner moved."""
-
-    async def roots(self, ctx: Any) -> RootSet:
-        """The roots in force for the request ``ctx`` (the framework's context object), outside a
-        guarded call."""
-        ...
-
-    def handlers(self, server: Any) -> list[Handler]:
-        """Every tool, resource template and prompt ``server`` has registered now, for the audit (an empty
-        list where handlers are not registered functions, as on a low-level server)."""
-        ...
-
-    def installed(self, server: Any) -> list[GuardPolicy]:
-        """The policies of the guards installed on ``server``."""
-        ...
-
-
 def audit_server(server: SupportedServer) -> list[AuditRow]:
     """The audit of any supported server, whichever guards are installed on it (``mcp-roots audit``)."""
-    adapter: Adapter = adapter_for_server(server)(None)
+    adapter: SdkPort = adapter_for_server(server)(None)
     return audit_handlers(adapter.handlers(server), adapter.installed(server))
 
 
@@ -76,7 +52,8 @@ class RootsGuard:
     with nothing configured, those clients are refused. Client roots narrow access, never widen it.
 
     Args:
-        roots: Fallback roots: a path, or a sequence of paths or ``file:`` URIs (the CLI's ``--roots``).
+        roots: Fallback roots: a path, or a sequence of paths or ``file:`` URIs (the CLI's ``--roots``); a
+            ``RootSet`` is taken as it is.
         project_root: The project's folder: its ``mcp-roots.json``, or the folder itself, as fallback.
         ceiling: Bounds every client root and the fallback roots: a RootSet, a path or paths.
         environ: Where ``MCP_ROOTS`` and ``MCP_ROOTS_CONFIG`` are read (default ``os.environ``).
@@ -93,7 +70,7 @@ class RootsGuard:
 
     def __init__(
         self,
-        roots: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+        roots: RootSet | str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
         *,
         project_root: str | os.PathLike[str] | None = None,
         ceiling: RootSet | str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
@@ -112,19 +89,24 @@ class RootsGuard:
             ceiling = [ceiling]  # one path, not a sequence of one-character paths
         if ceiling is not None and not isinstance(ceiling, RootSet):
             ceiling = RootSet.from_paths(list(ceiling), source="ceiling")
-        fallback = fallback_roots(
-            roots,
-            project_root=project_root,
-            environ=environ,
-            user_config_dir=user_config_dir,
-            allow_home=allow_home,
+        # A RootSet is the fallback already worked out (serve's: it is its ceiling too); else the sources.
+        fallback = (
+            roots
+            if isinstance(roots, RootSet)
+            else fallback_roots(
+                roots,
+                project_root=project_root,
+                environ=environ,
+                user_config_dir=user_config_dir,
+                allow_home=allow_home,
+            )
         )
         advice = how_to_configure(environ, user_config_dir, flags=False)
         if fallback.source == SOURCE_UNCONFIGURED:
             # The official filesystem server refuses to start here; a guard still serves clients that send
             # roots, and refuses the others per call. Said once, at startup.
             logger.warning("%s; until then, clients that send none are refused", advice)
-        if ceiling is not None:
+        if ceiling is not None and ceiling is not fallback:
             fallback = clip_to_ceiling(fallback, ceiling)
         if confine:
             ceiling = self._confine_process(ceiling, fallback)
@@ -140,7 +122,7 @@ class RootsGuard:
             how_to_configure=advice,
         )
         # One adapter per framework this guard was installed on (a guard may serve several servers).
-        self._adapters: dict[type, Adapter] = {}
+        self._adapters: dict[type, SdkPort] = {}
 
     # -- configuration --
 
@@ -206,7 +188,7 @@ class RootsGuard:
 
             enable_brokering(typing.cast(Any, server))  # brokering: an mcp 2.x server, by its adapter
 
-    def _adapter(self, adapter_type: type) -> Adapter:
+    def _adapter(self, adapter_type: type) -> SdkPort:
         adapter = self._adapters.get(adapter_type)
         if adapter is None:
             adapter = self._adapters[adapter_type] = adapter_type(self._policy)

@@ -230,3 +230,28 @@ def test_the_audit_finds_every_path_parameter_guarded_or_exempt(tmp_path: Path) 
     assert [row for row in rows if row.unguarded] == []
     exempt = {row.name for row in rows if row.exempt is not None}
     assert exempt == {"read_multiple_files", "move_file"}
+
+
+@pytest.mark.parametrize("given", [["DIR"], ["--roots", "DIR"], []])
+def test_serve_works_out_its_fallback_and_ceiling_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: list[str]
+) -> None:
+    import mcp_roots._rootsguard as facade
+    from mcp_roots.cli import build_parser
+    from mcp_roots.filesystem import _command
+
+    monkeypatch.setenv("MCP_ROOTS", str(tmp_path))  # the source when no directory is given
+    calls: list[object] = []
+    for module in (_command, facade):
+        real = module.fallback_roots
+
+        def counted(*args: object, _real: Any = real, **kwargs: Any) -> RootSet:
+            calls.append(args)
+            return _real(*args, **kwargs)  # type: ignore[no-any-return]
+
+        monkeypatch.setattr(module, "fallback_roots", counted)
+    argv = [str(tmp_path) if arg == "DIR" else arg for arg in given]
+    guard = _command._guard(build_parser().parse_args(["serve", *argv]))
+    assert len(calls) == 1  # one resolution of the sources, not one here and one in RootsGuard
+    assert guard.fallback.paths == (tmp_path.resolve(),)
+    assert guard.ceiling is guard.fallback  # the directories given are the ceiling: the same set

@@ -306,3 +306,14 @@ def test_a_guarded_stdio_server_ends_when_its_client_closes_stdin(kind: str) -> 
     finally:
         server.kill()
         server.wait()
+
+
+def test_the_mcp1_adapter_implements_the_sdk_port_whole() -> None:
+    from mcp_roots.adapters.mcp1 import Mcp1Adapter
+    from mcp_roots.guard._port import SdkPort
+    from mcp_roots.roots._port import RootsPort, missing_operations
+
+    assert issubclass(Mcp1Adapter, SdkPort)
+    assert issubclass(Mcp1Adapter, RootsPort)
+    assert missing_operations(Mcp1Adapter) == []
+    assert "roots" not in vars(Mcp1Adapter)  # one spelling: the core port's

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import TextIO
 
 import anyio
 import pytest
@@ -47,14 +47,14 @@ def test_the_documented_mcp1_client_answers_as_the_page_shows(tmp_path: Path) ->
 
 
 @pytest.fixture
-def errlog(tmp_path: Path) -> Iterator[IO[str]]:
+def errlog(tmp_path: Path) -> Iterator[TextIO]:
     with open(tmp_path / "stderr.log", "w") as file:
         yield file
 
 
 @pytest.mark.anyio
 async def test_a_folder_the_user_adds_reaches_an_mcp1_server_through_list_changed(
-    tmp_path: Path, errlog: IO[str]
+    tmp_path: Path, errlog: TextIO
 ) -> None:
     _write(tmp_path)
     first, second = tmp_path / "first", tmp_path / "second"

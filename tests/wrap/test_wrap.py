@@ -16,6 +16,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from mcp_roots.roots._sources import NO_FOLDERS
 from mcp_roots.sandbox import support
 from tests.kit import PYTHON, Host, RootsCallback, connected, hostile_argv, text_of, wrap_argv
 
@@ -211,7 +212,7 @@ async def test_a_2026_07_28_request_without_roots_gets_the_round_trip_on_the_wir
         assert INSIDE not in json.dumps(await host.request("tools/call", params))
         no_roots = {**meta, "io.modelcontextprotocol/clientCapabilities": {}}
         refused = await host.request("tools/call", {"name": "peek", "arguments": {}, "_meta": no_roots})
-        assert "the client sent no roots" in refused["result"]["content"][0]["text"]
+        assert refused["result"]["content"][0]["text"] == NO_FOLDERS
 
 
 async def test_any_request_after_a_roots_change_goes_to_the_new_child(world: dict[str, Path]) -> None:
@@ -376,7 +377,7 @@ async def test_a_client_without_roots_gets_the_fallback_or_a_refusal(world: dict
     async with connected(wrapped(world), None) as host:
         await host.initialize(roots=False)
         answer = await host.text("peek")
-        assert answer == "Access denied: the client sent no roots and wrap was given no --roots"
+        assert answer == NO_FOLDERS  # the guard's words: the roots layer's fallback rule
     async with connected(wrapped(world, "--roots", str(world["b"])), None) as host:
         await host.initialize(roots=False)
         assert await host.text("peek") == INSIDE

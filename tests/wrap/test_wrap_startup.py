@@ -49,6 +49,7 @@ AFTER_THE_FIRST_START = (
     "mcp_roots.wrap._proxy",
     "mcp_roots.wrap._child",
     "mcp_roots.roots._cache",
+    "mcp_roots.roots._policy",
 )
 #: What wrap never loads to answer initialize: the SDKs, the RootsGuard facade and its adapters, the
 #: other commands, the proofs and the doctor, and the schema walk (wrap's first tool call loads it).
@@ -59,7 +60,6 @@ NEVER_AT_START = (
     "pydantic",
     "mcp_roots._rootsguard",
     "mcp_roots.adapters",
-    "mcp_roots.roots._policy",
     "mcp_roots.cli._commands",
     "mcp_roots.filesystem",
     "mcp_roots.probe",

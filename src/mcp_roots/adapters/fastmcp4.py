@@ -11,7 +11,6 @@ Both protocol eras.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import mcp_types
@@ -27,20 +26,11 @@ from fastmcp.tools.function_tool import FunctionTool
 
 from ..guard._audit import Handler
 from ..guard._calls import resource_read, tool_call
-from ..guard._port import GuardPort
-from ..paths._rootset import RootSet
+from ..guard._port import SdkPort
 from ..roots._facts import HANDLER, PROMPT, READ, TOOL, RequestFacts
 from .fastmcp4_sdk import check_private_corners, components_of, sdk_context
-from .mcp2 import initialize_seen, initialized
-from .mcp2_sdk import (
-    ROOTS_INPUT_KEY,
-    connection_of,
-    declares_roots,
-    is_modern,
-    roots_question,
-    send_roots_list,
-    stream_of,
-)
+from .mcp2 import Mcp2Port
+from .mcp2_sdk import ROOTS_INPUT_KEY, connection_of, declares_roots, is_modern, roots_question, stream_of
 
 __all__ = ["FastMCP4Adapter", "refusal"]
 
@@ -58,8 +48,8 @@ def refusal(message: str) -> ToolResult:
     return ToolResult(content=[mcp_types.TextContent(type="text", text=message)], is_error=True)
 
 
-class FastMCP4Adapter(GuardPort):
-    """One guard's port into ``fastmcp`` 4.x servers (a :class:`mcp_roots.guard._calls.CallPort`)."""
+class FastMCP4Adapter(Mcp2Port):
+    """One guard's port into ``fastmcp`` 4.x servers."""
 
     framework_errors: tuple[type[BaseException], ...] = (ToolError,)
 
@@ -83,14 +73,16 @@ class FastMCP4Adapter(GuardPort):
                 found.append(Handler.of("resource template", component.uri_template, fn, Context))
         return found
 
-    def ports_on(self, server: Any) -> list[GuardPort]:
+    def ports_on(self, server: Any) -> list[SdkPort]:
         return [m.adapter for m in getattr(server, "middleware", []) if isinstance(m, RootsMiddleware)]
 
-    async def send_roots_list(self, connection: Any, waiting: Sequence[Any]) -> object:
-        return await send_roots_list(connection, waiting)
-
     def facts(self, ctx: Context | None, kind: str) -> RequestFacts:
-        """The facts of the request behind fastmcp's ``ctx`` (a request of ``kind``)."""
+        """The facts of the request behind fastmcp's ``ctx`` (a request of ``kind``; None: no request)."""
+        if ctx is not None and not isinstance(ctx, Context):
+            raise TypeError(
+                f"expected a fastmcp Context, got {type(ctx).__name__}; declare a parameter typed "
+                "`Context` on your tool and pass it to guard.roots(ctx)"
+            )
         sdk_ctx = sdk_context(ctx)
         if sdk_ctx is None:  # no MCP request behind the call
             return RequestFacts(None, kind, modern=False, declared=None, connection=None)
@@ -114,16 +106,7 @@ class FastMCP4Adapter(GuardPort):
             cannot_ask=_CANNOT_ASK.get(kind),
         )
 
-    async def roots(self, ctx: Any) -> RootSet:
-        """The roots in force for the request of the fastmcp ``Context`` ``ctx``, outside a guarded call."""
-        if not isinstance(ctx, Context):
-            raise TypeError(
-                f"expected a fastmcp Context, got {type(ctx).__name__}; declare a parameter typed "
-                "`Context` on your tool and pass it to guard.roots(ctx)"
-            )
-        return await self.policy.roots_for(self.facts(ctx, HANDLER))
-
-    # -- the port: outcomes --
+    # -- the outcomes --
 
     def ask(self, facts: RequestFacts) -> InputRequiredToolResult | InputRequiredPromptResult:
         if facts.kind == PROMPT:
@@ -162,7 +145,7 @@ class RootsMiddleware(Middleware):
         result = await call_next(context)
         sdk_ctx = sdk_context(context.fastmcp_context)
         if sdk_ctx is not None:
-            initialize_seen(self.adapter, sdk_ctx)
+            self.adapter.on_initialize(sdk_ctx)
         return result
 
     async def on_notification(
@@ -175,7 +158,7 @@ class RootsMiddleware(Middleware):
             self.adapter.roots_changed(connection_of(sdk_ctx))
         result = await call_next(context)
         if sdk_ctx is not None and context.method == "notifications/initialized":
-            await initialized(self.adapter, sdk_ctx)
+            await self.adapter.on_initialized(sdk_ctx)
         return result
 
     async def on_call_tool(

@@ -25,8 +25,7 @@ from mcp.shared.context import RequestContext
 from ..errors import RootsError
 from ..guard._audit import Handler
 from ..guard._calls import resource_read, tool_call
-from ..guard._port import GuardPort, PolicyArgument
-from ..paths._rootset import RootSet
+from ..guard._port import PolicyArgument, SdkPort
 from ..roots._facts import HANDLER, PROMPT, READ, TOOL, RequestFacts
 from .mcp1_dispatch import DispatchRequest, ErrorAnswer, answer, for_the_connection, keep_tasks_with_runs
 from .mcp1_sdk import (
@@ -58,8 +57,8 @@ class _Refused(RootsError):
 _AT_DISPATCH = (types.GetPromptRequest, types.CallToolRequest, types.ReadResourceRequest)
 
 
-class Mcp1Adapter(GuardPort):
-    """One guard's port into ``mcp`` 1.x servers (a :class:`mcp_roots.guard._calls.CallPort`)."""
+class Mcp1Adapter(SdkPort):
+    """One guard's port into ``mcp`` 1.x servers."""
 
     framework_errors: tuple[type[BaseException], ...] = (ToolError,)
 
@@ -155,18 +154,19 @@ class Mcp1Adapter(GuardPort):
         whose handlers are the user's own dispatch functions."""
         return [Handler.of(kind, name, c.fn, Context) for kind, name, c in components(server)]
 
-    def ports_on(self, server: Any) -> list[GuardPort]:
+    def ports_on(self, server: Any) -> list[SdkPort]:
         return installed_ports(server)
 
     # -- the facts of a request --
 
     def facts(
-        self, request: RequestContext[Any, Any, Any] | DispatchRequest | None, kind: str
+        self, ctx: Context[Any, Any, Any] | RequestContext[Any, Any, Any] | DispatchRequest | None, kind: str
     ) -> RequestFacts:
-        """The facts of ``request`` (None: no MCP request behind the call); mcp 1.x speaks the legacy era
-        only."""
-        if request is None:
+        """The facts of the request ``ctx`` (FastMCP's ``Context``, a ``RequestContext``, what the dispatch
+        saw; None: no MCP request behind the call); mcp 1.x speaks the legacy era only."""
+        if ctx is None:
             return RequestFacts(None, kind, modern=False, declared=None, connection=None)
+        request = ctx if isinstance(ctx, DispatchRequest) else request_context_of(ctx)
         session = session_of(request)
         params = session.client_params
         roots_cap = params.capabilities.roots if params is not None else None
@@ -184,11 +184,7 @@ class Mcp1Adapter(GuardPort):
     async def send_roots_list(self, connection: Any, waiting: Sequence[Any]) -> object:
         return await send_roots_list(connection, [request.request_id for request in waiting])
 
-    async def roots(self, ctx: Any) -> RootSet:
-        """The roots in force for the request ``ctx`` (FastMCP's ``Context`` or a ``RequestContext``)."""
-        return await self.policy.roots_for(self.facts(request_context_of(ctx), HANDLER))
-
-    # -- the port: outcomes --
+    # -- the outcomes --
 
     def ask(self, facts: RequestFacts) -> types.CallToolResult:
         # mcp 1.x speaks the legacy era only: roots are never asked by an input request.

@@ -22,9 +22,8 @@ from mcp_types import INVALID_PARAMS, INVALID_REQUEST, CallToolResult, ErrorData
 
 from ..guard._audit import Handler
 from ..guard._calls import resource_read, tool_call
-from ..guard._port import GuardPort
-from ..paths._rootset import RootSet
-from ..roots._facts import HANDLER, PROMPT, READ, TOOL, NeedRoots, RequestFacts
+from ..guard._port import SdkPort
+from ..roots._facts import PROMPT, READ, TOOL, NeedRoots, RequestFacts
 from .mcp2_sdk import (
     ROOTS_INPUT_KEY,
     Registry,
@@ -38,7 +37,7 @@ from .mcp2_sdk import (
     stream_of,
 )
 
-__all__ = ["ROOTS_INPUT_KEY", "Mcp2Adapter", "facts_of", "initialize_seen", "initialized", "refusal"]
+__all__ = ["ROOTS_INPUT_KEY", "Mcp2Adapter", "Mcp2Port", "refusal"]
 
 # The wire form of the answer that asks for the roots, made once by the SDK's own model and dump (as its
 # runner dumps a model a middleware returns); each call gets a copy, so no model is built and dumped per call.
@@ -67,37 +66,42 @@ class _RootsRequired(MCPError, NeedRoots):
         self.error = self.ERROR
 
 
-def facts_of(
-    ctx: ServerRequestContext[Any, Any], kind: str
-) -> tuple[ServerRequestContext[Any, Any], RequestFacts]:
-    """The facts of the request ``ctx`` (of ``kind``), and the request without the roots it carried
-    (this port's input response, which the SDK's handlers must not see). Shared with ``fastmcp4``."""
-    connection = connection_of(ctx)
-    answer = stream = None
-    params = ctx.params
-    responses = params.get("inputResponses") if params else None
-    if isinstance(responses, Mapping) and ROOTS_INPUT_KEY in responses:
-        answer = responses[ROOTS_INPUT_KEY]
-        cleaned = {k: v for k, v in params.items() if k != "inputResponses"}  # type: ignore[union-attr]
-        rest = {k: v for k, v in responses.items() if k != ROOTS_INPUT_KEY}
-        if rest:
-            cleaned["inputResponses"] = rest
-        ctx = dataclasses.replace(ctx, params=cleaned)
-        stream = stream_of(ctx)
-    facts = RequestFacts(
-        ctx,
-        kind,
-        modern=is_modern(connection),
-        declared=declares_roots(connection),
-        connection=connection,
-        answer=answer,
-        stream=stream,
-    )
-    return ctx, facts
+class Mcp2Port(SdkPort, abstract=True):
+    """What the ports on ``mcp`` 2.x servers share (this one, and ``fastmcp4``'s, whose servers run on it):
+    ``roots/list`` sent on a ``Connection``, and the legacy lifecycle read from the SDK's request context."""
+
+    async def send_roots_list(self, connection: Any, waiting: Sequence[Any]) -> object:
+        return await send_roots_list(connection, waiting)
+
+    def on_initialize(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        """``initialize`` on the connection of ``ctx`` (after the SDK handled it)."""
+        connection = connection_of(ctx)
+        caps = (ctx.params or {}).get("capabilities")
+        roots = caps.get("roots") if isinstance(caps, Mapping) else None
+        declared = isinstance(roots, Mapping)
+        list_changed = isinstance(roots, Mapping) and bool(roots.get("listChanged"))
+        if self.initialize_seen(connection, declared=declared, list_changed=list_changed):
+            connection.exit_stack.push_async_callback(self.connection_closed, connection)
+
+    async def on_initialized(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        """``notifications/initialized`` on the connection of ``ctx``: lives as long as the connection (the
+        SDK runs each notification as its own task and cancels them when the connection ends)."""
+        connection = connection_of(ctx)
+        if self.initialize_seen(connection, declared=False, list_changed=False):  # no initialize seen
+            connection.exit_stack.push_async_callback(self.connection_closed, connection)
+        await self.initialized(
+            connection,
+            cannot_ask=None
+            if connection.has_standalone_channel
+            else "this connection has no back-channel (stateless HTTP)",
+            # streamable HTTP: a roots/list sent now would go to the standalone GET stream, which the
+            # client opens only after initialized; the first guarded call sends it instead
+            send_now=connection.session_id is None,
+        )
 
 
-class Mcp2Adapter(GuardPort):
-    """One guard's port into ``mcp`` 2.x servers (a :class:`mcp_roots.guard._calls.CallPort`)."""
+class Mcp2Adapter(Mcp2Port):
+    """One guard's port into ``mcp`` 2.x servers."""
 
     brokering = True  # MCPServer passes a returned result through: no framework_errors
     need_roots: type[NeedRoots] = _RootsRequired
@@ -114,25 +118,37 @@ class Mcp2Adapter(GuardPort):
         """The tools, resource templates and prompts ``server`` has registered (for the audit)."""
         return [Handler.of(kind, name, c.fn, Context) for kind, name, c in Registry(server).components()]
 
-    def ports_on(self, server: Any) -> list[GuardPort]:
+    def ports_on(self, server: Any) -> list[SdkPort]:
         return [m.adapter for m in getattr(server, "middleware", None) or [] if isinstance(m, _Middleware)]
 
-    async def send_roots_list(self, connection: Any, waiting: Sequence[Any]) -> object:
-        return await send_roots_list(connection, waiting)
+    def facts(self, ctx: Any, kind: str) -> RequestFacts:
+        """The facts of the request ``ctx`` (a middleware's ``ServerRequestContext`` or a tool's ``Context``)
+        of ``kind``; ``facts.request`` is the request without the roots it carried (this port's input
+        response, which the SDK's handlers must not see)."""
+        request = request_context_of(ctx)
+        connection = connection_of(request)
+        answer = stream = None
+        params = request.params
+        responses = params.get("inputResponses") if params else None
+        if isinstance(responses, Mapping) and ROOTS_INPUT_KEY in responses:
+            answer = responses[ROOTS_INPUT_KEY]
+            cleaned = {k: v for k, v in params.items() if k != "inputResponses"}  # type: ignore[union-attr]
+            rest = {k: v for k, v in responses.items() if k != ROOTS_INPUT_KEY}
+            if rest:
+                cleaned["inputResponses"] = rest
+            request = dataclasses.replace(request, params=cleaned)
+            stream = stream_of(request)
+        return RequestFacts(
+            request,
+            kind,
+            modern=is_modern(connection),
+            declared=declares_roots(connection),
+            connection=connection,
+            answer=answer,
+            stream=stream,
+        )
 
-    async def roots(self, ctx: Any) -> RootSet:
-        """The roots in force for the request ``ctx`` (a tool ``Context`` or a ``ServerRequestContext``).
-
-        On a 2026-07-28 request from a client with roots, this raises the multi-round-trip signal: the
-        middleware answers the call with an input request and the handler runs again with the roots.
-        """
-        _, facts = facts_of(request_context_of(ctx), HANDLER)
-        try:
-            return await self.policy.roots_for(facts)
-        except NeedRoots:
-            raise self.need_roots() from None
-
-    # -- the port: outcomes --
+    # -- the outcomes --
 
     def ask(self, facts: RequestFacts) -> dict[str, Any]:
         """The wire form of ``InputRequiredResult`` with this adapter's ``roots/list`` input request."""
@@ -152,34 +168,6 @@ def _refuse_request(facts: RequestFacts, message: str) -> NoReturn:
     raise MCPError(INVALID_PARAMS, message)
 
 
-def initialize_seen(port: GuardPort, ctx: ServerRequestContext[Any, Any]) -> None:
-    """``initialize`` on the connection of ``ctx`` (after the SDK handled it; shared with ``fastmcp4``)."""
-    connection = connection_of(ctx)
-    caps = (ctx.params or {}).get("capabilities")
-    roots = caps.get("roots") if isinstance(caps, Mapping) else None
-    declared = isinstance(roots, Mapping)
-    list_changed = isinstance(roots, Mapping) and bool(roots.get("listChanged"))
-    if port.initialize_seen(connection, declared=declared, list_changed=list_changed):
-        connection.exit_stack.push_async_callback(port.connection_closed, connection)
-
-
-async def initialized(port: GuardPort, ctx: ServerRequestContext[Any, Any]) -> None:
-    """``notifications/initialized`` on the connection of ``ctx``: lives as long as the connection (the SDK
-    runs each notification as its own task and cancels them when the connection ends)."""
-    connection = connection_of(ctx)
-    if port.initialize_seen(connection, declared=False, list_changed=False):  # no initialize seen
-        connection.exit_stack.push_async_callback(port.connection_closed, connection)
-    await port.initialized(
-        connection,
-        cannot_ask=None
-        if connection.has_standalone_channel
-        else "this connection has no back-channel (stateless HTTP)",
-        # streamable HTTP: a roots/list sent now would go to the standalone GET stream, which the client
-        # opens only after initialized; the first guarded call sends it instead
-        send_now=connection.session_id is None,
-    )
-
-
 class _Middleware:
     """The context-tier middleware of one guard on one server."""
 
@@ -194,7 +182,8 @@ class _Middleware:
         if method == "tools/call" or method == "prompts/get":
             # One guarded call for both: a prompt differs in its registry and in how a refusal is said.
             is_tool = method == "tools/call"
-            request, facts = facts_of(ctx, TOOL if is_tool else PROMPT)
+            facts = adapter.facts(ctx, TOOL if is_tool else PROMPT)
+            request = facts.request
             params = request.params or {}
             name = params.get("name")
             name = name if isinstance(name, str) else ""
@@ -209,7 +198,8 @@ class _Middleware:
             )
             return result
         if method == "resources/read":
-            request, facts = facts_of(ctx, READ)
+            facts = adapter.facts(ctx, READ)
+            request = facts.request
             uri = (request.params or {}).get("uri")
             if not isinstance(uri, str):
                 return await call_next(request)
@@ -223,13 +213,13 @@ class _Middleware:
             return result
         if method == "initialize":
             result = await call_next(ctx)
-            initialize_seen(adapter, ctx)
+            adapter.on_initialize(ctx)
             return result
         if method == "notifications/initialized":
             if adapter.initialized_seen_before(connection_of(ctx)):
                 return None  # a repeated notifications/initialized, ignored quietly
             await call_next(ctx)
-            await initialized(adapter, ctx)
+            await adapter.on_initialized(ctx)
             return None
         if method == "notifications/roots/list_changed":
             adapter.roots_changed(connection_of(ctx))

@@ -306,16 +306,14 @@ def _guard(args: argparse.Namespace) -> RootsGuard:
     if args.max_results is not None and args.max_results < 1:
         raise ConfigError(f"--max-results must be at least 1, not {args.max_results}")
     allow_home = bool(getattr(args, "allow_home", False))
+    # Worked out once, here: the fallback, and the ceiling (the directories given, unless one is named:
+    # client roots narrow them, never widen them). expand_user: '~/notes.txt' (which models write) means
+    # the home directory's, as in the official server; the expanded path is checked like any other.
     fallback = fallback_roots(roots or None, project_root=project, allow_home=allow_home)
-    # The directories given are the ceiling unless one is named: client roots narrow them, never widen them.
-    # expand_user: '~/notes.txt' (which models write) means the home directory's, as in the official
-    # server; the expanded path is checked like any other.
     return RootsGuard(
-        roots or None,
-        project_root=project,
+        fallback,
         ceiling=ceiling if ceiling is not None else fallback,
         confine=args.confine,
-        allow_home=allow_home,
         expand_user=True,
         **timeout,
     )

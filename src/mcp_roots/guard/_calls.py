@@ -26,7 +26,7 @@ import inspect
 import logging
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, NamedTuple, NoReturn, Protocol
+from typing import Any, NamedTuple, NoReturn
 
 from ..errors import (
     InvalidPath,
@@ -41,18 +41,10 @@ from ..paths._uri import is_file_uri, uri_to_path
 from ..roots._facts import NeedRoots, RequestFacts
 from ..roots._policy import NOT_INSTALLED, GuardPolicy, not_installed_error
 from ._argcheck import GuardedCall, lexically_within, targets_of
-from ._audit import GUARDED_ATTRIBUTE, guarded_function_of, strict_refusal
+from ._audit import GUARDED_ATTRIBUTE, strict_refusal
+from ._port import SdkPort, own_spec, swap_in_wrapper
 
-__all__ = [
-    "CallPort",
-    "client_error_text",
-    "current_roots",
-    "guard_function",
-    "own_spec",
-    "resource_read",
-    "swap_in_wrapper",
-    "tool_call",
-]
+__all__ = ["client_error_text", "current_roots", "guard_function", "resource_read", "tool_call"]
 
 logger = logging.getLogger("mcp_roots")
 
@@ -79,36 +71,11 @@ def client_error_text(exc: BaseException) -> str | None:
     return None
 
 
-# --- The port: what an adapter supplies -----------------------------------------------------------------
-
-
-class CallPort(Protocol):
-    """One framework's port into the guarded call: it turns the outcomes into its framework's results. The
-    facts of each request come in the :class:`RequestFacts` the adapter made; ``facts.request`` is the
-    adapter's own object for it, ``facts.kind`` which kind of request it is."""
-
-    policy: GuardPolicy
-    framework_errors: tuple[type[BaseException], ...]
-    """The exceptions in which the framework wraps what a tool body raised (unwrapped to one line)."""
-    need_roots: type[NeedRoots]
-    """The signal to ask for the roots as raised inside the framework's runner (one it lets through)."""
-
-    def ask(self, facts: RequestFacts) -> Any:
-        """The result that answers the request with a question for the client's roots (2026-07-28)."""
-        ...
-
-    def refuse(self, facts: RequestFacts, message: str, in_body: bool = False) -> Any:
-        """The framework's refusal of the request carrying ``message`` (an ``isError`` tool result, or the
-        error a prompt or a resource read raises); ``in_body``: said from inside the framework's runner
-        (the wrapper of a guarded function), where a returned result may not pass (then it raises)."""
-        ...
-
-
 class _Call(NamedTuple):
     """The call in progress, as the algorithm entered it (a named tuple: made on every call)."""
 
     policy: GuardPolicy
-    port: CallPort
+    port: SdkPort
     facts: RequestFacts
     roots: RootSet | None
 
@@ -123,24 +90,6 @@ def current_roots() -> RootSet | None:
     """The roots of the guarded call in progress, if they are known."""
     call = _CALL.get()
     return call.roots if call is not None else None
-
-
-def own_spec(fn: object, policy: GuardPolicy) -> GuardedCall | None:
-    """The guarded-call record of ``fn`` when ``policy``'s guard decorated it (a function guarded by another
-    RootsGuard is that guard's business: its wrapper refuses every call if that guard was never installed)."""
-    spec = guarded_function_of(fn)
-    return spec if isinstance(spec, GuardedCall) and spec.policy is policy else None
-
-
-def swap_in_wrapper(component: object, policy: GuardPolicy) -> tuple[object, GuardedCall | None]:
-    """The function a registered tool, template or prompt runs (its ``fn``) and its guarded-call record;
-    where @guard.paths stood above the framework's decorator (it registered the bare function), the
-    guard's wrapper is put in its place first."""
-    fn = getattr(component, "fn", None)
-    spec = own_spec(fn, policy)
-    if spec is not None and spec.wrapper is not None and fn is not spec.wrapper:
-        component.fn = fn = spec.wrapper  # type: ignore[attr-defined]
-    return fn, spec
 
 
 def _runs_wrapper(fn: object, spec: GuardedCall) -> bool:
@@ -159,7 +108,7 @@ def _runs_wrapper(fn: object, spec: GuardedCall) -> bool:
 
 
 async def tool_call(
-    port: CallPort,
+    port: SdkPort,
     facts: RequestFacts,
     *,
     name: str,
@@ -213,7 +162,7 @@ async def tool_call(
 
 
 async def resource_read(
-    port: CallPort,
+    port: SdkPort,
     facts: RequestFacts,
     *,
     uri: str,

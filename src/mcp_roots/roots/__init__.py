@@ -13,6 +13,10 @@ This face is the roots layer's internal API for the applications.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
+from ._facts import NeedRoots
 from ._sources import (
     CONFIG_DIR_ENV_VAR,
     CONFIG_FILE_ENV_VAR,
@@ -24,13 +28,21 @@ from ._sources import (
     how_to_configure,
 )
 
+if TYPE_CHECKING:
+    from ._jsonrpc import JsonRpcPort
+
 __all__ = [
     "CONFIG_DIR_ENV_VAR",
     "CONFIG_FILENAME",
     "CONFIG_FILE_ENV_VAR",
     "ENV_VAR",
     "SOURCE_UNCONFIGURED",
+    "JsonRpcPort",
+    "NeedRoots",
     "default_user_config_dir",
     "fallback_roots",
     "how_to_configure",
 ]
+
+# The raw JSON-RPC port loads the policy and the roots cache: on first use, not with the configuration.
+__getattr__, __dir__ = lazy_names(__name__, {"JsonRpcPort": "._jsonrpc"})

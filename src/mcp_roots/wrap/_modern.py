@@ -9,17 +9,15 @@ Discovery answered, roots asked per request, a small pool of children.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio.to_thread
-
-from .. import RootSet, clip_to_ceiling
-from ..errors import InvalidPath, InvalidRootURI
 from ._child import Child
+
+if TYPE_CHECKING:
+    from .. import RootSet
 
 __all__ = [
     "MODERN",
@@ -30,10 +28,6 @@ __all__ = [
     "discover_result",
     "init_params",
     "is_modern",
-    "roots_answer_of",
-    "roots_from_answer",
-    "roots_input_required",
-    "wants_roots",
     "without_round_trip",
 ]
 
@@ -42,7 +36,6 @@ logger = logging.getLogger("mcp_roots.wrap")
 MODERN = "2026-07-28"
 PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
-CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 #: The key of wrap's roots/list input request (and of the client's answer in its retry).
 ROOTS_KEY = "mcp-roots-wrap/roots"
@@ -50,7 +43,6 @@ ROOTS_KEY = "mcp-roots-wrap/roots"
 SUPPORTED = [MODERN, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
 #: Children kept at once for distinct roots sets (the least recently used is retired first).
 POOL_SIZE = 4
-MAX_ROOTS = 1000
 #: The methods whose 2026-07-28 results say how long they may be cached.
 CACHEABLE = frozenset(
     {"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
@@ -78,12 +70,6 @@ def init_params(message: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(info, Mapping):
         info = {"name": "mcp-roots-wrap", "version": "0"}
     return {"protocolVersion": CHILD_VERSION, "capabilities": {}, "clientInfo": dict(info)}
-
-
-def wants_roots(message: Mapping[str, Any]) -> bool:
-    """Whether the client says (per request) that it can answer roots/list."""
-    capabilities = _meta(message.get("params")).get(CLIENT_CAPABILITIES_KEY)
-    return isinstance(capabilities, Mapping) and isinstance(capabilities.get("roots"), Mapping)
 
 
 def discover_result(child: Child) -> dict[str, Any]:
@@ -114,21 +100,6 @@ def complete(answer: dict[str, Any], method: str) -> dict[str, Any]:
     return {**answer, "result": {**extra, **value}}
 
 
-def roots_input_required() -> dict[str, Any]:
-    """The answer that asks the client for its roots (it retries the request with them)."""
-    return {
-        "resultType": "input_required",
-        "inputRequests": {ROOTS_KEY: {"method": "roots/list", "params": {}}},
-    }
-
-
-def roots_answer_of(message: Mapping[str, Any]) -> object:
-    """The client's answer to wrap's roots/list input request in a retried request, or None."""
-    params = message.get("params")
-    responses = params.get("inputResponses") if isinstance(params, Mapping) else None
-    return responses.get(ROOTS_KEY) if isinstance(responses, Mapping) else None
-
-
 def without_round_trip(message: dict[str, Any]) -> dict[str, Any]:
     """The request as the child gets it: no input responses or request state (they were wrap's)."""
     params = message.get("params")
@@ -136,26 +107,6 @@ def without_round_trip(message: dict[str, Any]) -> dict[str, Any]:
         return message
     kept = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}
     return {**message, "params": kept}
-
-
-def _build(entries: list[object], ceiling: RootSet) -> RootSet:
-    return clip_to_ceiling(RootSet.from_uris(entries, strict=False, source="client"), ceiling)
-
-
-async def roots_from_answer(answer: object, ceiling: RootSet) -> RootSet:
-    """The effective roots of a client's roots/list answer (clipped to the ceiling), built in a worker thread;
-    ValueError naming the rule for a malformed answer."""
-    entries = answer.get("roots") if isinstance(answer, Mapping) else None
-    if not isinstance(entries, list):
-        raise ValueError("the roots/list answer has no 'roots' list")
-    if len(entries) > MAX_ROOTS:
-        raise ValueError(f"the roots/list answer has {len(entries)} entries, more than {MAX_ROOTS}")
-    if not all(isinstance(e, Mapping) and isinstance(e.get("uri"), str) for e in entries):
-        raise ValueError("a roots/list entry is not an object with a string 'uri'")
-    try:
-        return await anyio.to_thread.run_sync(functools.partial(_build, list(entries), ceiling))
-    except (InvalidPath, InvalidRootURI) as exc:  # pragma: no cover - from_uris(strict=False) skips these
-        raise ValueError(str(exc)) from None
 
 
 class Pool:

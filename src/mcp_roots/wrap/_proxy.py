@@ -11,6 +11,7 @@ Wrap is a server to the host and a client to a confined child.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
 import math
@@ -20,8 +21,9 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from .. import RootsCache, RootSet, clip_to_ceiling
-from ..errors import RootsError, RootsUnavailable
+from .. import RootSet
+from ..errors import RootsError
+from ..roots import JsonRpcPort
 from . import _checks as checks
 from . import _modern as modern
 from ._child import Child, ChildFailed, Forwarded, kill, roots_answer
@@ -36,7 +38,6 @@ INTERNAL = -32603
 INVALID_PARAMS = -32602
 NOT_INITIALIZED = -32002
 METHOD_NOT_FOUND = -32601
-NO_ROOTS = "Access denied: the client sent no roots and wrap was given no --roots"
 MAX_SUBSCRIPTIONS = 1000
 BUSY = -32000
 #: Requests that read or write files on the host's behalf: they wait for the roots in force (a refresh a
@@ -70,14 +71,15 @@ class Proxy:
         self.era: str | None = None  # "legacy" after initialize, modern.MODERN after a 2026-07-28 request
         self.pool = modern.Pool()
         self._subscriptions: dict[str, None] = {}
-        fallback = options.fallback
-        self.cache = RootsCache(
-            self._ask_host_roots,
-            fallback=fallback,
-            transform=lambda roots: clip_to_ceiling(roots, options.ceiling),
+        # The roots: the roots layer's decision table, through its raw JSON-RPC port (wrap's rules are its
+        # children and the wire).
+        self.port = JsonRpcPort.serving(
+            fallback=options.fallback,
+            ceiling=options.ceiling,
             timeout=options.roots_timeout,
+            ask_host=self._ask_host_roots,
+            input_key=modern.ROOTS_KEY,
         )
-        self.cache.on_change(self._roots_changed)
         self._group: TaskGroup | None = None
         self._roots_known = False  # some roots have been in force: later requests wait for a refresh
 
@@ -86,7 +88,6 @@ class Proxy:
     async def run(self) -> None:
         async with anyio.create_task_group() as group:
             self._group = group
-            group.start_soon(self.cache.run)
             try:
                 while True:
                     message = await self.host.receive()
@@ -103,10 +104,8 @@ class Proxy:
 
     def _want(self) -> RootSet:
         """The roots a child should have now: the effective roots, or none before they are known."""
-        try:
-            return self.cache.current()
-        except RootsUnavailable:
-            return RootSet.empty(source="not known yet")
+        roots = self.port.in_force()
+        return roots if roots is not None else RootSet.empty(source="not known yet")
 
     def _roots_changed(self, old: RootSet | None, new: RootSet | None) -> None:
         self._roots_known = self._roots_known or new is not None
@@ -320,9 +319,14 @@ class Proxy:
 
     async def _host_notification(self, method: str, message: Message) -> None:
         if method == "notifications/initialized":
-            self.cache.start()  # the child was initialized by wrap already
+            # The connection's roots kept fresh for as long as wrap runs (the child was initialized already).
+            if self._group is not None and not self.port.initialized_seen_before(self.port.host):
+                serve = functools.partial(
+                    self.port.initialized, self.port.host, cannot_ask=None, send_now=True
+                )
+                self._group.start_soon(serve)
         elif method == "notifications/roots/list_changed":
-            self.cache.notify_changed()
+            self.port.roots_changed(self.port.host)
         elif method == "notifications/cancelled":
             params = message.get("params")
             target = params.get("requestId") if isinstance(params, dict) else None
@@ -351,12 +355,8 @@ class Proxy:
             return
         self.init_params = params
         self.era = "legacy"
-        capabilities = params.get("capabilities")
-        roots = capabilities.get("roots") if isinstance(capabilities, dict) else None
-        self.cache.set_capabilities(
-            roots=isinstance(roots, dict),
-            list_changed=isinstance(roots, dict) and bool(roots.get("listChanged")),
-        )
+        self.port.open(params)
+        self.port.watch(self._roots_changed)
         try:
             child = await self.child_now()
         except ChildFailed as exc:
@@ -408,6 +408,7 @@ class Proxy:
         host_id, method = message["id"], message["method"]
         if self.init_params is None and modern.is_modern(message):
             self.era = modern.MODERN
+            self.port.modern = True
             self.init_params = modern.init_params(message)
         if self.init_params is None:
             await self._host_error(host_id, NOT_INITIALIZED, "wrap: initialize first (no session)")
@@ -415,15 +416,14 @@ class Proxy:
         if self.era == modern.MODERN:
             return await self._route_modern(message)
         if method in NEEDS_ROOTS:
-            refusal = await self._roots_refusal()
-            if refusal is not None:
-                await self._refuse(message, refusal)
+            decided = await self.port.decide(message)
+            if not isinstance(decided, RootSet):
+                await self._answer(message, decided)
                 return None
-        elif self._roots_known and self.cache.fresh_now() is None:
+        elif self._roots_known and self.port.refresh_due():
             # Any request after a list_changed waits for its refresh too (a prompt may read files): the
             # child confined to the revoked roots serves nothing that arrived after the change.
-            with contextlib.suppress(RootsError):
-                await self.cache.fresh()
+            await self.port.settle(message)
         return await self.child_now(), message
 
     async def _route_modern(self, message: Message) -> tuple[Child, Message] | None:
@@ -435,22 +435,11 @@ class Proxy:
             return None
         if method not in NEEDS_ROOTS:
             return await self.child_now(), message
-        answer = modern.roots_answer_of(message)
-        if answer is not None:
-            try:
-                roots = await modern.roots_from_answer(answer, self.options.ceiling)
-            except ValueError as exc:
-                await self._host_error(host_id, INVALID_PARAMS, f"roots/list answer refused: {exc}")
-                return None
-        elif modern.wants_roots(message):
-            await self._to_host_send(result(host_id, modern.roots_input_required()))
+        decided = await self.port.decide(message)  # the client's roots, asked for, the fallback or refused
+        if not isinstance(decided, RootSet):
+            await self._answer(message, decided)
             return None
-        elif self.options.fallback is not None:
-            roots = self.options.fallback
-        else:
-            await self._refuse(message, NO_ROOTS)
-            return None
-        return await self._pool_child(roots), modern.without_round_trip(message)
+        return await self._pool_child(decided), modern.without_round_trip(message)
 
     async def _pool_child(self, roots: RootSet) -> Child:
         async with self._start_lock:
@@ -479,23 +468,15 @@ class Proxy:
         elif method == "resources/unsubscribe":
             self._subscriptions.pop(str(params.get("uri")), None)
 
-    async def _roots_refusal(self) -> str | None:
-        try:
-            roots = await self.cache.fresh()
-        except RootsUnavailable as exc:
-            return f"Access denied: {exc}"
-        if roots.source == "no fallback roots":
-            return NO_ROOTS
-        return None
-
     async def _refuse(self, message: Message, text: str) -> None:
-        if message["method"] == "tools/call":
-            refusal = result(message["id"], {"content": [{"type": "text", "text": text}], "isError": True})
-            await self._to_host_send(
-                modern.complete(refusal, "tools/call") if self.era == modern.MODERN else refusal
-            )
-        else:
-            await self._host_error(message["id"], INVALID_PARAMS, text)
+        await self._answer(message, self.port.refusal(message, text))
+
+    async def _answer(self, message: Message, answer: Message) -> None:
+        """Answer the host's request ``message`` with ``answer`` (a result or an error, without the id)."""
+        reply = {"id": message["id"], **answer}
+        await self._to_host_send(
+            modern.complete(reply, message["method"]) if self.era == modern.MODERN else reply
+        )
 
     # -- to the host --
 
