@@ -1,14 +1,16 @@
-"""RootSet's subprocesses: run, popen and run_async, confined by the kernel to the roots.
+"""RootSet's subprocesses: run, popen and run_async, confined by the kernel to the roots, and as_env.
 The bodies live in the sandbox package; RootSet inherits these methods.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._types import Argv
+from ._root import Root
 
 if TYPE_CHECKING:
     import subprocess
@@ -22,8 +24,21 @@ class Confined:
     if TYPE_CHECKING:
 
         @property
+        def roots(self) -> tuple[Root, ...]:
+            """The roots (RootSet's)."""
+
+        @property
         def paths(self) -> tuple[Path, ...]:
             """The canonical root paths (RootSet's)."""
+
+    def as_env(self) -> dict[str, str]:
+        """``MCP_ROOTS_JSON`` (array of ``{uri, name, path}``), ``MCP_ROOTS_PATHS`` (one per line) and
+        ``MCP_ROOTS_COUNT``, for tools that start subprocesses. (No root holds a newline: see Root.)"""
+        return {
+            "MCP_ROOTS_JSON": json.dumps([r.as_dict() for r in self.roots]),
+            "MCP_ROOTS_PATHS": "\n".join(str(p) for p in self.paths),
+            "MCP_ROOTS_COUNT": str(len(self.roots)),
+        }
 
     def run(
         self,

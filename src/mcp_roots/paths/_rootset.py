@@ -4,13 +4,13 @@ And the operations, each resolved beneath a root's descriptor.
 
 # A RootSet is immutable. Its questions are answered by the Router (canonical path, innermost root); its
 # file operations are the bodies in the verb modules (_open, _write, _dirs, _remove, _rename). This module is
-# the public face, one delegating line per operation; the docstrings are most of it. Subprocesses: _confined.
+# the public face, one delegating line per operation; the docstrings are most of it. Subprocesses (and their
+# environment): _confined.
 
 from __future__ import annotations
 
 import functools
 import io
-import json
 import logging
 import os
 import sys
@@ -365,17 +365,6 @@ class RootSet(Confined):
             why = f"its canonical location {canonical!r} is under no root"
             raise self._router.outside(checked_text(path), why)
         return canonical
-
-    # -- subprocess environment --
-
-    def as_env(self) -> dict[str, str]:
-        """``MCP_ROOTS_JSON`` (array of ``{uri, name, path}``), ``MCP_ROOTS_PATHS`` (one per line) and
-        ``MCP_ROOTS_COUNT``, for tools that start subprocesses. (No root holds a newline: see Root.)"""
-        return {
-            "MCP_ROOTS_JSON": json.dumps([r.as_dict() for r in self._roots]),
-            "MCP_ROOTS_PATHS": "\n".join(str(p) for p in self.paths),
-            "MCP_ROOTS_COUNT": str(len(self._roots)),
-        }
 
     # -- race-free operations (bodies by verb: _open, _write, _dirs, _remove, _rename; design/paths.md) --
 
