@@ -51,7 +51,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_canonical", "_descriptors"),
         ("_root", "_router"),
         ("_open", "_remove", "_rename"),
-        ("_write", "_dirs"),
+        ("_write", "_dirs", "_confined"),
         ("_rootset",),
         ("__init__",),
     ],
@@ -84,7 +84,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("__init__",),
     ],
     "broker": [
-        ("_protocol", "_consent"),
+        ("_protocol", "_consent", "_records"),
         ("_wire", "_grants"),
         ("_reasons", "_hostops", "_sdk"),
         ("_locator", "_uploads", "_watch", "_server"),

@@ -6,10 +6,11 @@ so each wrong use's ``# type: ignore[code]`` fails the check the day that use ty
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 from pathlib import Path
-from typing import Any, assert_type
+from typing import IO, Any, BinaryIO, assert_type
 
 from fastmcp import Context as FastMCPContext
 from fastmcp import FastMCP
@@ -34,6 +35,15 @@ def right_uses(tmp: Path) -> None:
     assert_type(roots.contains(tmp / "f"), bool)
     assert_type(roots.resolve("f"), Path)
     assert_type(roots.run(["ls", tmp]), subprocess.CompletedProcess[Any])
+    assert_type(roots.open(tmp / "f").read(), str)
+    assert_type(roots.open(tmp / "f", "rb").read(), bytes)
+    assert_type(roots.open(tmp / "f", "rb"), io.BufferedReader)
+    assert_type(roots.open(tmp / "f", "w", encoding="utf-8"), io.TextIOWrapper)
+    assert_type(roots.open(tmp / "f", "wb"), io.BufferedWriter)
+    assert_type(roots.open(tmp / "f", "r+b"), io.BufferedRandom)
+    assert_type(roots.open(tmp / "f", "ab", buffering=0), io.FileIO)
+    assert_type(roots.open(tmp / "f", "rb", 1 << 16), BinaryIO)
+    assert_type(roots.open(tmp / "f", str(tmp)), IO[Any])
     assert_type(uri_to_path("file:///srv"), str)
     assert_type(RootsGuard.refusal("no"), CallToolResult)
     server: SupportedServer = MCPServer("x")
@@ -72,5 +82,7 @@ async def wrong_uses(guard: RootsGuard, roots: RootSet, ctx: Context, server: MC
     roots.resolve(None)  # type: ignore[arg-type]
     roots.resolve_text([b"f"])  # type: ignore[arg-type]
     roots.run(123)  # type: ignore[arg-type]
+    roots.open("f").write(b"text mode takes str")  # type: ignore[arg-type]
+    roots.open("f", "rb").read().encode()  # type: ignore[attr-defined]
     uri_to_path(b"file:///srv")  # type: ignore[arg-type]
     await assert_confined(123)  # type: ignore[arg-type]

@@ -85,8 +85,14 @@ class SandboxUnavailable(RootsError):
 
 
 class BrokerError(RootsError):
-    """A ``files/*`` operation failed: ``reason`` is the draft's name (``FILE_NOT_FOUND``,
-    ``PERMISSION_DENIED``...), ``code`` its JSON-RPC error code, ``data`` the error's ``data`` object."""
+    """A ``files/*`` operation failed.
+
+    Args:
+        message: What failed, in words.
+        reason: The draft's name for it (``FILE_NOT_FOUND``, ``PERMISSION_DENIED``...).
+        code: Its JSON-RPC error code.
+        data: The error's ``data`` object (``reason`` is added to it).
+    """
 
     def __init__(
         self, message: str, *, reason: str, code: int, data: dict[str, object] | None = None

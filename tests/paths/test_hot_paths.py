@@ -96,7 +96,7 @@ def test_a_failing_read_open_leaks_no_descriptor(tmp_path: Path, strategy: str) 
     with pytest.raises(ValueError, match="binary mode"):
         roots.open(tmp_path / "f", "rb", newline="")  # an empty newline is one too
     with pytest.raises(TypeError):
-        roots.open(tmp_path / "f", "rb", -1.0)  # type: ignore[arg-type]  # as the builtin: not an int
+        roots.open(tmp_path / "f", "rb", -1.0)  # type: ignore[call-overload]  # as the builtin: not an int
     assert open_fds() == before
 
 

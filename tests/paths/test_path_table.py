@@ -493,7 +493,7 @@ def _stat(roots: RootSet, path: object) -> object:
 
 
 def _open_read(roots: RootSet, path: object) -> object:
-    with roots.open(path, "rb") as f:  # type: ignore[arg-type]
+    with roots.open(path, "rb") as f:  # type: ignore[call-overload]
         return f.read(1)
 
 

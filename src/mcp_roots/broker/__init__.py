@@ -7,7 +7,8 @@ Legacy protocol era only: the server's requests ride the back-channel.
 # The errors (BrokerError, BrokeringUnavailable) are mcp_roots' own, in mcp_roots.errors.
 from ._host import ConsentItem, FileBroker, FileConsentRequest
 from ._protocol import DEFAULT_MAX_FILE
-from ._server import BrokeredFiles, ConsentGrant, DirEntry, FileChange, FileInfo, enable_brokering, files
+from ._records import ConsentGrant, DirEntry, FileChange, FileInfo
+from ._server import BrokeredFiles, enable_brokering, files
 
 __all__ = [
     "DEFAULT_MAX_FILE",

@@ -29,11 +29,14 @@ Access: TypeAlias = Literal["read", "write"]
 
 @dataclass(frozen=True)
 class ConsentItem:
-    """One thing a server asks to reach: ``path`` (relative, '' for the whole root) beneath ``root``.
+    """One thing a server asks to reach: ``path`` beneath ``root``.
 
-    ``path`` is server-controlled text (the server named it; it passed the wire's path rules, which refuse
-    C0 controls, DEL and backslashes but allow any other Unicode, bidi overrides and C1 controls
-    included): a host escapes it before showing it. ``root`` is one of the client's own roots."""
+    Args:
+        root: One of the client's own roots.
+        path: Relative, '' for the whole root. Server-controlled text (the server named it; it passed the
+            wire's path rules, which refuse C0 controls, DEL and backslashes but allow any other Unicode,
+            bidi overrides and C1 controls included): a host escapes it before showing it.
+    """
 
     root: Root
     path: str
@@ -48,15 +51,19 @@ class ConsentItem:
 class FileConsentRequest:
     """What a FileBroker consent callback is asked: may ``server`` have ``access`` to ``items``?
 
-    ``message`` is the server's own words for an explicit ``files/consent``; for an operation that arrives
-    without consent (``explicit`` False) the broker writes it, quoting the path the server named. Answer
-    True (all), False (none), or the subset of ``items`` the user approved.
+    Answer True (all), False (none), or the subset of ``items`` the user approved. Server-controlled text
+    is marked below: a host must escape it before showing it (newlines, bidi overrides such as U+202E, C1
+    controls, look-alike characters; and bound its length).
 
-    Server-controlled text, which a host must escape before showing it (newlines, bidi overrides such as
-    U+202E, C1 controls, look-alike characters; and bound its length): ``message`` (any string the server
-    sent), each ``items[i].path``, and ``server`` (``name``, ``version`` and every other field of the
-    server's self-declared ``Implementation``: a server may call itself anything), so :attr:`server_name`
-    too. Host-controlled: ``access``, ``explicit``, and each item's ``root`` (the client's own root).
+    Args:
+        server: The server's self-declared ``Implementation`` (server-controlled: ``name``, ``version`` and
+            every other field; a server may call itself anything), so :attr:`server_name` too.
+        message: The server's own words for an explicit ``files/consent`` (server-controlled: any string
+            it sent); for an operation that arrives without consent the broker writes it, quoting the
+            path the server named.
+        items: What is asked for; each ``path`` is server-controlled, each ``root`` the client's own.
+        access: ``"read"`` or ``"write"`` (host-controlled).
+        explicit: The server asked with ``files/consent`` (host-controlled).
     """
 
     server: mcp_types.Implementation | None

@@ -160,8 +160,11 @@ class FileBroker:
     # -- installation -------------------------------------------------------------------------------
 
     def install(self, client: Client | ClientSession) -> None:
-        """Make a not-yet-entered ``Client`` or ``ClientSession`` answer ``files/*`` with this broker and
-        declare ``roots.filesystemBrokering``. The client must have a roots callback."""
+        """Make a client answer ``files/*`` with this broker and declare ``roots.filesystemBrokering``.
+
+        Args:
+            client: A not-yet-entered ``Client`` or ``ClientSession``, with a roots callback.
+        """
         if self._locator.session is not None:
             raise RuntimeError("this FileBroker is already installed; use one broker per connection")
 
@@ -193,10 +196,14 @@ class FileBroker:
     # -- the user's actions ---------------------------------------------------------------------------
 
     def revoke(self, paths: Collection[str | os.PathLike[str]] | None = None) -> None:
-        """Withdraw consent for everything (``paths`` None) or for the given local paths and everything
-        beneath them, by identity (see the class docstring). Open watches and uploads at, under or above
-        them end at once; a watch elsewhere whose path or tree later meets a revoked location ends or
-        leaves it out at its next snapshot. Safe to call from the event loop at any time."""
+        """Withdraw consent, by identity (see the class docstring); safe from the event loop at any time.
+
+        Open watches and uploads at, under or above what is revoked end at once; a watch elsewhere whose
+        path or tree later meets a revoked location ends or leaves it out at its next snapshot.
+
+        Args:
+            paths: Local paths, each revoked with everything beneath it (default: everything).
+        """
         targets = None if paths is None else [Path(os.path.realpath(os.fspath(x))) for x in paths]
         self._grants.revoke(targets, [r.path for r in self._locator.known_roots()])
 
@@ -213,8 +220,11 @@ class FileBroker:
         audit.info("revoke paths=%s", _field(shown), extra={"files_method": "revoke", "files_paths": shown})
 
     def restore(self, paths: Collection[str | os.PathLike[str]] | None = None) -> None:
-        """Lift revocations (all, or those at or beneath ``paths``): for a host without a consent
-        callback, this is how the user gives back what :meth:`revoke` took."""
+        """Lift revocations: without a consent callback, how the user gives back what :meth:`revoke` took.
+
+        Args:
+            paths: Lift those at or beneath these local paths (default: all).
+        """
         targets = None if paths is None else [Path(os.path.realpath(os.fspath(x))) for x in paths]
         self._grants.restore(targets)
         shown = ["*"] if targets is None else [str(t) for t in targets]
@@ -239,8 +249,14 @@ class FileBroker:
     async def handle(self, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
         """Answer one ``files/*`` request (the handler :meth:`install` routes to).
 
-        Raises only :class:`BrokerError`: every other exception is mapped to a reason by type
-        (``_reasons.REASONS``), so no traceback reaches the server."""
+        Args:
+            method: The request's method (``files/read``...).
+            params: Its params.
+
+        Raises:
+            BrokerError: Only this: every other exception is mapped to a reason by type, so no traceback
+                reaches the server.
+        """
         started = self._clock()
         where: dict[str, object] = {}
         try:

@@ -27,18 +27,10 @@ from pydantic import ValidationError
 from ..errors import BrokerError, BrokeringUnavailable
 from . import _protocol as p
 from . import _wire as w
+from ._records import ConsentGrant, DirEntry, FileChange, FileInfo
 from ._sdk import connection_of, send_files_request
 
-__all__ = [
-    "BrokeredFiles",
-    "BrokeringState",
-    "ConsentGrant",
-    "DirEntry",
-    "FileChange",
-    "FileInfo",
-    "enable_brokering",
-    "files",
-]
+__all__ = ["BrokeredFiles", "BrokeringState", "enable_brokering", "files"]
 
 logger = logging.getLogger("mcp_roots")
 
@@ -108,56 +100,15 @@ def _deliver(stream: MemoryObjectSendStream[FileChange], watch_id: str, changes:
 
 
 def enable_brokering(server: MCPServer | Server[Any]) -> None:
-    """Let tools of ``server`` use :func:`files`. Call once when building the server (idempotent)."""
+    """Let the server's tools use :func:`files`. Call once when building the server (idempotent).
+
+    Args:
+        server: The official SDK's ``MCPServer`` or low-level ``Server``.
+    """
     chain = server.middleware
     if not any(isinstance(m, _BrokeringMiddleware) for m in chain):
         chain.append(_BrokeringMiddleware())
 
-
-# --- results ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FileInfo:
-    """What the host reports about a file: ``etag`` is the version to pass as ``if_match``."""
-
-    type: Literal["file", "directory", "symlink", "other"]
-    size: int
-    mtime: float
-    etag: str
-
-
-@dataclass(frozen=True)
-class DirEntry:
-    name: str
-    type: Literal["file", "directory", "symlink", "other"]
-    size: int
-    mtime: float
-
-
-@dataclass(frozen=True)
-class ConsentGrant:
-    """The user's answer to :meth:`BrokeredFiles.consent`: paths granted and denied (as given). True
-    only when everything asked for was granted."""
-
-    granted: list[str]
-    denied: list[str]
-    access: Literal["read", "write"]
-
-    def __bool__(self) -> bool:
-        return bool(self.granted) and not self.denied
-
-
-@dataclass(frozen=True)
-class FileChange:
-    """One change a watch saw: ``path`` relative to ``root`` (the root's URI)."""
-
-    path: str
-    kind: Literal["created", "modified", "deleted"]
-    root: str | None = None
-
-
-# --- the API ---------------------------------------------------------------------------------------------
 
 DEFAULT_MAX_READ = 64 * 1024 * 1024
 """Bytes one :meth:`BrokeredFiles.read` call holds at most by default (64 MiB)."""
@@ -174,20 +125,19 @@ async def files(
     max_read: int = DEFAULT_MAX_READ,
     max_entries: int = DEFAULT_MAX_ENTRIES,
 ) -> BrokeredFiles:
-    """The client's files, brokered by the client, for the tool call ``ctx`` belongs to.
-
-    ``max_read`` bounds the bytes one ``read()`` holds and ``max_entries`` the entries one ``list()``
-    holds, whatever the host claims (beyond: ``QUOTA_EXCEEDED``). Raises :class:`BrokeringUnavailable` on
-    a 2026-07-28 connection (no back-channel for server requests), when the client did not offer
-    ``capabilities.roots.filesystemBrokering``, or when :func:`enable_brokering` was not called on the
-    server. The object is valid during this tool call.
+    """The client's files, brokered by the client, valid during the tool call ``ctx`` belongs to.
 
     Args:
         ctx: The tool's ``Context``.
         timeout: Seconds to wait for each answer; then the request is cancelled and ``TIMEOUT`` raised.
         chunk_size: Bytes per ``files/read`` or ``files/write`` request.
-        max_read: The most bytes one ``read()`` holds.
-        max_entries: The most entries one ``list()`` holds.
+        max_read: The most bytes one ``read()`` holds, whatever the host claims (beyond: ``QUOTA_EXCEEDED``).
+        max_entries: The most entries one ``list()`` holds, whatever the host claims (``QUOTA_EXCEEDED``).
+
+    Raises:
+        BrokeringUnavailable: On a 2026-07-28 connection (no back-channel for server requests), when the
+            client did not offer ``capabilities.roots.filesystemBrokering``, or when
+            :func:`enable_brokering` was not called on the server.
     """
     version = ctx.protocol_version
     if version in MODERN_PROTOCOL_VERSIONS:
@@ -227,13 +177,20 @@ def _contradiction(method: str, what: str, **data: object) -> BrokerError:
 
 
 class BrokeredFiles:
-    """The ``files/*`` operations, as a tool calls them. Paths are relative to a root of the client
-    (``root=`` its URI; default the first root). Errors are :class:`BrokerError` with ``reason``.
+    """The ``files/*`` operations, as a tool calls them (:func:`files` makes one).
 
-    Nothing the host answers is trusted further than it can be checked: every answer is validated
-    against the wire models, an answer that contradicts itself (a chunk longer than its ``bytesRead``, a
-    cursor that repeats) is ``IO_ERROR``, and what one call asks for and holds is bounded by
-    ``max_read`` bytes, ``max_entries`` entries and ``in_flight`` requests (``QUOTA_EXCEEDED`` beyond).
+    Paths are relative to a root of the client. Errors are :class:`BrokerError` with ``reason``. Every
+    answer is validated against the wire models; one that contradicts itself (a chunk longer than its
+    ``bytesRead``, a cursor that repeats) is ``IO_ERROR``. What one call holds is bounded (else
+    ``QUOTA_EXCEEDED``).
+
+    Args:
+        ctx: The tool call's context.
+        state: The connection's brokering state.
+        timeout: Seconds each request may wait for the host's answer.
+        chunk_size: Bytes one read or write request carries.
+        max_read: Bytes one :meth:`read` holds at most.
+        max_entries: Entries one :meth:`list` holds at most.
     """
 
     def __init__(
@@ -277,10 +234,17 @@ class BrokeredFiles:
         access: Literal["read", "write"] = "read",
         root: str | None = None,
     ) -> ConsentGrant:
-        """Ask the user for ``access`` to ``paths`` (default: every root), in ``message``'s words.
+        """Ask the user for access to paths; a refusal is an answer, not an error.
 
-        The answer is a :class:`ConsentGrant` (true only when everything was granted); a refusal is an
-        answer, not an error."""
+        Args:
+            message: What the user is asked, in the server's words.
+            paths: The paths (default: every root).
+            access: ``"read"`` or ``"write"``.
+            root: The root's URI (default: the first root).
+
+        Returns:
+            The user's answer (true only when everything was granted).
+        """
         params: dict[str, Any] = {"message": message, "access": access}
         if paths is not None:
             params["paths"] = [self._ref(x, root) for x in paths]
@@ -294,8 +258,14 @@ class BrokeredFiles:
     async def read_chunk(
         self, path: str, offset: int = 0, length: int | None = None, *, root: str | None = None
     ) -> w.ReadResult:
-        """One ``files/read`` answer, checked: at ``offset``, at most ``length`` bytes (default
-        ``chunk_size``), ``bytesRead`` matching the content, ``eof`` matching ``size``."""
+        """One ``files/read`` answer, checked: ``bytesRead`` matching the content, ``eof`` matching ``size``.
+
+        Args:
+            path: The file.
+            offset: Where to start.
+            length: At most this many bytes (default: ``chunk_size``).
+            root: The root's URI (default: the first root).
+        """
         asked = self.chunk_size if length is None else length
         params = self._ref(path, root)
         params.update(offset=offset, length=asked)
@@ -320,9 +290,16 @@ class BrokeredFiles:
         return data
 
     async def open_read(self, path: str, *, offset: int = 0, root: str | None = None) -> AsyncIterator[bytes]:
-        """Stream a file in chunks of ``chunk_size`` bytes, one request at a time. The file must not
-        change while it is read (a changed etag raises ``CONCURRENCY_CONFLICT``), so the chunks are never
-        spliced from two versions. The caller holds one chunk at a time; no total bound applies."""
+        """Stream a file in chunks of ``chunk_size`` bytes, one request at a time.
+
+        A changed etag raises ``CONCURRENCY_CONFLICT``: the chunks are never spliced from two versions. The
+        caller holds one chunk at a time; no total bound applies.
+
+        Args:
+            path: The file.
+            offset: Where to start.
+            root: The root's URI (default: the first root).
+        """
         etag: str | None = None
         while True:
             answer = await self.read_chunk(path, offset, root=root)
@@ -348,10 +325,18 @@ class BrokeredFiles:
         root: str | None = None,
         in_flight: int = 2,
     ) -> bytes:
-        """``length`` bytes from ``offset`` (None: to the end), read in chunks by ``in_flight`` workers,
-        so the host's work and this process's overlap. Every chunk must carry the first chunk's etag
-        (else ``CONCURRENCY_CONFLICT``). More than ``max_read`` bytes is ``QUOTA_EXCEEDED`` before the
-        second request: the size the host reports is checked, never used to schedule work unbounded."""
+        """Read a file in chunks, each carrying the first chunk's etag (else ``CONCURRENCY_CONFLICT``).
+
+        More than ``max_read`` bytes is ``QUOTA_EXCEEDED`` before the second request: the size the host
+        reports is checked, never used to schedule work unbounded.
+
+        Args:
+            path: The file.
+            offset: Where to start.
+            length: How many bytes (default: to the end).
+            root: The root's URI (default: the first root).
+            in_flight: Requests at once, so the host's work and this process's overlap.
+        """
         if in_flight < 1:
             raise ValueError(f"in_flight must be at least 1, not {in_flight}")
         first = await self.read_chunk(
@@ -405,7 +390,13 @@ class BrokeredFiles:
         return data[: end - offset]
 
     async def read_text(self, path: str, *, encoding: str = "utf-8", root: str | None = None) -> str:
-        """The whole file decoded as text (bounded by ``max_read`` like :meth:`read`)."""
+        """The whole file decoded as text (bounded by ``max_read`` like :meth:`read`).
+
+        Args:
+            path: The file.
+            encoding: Its encoding.
+            root: The root's URI (default: the first root).
+        """
         return (await self.read(path, root=root)).decode(encoding)
 
     async def write(
@@ -418,7 +409,14 @@ class BrokeredFiles:
         root: str | None = None,
     ) -> FileInfo:
         """Replace (or create) a file: sent in chunks, made visible atomically by the host after the last.
-        ``if_match`` (an etag) or ``create_only`` turn a concurrent change into ``CONCURRENCY_CONFLICT``."""
+
+        Args:
+            path: The file.
+            data: The new contents (text is sent as UTF-8).
+            if_match: An etag: a concurrent change is ``CONCURRENCY_CONFLICT``.
+            create_only: An existing file is ``CONCURRENCY_CONFLICT``.
+            root: The root's URI (default: the first root).
+        """
         raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         chunks = list(p.chunk_spans(len(raw), self.chunk_size))
         view = memoryview(raw)
@@ -451,9 +449,15 @@ class BrokeredFiles:
         )
 
     async def list(self, path: str = "", *, root: str | None = None) -> list[DirEntry]:
-        """Every entry of a folder, following ``nextCursor`` page by page: at most ``max_entries``
-        (``QUOTA_EXCEEDED`` beyond); a cursor that repeats or a page that is empty but not the last is
-        ``IO_ERROR``."""
+        """Every entry of a folder, following ``nextCursor`` page by page.
+
+        At most ``max_entries`` (``QUOTA_EXCEEDED`` beyond); a cursor that repeats or a page that is empty
+        but not the last is ``IO_ERROR``.
+
+        Args:
+            path: The folder (default: the root itself).
+            root: The root's URI (default: the first root).
+        """
         entries: list[DirEntry] = []
         cursor: str | None = None
         seen: set[str] = set()
@@ -481,7 +485,12 @@ class BrokeredFiles:
             seen.add(cursor)
 
     async def stat(self, path: str, *, root: str | None = None) -> FileInfo:
-        """Type, size, mtime and etag of a path (the etag is what ``if_match`` takes)."""
+        """Type, size, mtime and etag of a path (the etag is what ``if_match`` takes).
+
+        Args:
+            path: The path.
+            root: The root's URI (default: the first root).
+        """
         r = await self._call(p.STAT, self._ref(path, root), w.StatResult)
         return FileInfo(r.type, r.size, r.mtime, r.etag)
 
@@ -493,7 +502,14 @@ class BrokeredFiles:
         parents: bool = False,
         root: str | None = None,
     ) -> FileInfo:
-        """Create an empty file or a directory; an existing path is ``CONCURRENCY_CONFLICT``."""
+        """Create an empty file or a directory; an existing path is ``CONCURRENCY_CONFLICT``.
+
+        Args:
+            path: The new path.
+            type: ``"file"`` or ``"directory"``.
+            parents: Create missing parent folders.
+            root: The root's URI (default: the first root).
+        """
         params = self._ref(path, root)
         params.update(type=type, parents=parents)
         r = await self._call(p.CREATE, params, w.CreateResult)
@@ -502,7 +518,14 @@ class BrokeredFiles:
     async def delete(
         self, path: str, *, recursive: bool = False, if_match: str | None = None, root: str | None = None
     ) -> None:
-        """Delete a file, a symlink or (``recursive``) a folder tree; ``if_match`` guards a change."""
+        """Delete a file, a symlink or a folder.
+
+        Args:
+            path: What to delete.
+            recursive: Delete a whole folder tree.
+            if_match: An etag: a concurrent change is ``CONCURRENCY_CONFLICT``.
+            root: The root's URI (default: the first root).
+        """
         params = self._ref(path, root)
         params["recursive"] = recursive
         if if_match is not None:
@@ -518,8 +541,15 @@ class BrokeredFiles:
         root: str | None = None,
         new_root: str | None = None,
     ) -> None:
-        """Rename ``path`` to ``new_path`` (in ``new_root``, default the same root); without
-        ``overwrite`` an existing target is ``CONCURRENCY_CONFLICT``."""
+        """Rename ``path`` to ``new_path``.
+
+        Args:
+            path: What to rename.
+            new_path: Its new path.
+            overwrite: Replace an existing target (else ``CONCURRENCY_CONFLICT``).
+            root: The root's URI (default: the first root).
+            new_root: The new path's root URI (default: the same root).
+        """
         params = self._ref(path, root)
         params.update(newPath=new_path, overwrite=overwrite)
         if new_root is not None:
@@ -530,8 +560,15 @@ class BrokeredFiles:
     async def watch(
         self, path: str = "", *, recursive: bool = False, root: str | None = None
     ) -> AsyncIterator[MemoryObjectReceiveStream[FileChange]]:
-        """Watch a file or directory; iterate the yielded stream for :class:`FileChange` events. The
-        watch ends (``files/unwatch``) when the block exits, and the stream ends when the host ends it."""
+        """Watch a file or directory; iterate the yielded stream for :class:`FileChange` events.
+
+        The watch ends (``files/unwatch``) when the block exits, and the stream ends when the host ends it.
+
+        Args:
+            path: What to watch (default: the root itself).
+            recursive: Watch a folder's whole tree.
+            root: The root's URI (default: the first root).
+        """
         params = self._ref(path, root)
         params["recursive"] = recursive
         watch_id = (await self._call(p.WATCH, params, w.WatchResult)).watch_id

@@ -38,22 +38,28 @@ _DEFAULT_LIMITS = _walk.Limits()
 
 @dataclass(frozen=True)
 class Settings:
-    """What the server allows: ``read_only`` drops the writing tools; the caps bound what a call costs."""
+    """What the server allows; the caps bound what a call costs.
+
+    Args:
+        read_only: Drop the writing tools.
+        max_read_bytes: The largest file read_text_file (whole, or the head/tail lines asked for),
+            read_media_file and edit_file will load.
+        max_total_read_bytes: The most bytes read_multiple_files returns in one call, all files together.
+        max_paths: The most paths read_multiple_files accepts.
+        walk: Entries, bytes, levels, names looked at and seconds of a directory_tree or search_files; the
+            excludePatterns a call may send.
+        max_diff_work: The most line comparisons edit_file's diff may make before it shows the changed part
+            whole.
+        protect: The writing tools refuse the protected set (``RootSet.protecting()``: .git/config,
+            .mcp.json, ...).
+    """
 
     read_only: bool = False
-    #: the largest file read_text_file (whole, or the head/tail lines asked for), read_media_file and
-    #: edit_file will load
     max_read_bytes: int = 16 * MIB
-    #: the most bytes read_multiple_files returns in one call, all files together
     max_total_read_bytes: int = 64 * MIB
-    #: the most paths read_multiple_files accepts
     max_paths: int = 1_000
-    #: entries, bytes, levels, names looked at and seconds of a directory_tree or search_files; the
-    #: excludePatterns a call may send
     walk: _walk.Limits = _DEFAULT_LIMITS
-    #: the most line comparisons edit_file's diff may make before it shows the changed part whole
     max_diff_work: int = 4_000_000
-    #: the writing tools refuse the protected set (``RootSet.protecting()``: .git/config, .mcp.json, ...)
     protect: bool = False
 
 

@@ -27,8 +27,15 @@ _CLOCK_EVERY = 256
 
 @dataclass(frozen=True)
 class Limits:
-    """What one walk may cost: entries returned, bytes of a tree's JSON, directory levels (descriptors
-    held), names looked at, seconds; and the excludePatterns one call may send."""
+    """What one walk (a directory_tree or search_files call) may cost; and the excludePatterns it may send.
+
+    Args:
+        max_results: Entries returned.
+        max_depth: Directory levels (descriptors held).
+        max_visited: Names looked at.
+        max_tree_bytes: Bytes of a tree's JSON.
+        max_seconds: Seconds.
+    """
 
     max_results: int = 100_000
     max_depth: int = 128

@@ -25,10 +25,14 @@ _WINDOWS = os.name == "nt"
 
 @dataclass(frozen=True)
 class Root:
-    """One allowed root: its canonical ``path``, its ``uri`` and an optional display ``name``.
+    """One allowed root. Build one with :meth:`from_path` (which canonicalizes and checks it).
 
-    Build one with :meth:`from_path` (which canonicalizes and checks it). A path holding a control
-    character (a newline above all) cannot be a root: it would forge a line of ``MCP_ROOTS_PATHS``."""
+    Args:
+        path: Its canonical path. A path holding a control character (a newline above all) cannot be a root
+            (:class:`InvalidPath`): it would forge a line of ``MCP_ROOTS_PATHS``.
+        uri: Its ``file:`` URI.
+        name: Its display name, if any.
+    """
 
     path: Path
     uri: str
@@ -50,10 +54,17 @@ class Root:
         *,
         base: str | os.PathLike[str] | None = None,
     ) -> Root:
-        """The root at ``path`` (relative to ``base``, default the working directory), canonicalized.
+        """The root at ``path``, canonicalized.
 
-        Raises :class:`InvalidPath` when it cannot be resolved, does not exist, is neither a directory nor
-        a regular file, cannot be read, or holds a control character."""
+        Args:
+            path: A directory or a regular file.
+            name: Its display name, if any.
+            base: What a relative ``path`` resolves against (default: the working directory).
+
+        Raises:
+            InvalidPath: It cannot be resolved, does not exist, is neither a directory nor a regular file,
+                cannot be read, or holds a control character.
+        """
         text = checked_text(path)
         if not os.path.isabs(text):
             text = os.path.join(os.fspath(base) if base is not None else os.getcwd(), text)

@@ -3,27 +3,26 @@ And the operations, each resolved beneath a root's descriptor.
 """
 
 # A RootSet is immutable. Its questions are answered by the Router (canonical path, innermost root); its
-# file operations are the bodies in the verb modules (_open, _write, _dirs, _remove, _rename), each resolved
-# beneath a root's descriptor. This module is the public face: construction, the set itself, ``as_env``, and
-# one delegating line per operation. Above ~450 lines because it is the path layer's whole documented API
-# (the docstrings are most of it); splitting the class would scatter one public face over several files.
+# file operations are the bodies in the verb modules (_open, _write, _dirs, _remove, _rename). This module is
+# the public face, one delegating line per operation; the docstrings are most of it. Subprocesses (and their
+# environment): _confined.
 
 from __future__ import annotations
 
 import functools
-import json
+import io
 import logging
 import os
 import sys
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal, TypeVar, overload
 
-from .._types import Argv
 from ..errors import InvalidPath, InvalidRootURI, PathOutsideRoots
 from . import _dirs, _open, _remove, _rename, _write
+from ._confined import Confined
 from ._descriptors import RootDescriptors
 from ._fold import folding_for
 from ._index import RootIndex
@@ -34,7 +33,14 @@ from ._tree import Entry, Leave, OnError, Visit
 from ._uri import uri_and_name, uri_to_path
 
 if TYPE_CHECKING:
-    import subprocess
+    from _typeshed import (
+        OpenBinaryMode,
+        OpenBinaryModeReading,
+        OpenBinaryModeUpdating,
+        OpenBinaryModeWriting,
+        OpenTextMode,
+        StrPath,
+    )
 
 __all__ = ["Root", "RootSet"]
 
@@ -53,13 +59,15 @@ REFUSAL_ROOTS = 3  # how many roots a refusal names before it says how many more
 # --- RootSet -------------------------------------------------------------------------------------------
 
 
-class RootSet:
+class RootSet(Confined):
     """An immutable set of canonical roots that answers "is this path inside?" and guards operations.
 
-    ``RootSet(roots, source=..., platform=...)`` takes :class:`Root` objects (from :meth:`Root.from_path`);
-    :meth:`from_paths` and :meth:`from_uris` build them from paths or URIs. Duplicates (as ``platform``
-    compares names) are dropped. ``source`` says where the roots came from (``"client"``, ``"flag"``,
-    ``"environment"``, a config file path, ``"project root"``...).
+    Args:
+        roots: :class:`Root` objects (from :meth:`Root.from_path`). Duplicates (as ``platform`` compares
+            names) are dropped.
+        source: Where the roots came from (``"client"``, ``"flag"``, ``"environment"``, a config file path,
+            ``"project root"``...).
+        platform: The ``sys.platform`` whose name comparison the set uses.
     """
 
     __slots__ = (
@@ -101,7 +109,11 @@ class RootSet:
 
     @classmethod
     def empty(cls, *, source: str = "explicit") -> RootSet:
-        """A RootSet with no roots: every path is outside (fail closed)."""
+        """A RootSet with no roots: every path is outside (fail closed).
+
+        Args:
+            source: Where the (missing) roots came from, for messages.
+        """
         return cls((), source=source)
 
     @classmethod
@@ -143,11 +155,13 @@ class RootSet:
     def from_uris(
         cls, uris_or_roots: Iterable[object], *, strict: bool = True, source: str = "client"
     ) -> RootSet:
-        """Build a RootSet from ``file:`` URIs, or objects with ``uri``/``name`` (the SDK's ``Root``, this
-        module's :class:`Root`, or ``{"uri": ..., "name": ...}`` dicts).
+        """Build a RootSet from ``file:`` URIs, or objects with ``uri`` and ``name``.
 
-        An invalid URI raises :class:`InvalidRootURI`, a missing or unreadable directory
-        :class:`InvalidPath`, when ``strict``; otherwise the entry is skipped with a warning.
+        Args:
+            uris_or_roots: URIs, or the SDK's ``Root``, :class:`Root`, or ``{"uri": ..., "name": ...}`` dicts.
+            strict: Raise :class:`InvalidRootURI` for an invalid URI and :class:`InvalidPath` for a missing or
+                unreadable directory (else skip the entry with a warning).
+            source: Where the roots came from, for messages.
         """
         if isinstance(uris_or_roots, str):
             uris_or_roots = [uris_or_roots]
@@ -163,22 +177,35 @@ class RootSet:
         return cls(roots, source=source)
 
     def with_source(self, source: str) -> RootSet:
-        """The same roots, labelled with another source."""
+        """The same roots, labelled with another source.
+
+        Args:
+            source: The new label (``"client"``, ``"flag"``...).
+        """
         made = type(self)(self._roots, source=source, platform=self._platform)
         made._protect = self._protect
         return made
 
     def with_roots(self, roots: Iterable[Root]) -> RootSet:
-        """Other roots, with this set's source, comparison rule and protected set."""
+        """Other roots, with this set's source, comparison rule and protected set.
+
+        Args:
+            roots: The new set's :class:`Root` objects.
+        """
         made = type(self)(roots, source=self._source, platform=self._platform)
         made._protect = self._protect
         return made
 
     def protecting(self, protect: bool | Iterable[str] = True) -> RootSet:
-        """These roots, whose writes (``open`` for writing, ``write_bytes``/``write_text``, ``mkdir``,
-        ``remove``, ``rename``) refuse the protected set as a confined child's do (``.git/config``,
-        ``.git/hooks``, ``.mcp.json``, ...: ``mcp_roots.sandbox.PROTECTED``, or the names given), with
-        ``PathOutsideRoots``. Opt-in: a server may legitimately edit those files. ``False``: none."""
+        """These roots, whose writes refuse the protected set with :class:`PathOutsideRoots`.
+
+        Those of ``open`` (writing), ``write_bytes``/``write_text``, ``mkdir``, ``remove``, ``rename``, as a
+        confined child's do. Opt-in: a server may legitimately edit those files.
+
+        Args:
+            protect: ``True``: the default set (``.git/config``, ``.git/hooks``, ``.mcp.json``, ...:
+                ``mcp_roots.sandbox.PROTECTED``); the names to protect; ``False``: none.
+        """
         from .. import sandbox
 
         made = self.with_source(self._source)
@@ -237,8 +264,11 @@ class RootSet:
         return f"RootSet({[str(p) for p in self.paths]!r}, source={self._source!r})"
 
     def describe(self, most: int | None = None) -> str:
-        """The roots as a human list, for messages: ``/a, /b`` or ``no roots``; with ``most``, the first
-        ``most`` (long ones shortened) and how many more, as a refusal names them to the model."""
+        """The roots as a human list, for messages: ``/a, /b`` or ``no roots``.
+
+        Args:
+            most: Name the first ``most`` (shortened) and how many more, as a refusal does (default: all).
+        """
         if not self._roots:
             return "no roots"
         shown = [str(p) if most is None else shorten(str(p)) for p in self.paths[:most]]
@@ -251,12 +281,19 @@ class RootSet:
     # -- questions --
 
     def root_above(self, canonical: str | os.PathLike[str]) -> Root | None:
-        """The innermost root that is the canonical path ``canonical`` or an ancestor of it, compared by
-        whole components and by this set's name comparison; no I/O (the path is taken as canonical)."""
+        """The innermost root that is ``canonical`` or an ancestor of it, or None; no I/O.
+
+        Args:
+            canonical: A canonical path, compared by whole components and this set's name comparison.
+        """
         return self._root(self._index.above(os.fspath(canonical)))
 
     def roots_beneath(self, path: str | os.PathLike[str]) -> tuple[Root, ...]:
-        """The roots that lie strictly beneath the canonical ``path`` (whole components); no I/O."""
+        """The roots that lie strictly beneath ``path`` (whole components); no I/O.
+
+        Args:
+            path: A canonical path (taken as such).
+        """
         inner = set(self._index.beneath(os.fspath(path)))
         return tuple(r for r in self._roots if str(r.path) in inner)
 
@@ -272,7 +309,11 @@ class RootSet:
         return self._router.canonical(text)
 
     def root_of(self, path: str | os.PathLike[str]) -> Root | None:
-        """The innermost root that contains ``path``, or None (never raises)."""
+        """The innermost root that contains ``path``, or None (never raises).
+
+        Args:
+            path: Any path, absolute or relative to the first root.
+        """
         try:
             canonical = self._canonical(path)
         except (InvalidPath, PathOutsideRoots):
@@ -280,7 +321,11 @@ class RootSet:
         return self._root(self._index.innermost_prefix(canonical))
 
     def contains(self, path: str | os.PathLike[str]) -> bool:
-        """True when ``path``'s canonical location is a root or lies beneath one. Never raises."""
+        """True when ``path``'s canonical location is a root or lies beneath one. Never raises.
+
+        Args:
+            path: Any path, absolute or relative to the first root.
+        """
         fast = self._router.canonical_fast(path)
         if fast is not None:
             return fast is not False
@@ -296,13 +341,22 @@ class RootSet:
     def resolve(self, path: str | os.PathLike[str]) -> Path:
         """The canonical path of ``path`` if it is inside the roots.
 
-        Raises :class:`InvalidPath` for input that is not a usable path and :class:`PathOutsideRoots`
-        (naming the path and the roots, and nothing about what lies outside) when it lies outside them.
+        Args:
+            path: Any path, absolute or relative to the first root.
+
+        Raises:
+            InvalidPath: The input is not a usable path.
+            PathOutsideRoots: It lies outside the roots (the message names the path and the roots, and
+                nothing about what lies outside).
         """
         return Path(self.resolve_text(path))
 
     def resolve_text(self, path: str | os.PathLike[str]) -> str:
-        """:meth:`resolve` as text (no ``Path`` made): what the guard hands a body annotated ``str``."""
+        """:meth:`resolve` as text (no ``Path`` made): what the guard hands a body annotated ``str``.
+
+        Args:
+            path: Any path, absolute or relative to the first root.
+        """
         fast = self._router.canonical_fast(path)  # one system call for the common path
         if type(fast) is str:
             return fast
@@ -312,33 +366,44 @@ class RootSet:
             raise self._router.outside(checked_text(path), why)
         return canonical
 
-    # -- subprocess environment --
-
-    def as_env(self) -> dict[str, str]:
-        """``MCP_ROOTS_JSON`` (array of ``{uri, name, path}``), ``MCP_ROOTS_PATHS`` (one per line) and
-        ``MCP_ROOTS_COUNT``, for tools that start subprocesses. (No root holds a newline: see Root.)"""
-        return {
-            "MCP_ROOTS_JSON": json.dumps([r.as_dict() for r in self._roots]),
-            "MCP_ROOTS_PATHS": "\n".join(str(p) for p in self.paths),
-            "MCP_ROOTS_COUNT": str(len(self._roots)),
-        }
-
     # -- race-free operations (bodies by verb: _open, _write, _dirs, _remove, _rename; design/paths.md) --
 
-    def open(
-        self,
-        path: str | os.PathLike[str],
-        mode: str = "r",
-        buffering: int = -1,
-        encoding: str | None = None,
-        errors: str | None = None,
-        newline: str | None = None,
-    ) -> IO[Any]:
-        """Open a file inside the roots, like the builtin :func:`open` (same modes and arguments).
+    # fmt: off
+    @overload
+    def open(self, path: StrPath, mode: OpenTextMode = "r", buffering: int = -1, encoding: str | None = None,
+             errors: str | None = None, newline: str | None = None) -> io.TextIOWrapper: ...
+    @overload
+    def open(self, path: StrPath, mode: OpenBinaryMode, buffering: Literal[0], encoding: None = None,
+             errors: None = None, newline: None = None) -> io.FileIO: ...
+    @overload
+    def open(self, path: StrPath, mode: OpenBinaryModeUpdating, buffering: Literal[-1, 1] = -1,
+             encoding: None = None, errors: None = None, newline: None = None) -> io.BufferedRandom: ...
+    @overload
+    def open(self, path: StrPath, mode: OpenBinaryModeWriting, buffering: Literal[-1, 1] = -1,
+             encoding: None = None, errors: None = None, newline: None = None) -> io.BufferedWriter: ...
+    @overload
+    def open(self, path: StrPath, mode: OpenBinaryModeReading, buffering: Literal[-1, 1] = -1,
+             encoding: None = None, errors: None = None, newline: None = None) -> io.BufferedReader: ...
+    @overload
+    def open(self, path: StrPath, mode: OpenBinaryMode, buffering: int = -1, encoding: None = None,
+             errors: None = None, newline: None = None) -> BinaryIO: ...
+    @overload
+    def open(self, path: StrPath, mode: str, buffering: int = -1, encoding: str | None = None,
+             errors: str | None = None, newline: str | None = None) -> IO[Any]: ...
+    def open(self, path: str | os.PathLike[str], mode: str = "r", buffering: int = -1,
+             encoding: str | None = None, errors: str | None = None, newline: str | None = None) -> IO[Any]:
+        """Open a file inside the roots, like the builtin :func:`open` (same modes, arguments and types).
 
         The path is resolved and opened in one step beneath a root's descriptor, so no symlink swapped in
-        meanwhile can lead outside. FIFOs, devices and sockets raise :class:`InvalidPath` instead of
-        blocking; a file created by ``"w"``/``"a"``/``"x"`` is created beneath the root.
+        meanwhile can lead outside.
+
+        Args:
+            path: The file. FIFOs, devices and sockets raise :class:`InvalidPath` instead of blocking.
+            mode: As the builtin's; a file created by ``"w"``/``"a"``/``"x"`` is created beneath the root.
+            buffering: As the builtin's.
+            encoding: As the builtin's (text modes).
+            errors: As the builtin's (text modes).
+            newline: As the builtin's (text modes).
         """
         if (  # the commonest call, one frame less
             mode == "rb"
@@ -352,17 +417,28 @@ class RootSet:
         if self._protect is not None and not set(mode).isdisjoint("wax+"):
             self._refuse_protected(path)
         return _open.open_file(self._router, path, mode, buffering, encoding, errors, newline)
+    # fmt: on
 
     def open_fd(self, path: str | os.PathLike[str], flags: int, mode: int = 0o777) -> int:
-        """The descriptor-level open: ``os.open(path, flags, mode)`` confined to the roots. ``O_CLOEXEC``
-        is always added; no file-type check is made (pass ``O_NONBLOCK`` yourself if that matters)."""
+        """The descriptor-level open: ``os.open(path, flags, mode)`` confined to the roots.
+
+        Args:
+            path: The file or directory; no file-type check is made.
+            flags: ``os.O_*`` flags; ``O_CLOEXEC`` is always added (add ``O_NONBLOCK`` if a FIFO matters).
+            mode: The permission bits of a file it creates.
+        """
         if self._protect is not None and flags & _WRITING:
             self._refuse_protected(path)
         fd = self._router.fast(path, _open.fd_beneath, flags, mode)  # the fast lane: one call
         return fd if fd is not None else _open.open_fd(self._router, path, flags, mode)
 
     def read_bytes(self, path: str | os.PathLike[str], *, max_bytes: int | None = None) -> bytes:
-        """The contents of a regular file inside the roots; :class:`FileTooLarge` past ``max_bytes``."""
+        """The contents of a regular file inside the roots.
+
+        Args:
+            path: The file.
+            max_bytes: Raise :class:`FileTooLarge` past this many bytes (default: no limit).
+        """
         return _open.read_bytes(self._router, path, max_bytes)
 
     def read_text(
@@ -373,13 +449,24 @@ class RootSet:
         *,
         max_bytes: int | None = None,
     ) -> str:
-        """The decoded contents of a regular file inside the roots (no newline translation)."""
+        """The decoded contents of a regular file inside the roots (no newline translation).
+
+        Args:
+            path: The file.
+            encoding: Its encoding.
+            errors: As :meth:`bytes.decode`'s.
+            max_bytes: Raise :class:`FileTooLarge` past this many bytes (default: no limit).
+        """
         return self.read_bytes(path, max_bytes=max_bytes).decode(encoding, errors)
 
     def write_bytes(self, path: str | os.PathLike[str], data: bytes) -> None:
-        """Replace (or create) a file inside the roots atomically: temporary file in the same directory,
-        fsync, rename. A symlink as the final name is followed while its target stays inside the roots;
-        a root that is a file is rewritten in place (there is no directory to stage a temporary file in)."""
+        """Replace (or create) a file inside the roots atomically (temporary file, fsync, rename).
+
+        Args:
+            path: The file. A symlink as the final name is followed while its target stays inside the
+                roots; a root that is a file is rewritten in place (no directory to stage a temporary in).
+            data: The new contents, bytes-like.
+        """
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"data must be bytes-like, not {type(data).__name__}")
         if self._protect is not None:
@@ -387,15 +474,29 @@ class RootSet:
         _write.write_bytes(self._router, path, bytes(data))
 
     def write_text(self, path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
-        """:meth:`write_bytes` of ``text`` encoded with ``encoding`` (atomic)."""
+        """:meth:`write_bytes` of ``text`` encoded (atomic).
+
+        Args:
+            path: The file.
+            text: The new contents.
+            encoding: How to encode them.
+        """
         self.write_bytes(path, text.encode(encoding))
 
     def listdir(self, path: str | os.PathLike[str]) -> list[str]:
-        """The names in a directory inside the roots, like :func:`os.listdir`."""
+        """The names in a directory inside the roots, like :func:`os.listdir`.
+
+        Args:
+            path: The directory.
+        """
         return _dirs.listdir(self._router, path)
 
     def scandir(self, path: str | os.PathLike[str]) -> list[Entry]:
-        """The entries of a directory inside the roots, with types and sizes (see :class:`Entry`)."""
+        """The entries of a directory inside the roots, with types and sizes (see :class:`Entry`).
+
+        Args:
+            path: The directory.
+        """
         return _dirs.scandir(self._router, path)
 
     def walk(
@@ -407,28 +508,50 @@ class RootSet:
         on_error: OnError | None = None,
         sort: bool = True,
     ) -> None:
-        """Walk the directory tree at ``path`` (inside the roots) depth first: ``visit(dir_fd, entry)`` for
-        each :class:`TreeEntry` (in name order with ``sort``; True walks a directory entry before its next
-        sibling), ``leave(dir_fd, entry)`` when a directory is done; ``dir_fd`` holds the entry and is
-        open only during the call. Symlinks are never followed, every directory is entered by descriptor
-        relative to its parent, at most two descriptors are open whatever the depth, and a directory
-        moved meanwhile stops the walk (ESTALE). ``on_error(exc, entry)`` for a directory that cannot be
-        entered: raise to stop, return to skip it (default: raise)."""
+        """Walk the directory tree at ``path`` depth first.
+
+        Symlinks are never followed, every directory is entered by descriptor relative to its parent, at
+        most two descriptors are open whatever the depth, and a directory moved meanwhile stops the walk
+        (ESTALE).
+
+        Args:
+            path: The directory, inside the roots.
+            visit: ``visit(dir_fd, entry)`` for each :class:`TreeEntry`; ``dir_fd`` holds the entry and is
+                open only during the call. Returning True walks a directory entry before its next sibling.
+            leave: ``leave(dir_fd, entry)`` when a directory is done.
+            on_error: ``on_error(exc, entry)`` for a directory that cannot be entered: raise to stop,
+                return to skip it (default: raise).
+            sort: Visit each directory's entries in name order.
+        """
         _dirs.walk(self._router, path, visit, leave, on_error, sort)
 
     def stat(self, path: str | os.PathLike[str]) -> os.stat_result:
-        """:func:`os.stat` of a path inside the roots (symlinks followed while they stay inside)."""
+        """:func:`os.stat` of a path inside the roots.
+
+        Args:
+            path: The path; symlinks are followed while they stay inside.
+        """
         return _open.stat_path(self._router, path)
 
     def mkdir(self, path: str | os.PathLike[str], *, parents: bool = False, exist_ok: bool = False) -> None:
-        """Create a directory inside the roots (``parents``, ``exist_ok`` as in pathlib.Path.mkdir)."""
+        """Create a directory inside the roots.
+
+        Args:
+            path: The new directory.
+            parents: Create missing parents, as :meth:`pathlib.Path.mkdir` does.
+            exist_ok: Accept an existing directory, as :meth:`pathlib.Path.mkdir` does.
+        """
         if self._protect is not None:
             self._refuse_protected(path)
         _dirs.mkdir(self._router, path, parents, exist_ok)
 
     def remove(self, path: str | os.PathLike[str], *, recursive: bool = False) -> None:
-        """Remove a file, a symlink (never its target) or an empty directory inside the roots; with
-        ``recursive``, a whole directory tree, walked through descriptors without following symlinks."""
+        """Remove a file, a symlink (never its target) or an empty directory inside the roots.
+
+        Args:
+            path: What to remove.
+            recursive: Remove a whole directory tree, walked through descriptors without following symlinks.
+        """
         if self._protect is not None:
             self._refuse_protected(path, holder=True)
         _remove.remove(self._router, path, recursive)
@@ -436,9 +559,14 @@ class RootSet:
     def rename(
         self, src: str | os.PathLike[str], dst: str | os.PathLike[str], *, replace: bool = True
     ) -> None:
-        """Rename ``src`` to ``dst``, both inside the roots (like :func:`os.rename`; the final names are
-        not followed). With ``replace=False`` an existing ``dst`` raises FileExistsError, atomically
-        where the system has renameat2(RENAME_NOREPLACE)."""
+        """Rename ``src`` to ``dst``, both inside the roots, like :func:`os.rename`.
+
+        Args:
+            src: What to rename; its final name is not followed.
+            dst: The new name; not followed either.
+            replace: ``False``: an existing ``dst`` raises FileExistsError, atomically where the system
+                has renameat2(RENAME_NOREPLACE).
+        """
         if self._protect is not None:
             self._refuse_protected(src, holder=True)
             self._refuse_protected(dst, holder=True)
@@ -459,97 +587,3 @@ class RootSet:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-    # -- subprocesses confined by the kernel (the bodies live in the sandbox package) --
-
-    def run(
-        self,
-        argv: Argv,
-        *,
-        write: bool = False,
-        network: bool = True,
-        allow_unconfined: bool = False,
-        path_metadata: bool = False,
-        protect: bool | Iterable[str] = True,
-        **kwargs: Any,
-    ) -> subprocess.CompletedProcess[Any]:
-        """``subprocess.run(argv, **kwargs)`` with the child confined by the kernel (Landlock) to these roots.
-
-        It reads beneath them (writes too with ``write=True``), and read-only what a program needs. A seccomp
-        filter refuses chmod/chown/utime/xattr by path. No capability. See ``mcp_roots.sandbox.run``.
-
-        Args:
-            argv: The command, as :func:`subprocess.run` takes it.
-            write: Let the child write beneath the roots; the protected set stays read-only.
-            network: Let the child open sockets (``False``: no socket() or connect()).
-            allow_unconfined: Where the kernel cannot confine (``SandboxUnavailable``), run unconfined with
-                a warning instead.
-            path_metadata: Allow chmod/chown/utime/xattr by path, for builds, and so OUTSIDE the roots too
-                (Landlock has no right for them); only with ``write=True``, else ``ValueError``.
-            protect: The protected set kept read-only under ``write=True``: ``True`` (the default set),
-                ``False``, or the names to protect.
-            **kwargs: :func:`subprocess.run`'s options.
-        """
-        from .. import sandbox
-
-        return sandbox.run(
-            self.paths,
-            argv,
-            write=write,
-            network=network,
-            allow_unconfined=allow_unconfined,
-            path_metadata=path_metadata,
-            protect=protect,
-            **kwargs,
-        )
-
-    def popen(
-        self,
-        argv: Argv,
-        *,
-        write: bool = False,
-        network: bool = True,
-        allow_unconfined: bool = False,
-        path_metadata: bool = False,
-        protect: bool | Iterable[str] = True,
-        **kwargs: Any,
-    ) -> subprocess.Popen[Any]:
-        """``subprocess.Popen(argv, **kwargs)``, confined like ``run``."""
-        from .. import sandbox
-
-        return sandbox.popen(
-            self.paths,
-            argv,
-            write=write,
-            network=network,
-            allow_unconfined=allow_unconfined,
-            path_metadata=path_metadata,
-            protect=protect,
-            **kwargs,
-        )
-
-    async def run_async(
-        self,
-        argv: str | Sequence[str],
-        *,
-        write: bool = False,
-        network: bool = True,
-        allow_unconfined: bool = False,
-        path_metadata: bool = False,
-        protect: bool | Iterable[str] = True,
-        **kwargs: Any,
-    ) -> subprocess.CompletedProcess[bytes]:
-        """``await anyio.run_process(argv, **kwargs)`` (output captured, ``check=True``), confined like
-        ``run``."""
-        from .. import sandbox
-
-        return await sandbox.run_async(
-            self.paths,
-            argv,
-            write=write,
-            network=network,
-            allow_unconfined=allow_unconfined,
-            path_metadata=path_metadata,
-            protect=protect,
-            **kwargs,
-        )

@@ -26,10 +26,15 @@ _CHILD_FLAGS = LIST_FLAGS | O_NOFOLLOW
 class Entry:
     """One directory entry, as :meth:`RootSet.scandir` lists it.
 
-    ``path`` is the entry's canonical location (its directory's canonical path plus ``name``; a symlink is
-    not followed for it). ``is_dir``/``is_file`` follow a symlink only when its target lies inside the
-    roots; ``is_symlink`` says whether the entry itself is one. ``size`` is the size in bytes of what
-    ``is_dir``/``is_file`` describe (the link itself when its target is outside or missing).
+    Args:
+        name: The entry's name.
+        path: Its canonical location: its directory's canonical path plus ``name`` (a symlink is not
+            followed for it).
+        is_dir: A directory; a symlink is followed only when its target lies inside the roots.
+        is_file: A regular file; a symlink is followed only when its target lies inside the roots.
+        is_symlink: The entry itself is a symlink.
+        size: The size in bytes of what ``is_dir``/``is_file`` describe (the link itself when its target is
+            outside or missing).
     """
 
     name: str
@@ -79,9 +84,15 @@ def descend(dirfd: int, names: Iterable[str], flags: int, *, create: bool = Fals
 
 @dataclass(frozen=True)
 class TreeEntry:
-    """One entry met by :func:`walk`: its ``name``, its path ``rel`` relative to the walk's start ('/'
-    separated), its ``depth`` (0: an entry of the start directory), and what it is, not following a
-    symlink (``is_dir`` is False for a symlink to a directory)."""
+    """One entry met by :meth:`RootSet.walk`: what it is, not following a symlink.
+
+    Args:
+        name: The entry's name.
+        rel: Its path relative to the walk's start ('/' separated).
+        depth: 0 for an entry of the start directory, 1 beneath one, and so on.
+        is_dir: A directory (False for a symlink to a directory).
+        is_symlink: The entry is a symlink.
+    """
 
     name: str
     rel: str

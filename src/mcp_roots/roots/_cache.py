@@ -182,9 +182,13 @@ class RootsCache:
     # -- capability state --
 
     def set_capabilities(self, *, roots: bool, list_changed: bool) -> None:
-        """Record what the client declared in ``initialize`` (``capabilities.roots`` and its
-        ``listChanged``), or that the connection cannot ask (``roots=False``: no back-channel). Without
-        the roots capability the cache never fetches and serves the fallback."""
+        """Record what the client declared in ``initialize``, or that the connection cannot ask.
+
+        Args:
+            roots: The client's ``capabilities.roots``; ``False`` also where the connection has no
+                back-channel. Without it the cache never fetches and serves the fallback.
+            list_changed: Its ``listChanged``: the client notifies when its roots change.
+        """
         if self._phase is Phase.CLOSED:
             return
         self._phase = Phase.CLIENT if roots else Phase.FALLBACK
@@ -277,11 +281,19 @@ class RootsCache:
     async def fresh(self, timeout: float | None = None) -> RootSet:  # noqa: ASYNC109
         """The roots in force once every refresh triggered before this call has been answered.
 
-        Waits (at most ``timeout`` seconds, default the cache's timeout plus max_wait) for the answer to the
-        refresh any earlier list_changed triggered; before the first valid answer, for that answer (until
-        first_answer_timeout after :meth:`start`, whatever ``timeout`` says). Then returns :meth:`current`,
-        which raises :class:`RootsUnavailable` if the client has not sent valid roots yet. After a failed
-        refresh it also schedules a retry (at most one per ``timeout`` seconds) without waiting for it.
+        It waits for the answer to the refresh any earlier list_changed triggered; before the first valid
+        answer, for that answer (until first_answer_timeout after :meth:`start`, whatever ``timeout`` says).
+        After a failed refresh it also schedules a retry (at most one per ``timeout`` seconds) without
+        waiting for it.
+
+        Args:
+            timeout: The most seconds to wait (default: the cache's timeout plus max_wait).
+
+        Returns:
+            :meth:`current`'s roots.
+
+        Raises:
+            RootsUnavailable: The client has not sent valid roots yet.
         """
         ready = self.fresh_now()
         if ready is not None:
@@ -326,8 +338,12 @@ class RootsCache:
     # -- listeners --
 
     def on_change(self, callback: ChangeCallback) -> None:
-        """Call ``callback(old, new)`` (synchronously) whenever the roots in force change; None stands for
-        "no roots in force" (calls are refused)."""
+        """Call ``callback`` whenever the roots in force change.
+
+        Args:
+            callback: A plain function, called synchronously as ``callback(old, new)``; None stands for "no
+                roots in force" (calls are refused).
+        """
         if inspect.iscoroutinefunction(callback):
             raise TypeError("on_change() takes a plain function; it is called synchronously with (old, new)")
         self._listeners.append(callback)

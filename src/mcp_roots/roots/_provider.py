@@ -43,8 +43,10 @@ ChosenPath: TypeAlias = "str | os.PathLike[str]"
 class ConsentRequest:
     """What a consent callback is asked: may ``server`` see ``roots``?
 
-    ``server`` is the server's ``Implementation`` from its initialize result (name, version, title), or
-    None when the session has no initialize result (a 2026-07-28 connection that sent no server info).
+    Args:
+        server: The server's ``Implementation`` from its initialize result (name, version, title), or None
+            when the session has no initialize result (a 2026-07-28 connection that sent no server info).
+        roots: The roots it would see.
     """
 
     server: mcp_types.Implementation | None
@@ -186,8 +188,15 @@ class RootsProvider:
             self._signal()
 
     def add(self, path: ChosenPath, name: str | None = None) -> Root | None:
-        """Choose a directory. Returns its Root if it is exposed now, or None if refused (see
-        :attr:`refused`); either way it stays chosen and is re-examined on every check."""
+        """Choose a directory; either way it stays chosen and is re-examined on every check.
+
+        Args:
+            path: The directory.
+            name: Its display name, if any.
+
+        Returns:
+            Its Root if it is exposed now, or None if refused (see :attr:`refused`).
+        """
         key = _absolute(path)
         self._chosen[key] = name
         self.check()
@@ -197,7 +206,14 @@ class RootsProvider:
         return next((r for r in self._exposed if r.path == target), None)
 
     def remove(self, path: ChosenPath) -> bool:
-        """Stop offering a chosen directory. Returns False if it was not chosen."""
+        """Stop offering a chosen directory.
+
+        Args:
+            path: The directory, as chosen.
+
+        Returns:
+            False if it was not chosen.
+        """
         key = _absolute(path)
         if key not in self._chosen:
             return False
@@ -278,10 +294,15 @@ class RootsProvider:
         )
 
     async def approved_roots(self, session: ClientSession) -> tuple[Root, ...]:
-        """The exposed roots the server on ``session`` may use, asking the consent callback about any it
-        was not asked about yet: the decision ``roots/list`` answers with, and the one that gates
-        client-brokered ``files/*`` access (FileBroker), so a server that never lists roots cannot skip it.
-        Empty while :attr:`enabled` is False."""
+        """The exposed roots a server may use, asking the consent callback about any not asked about yet.
+
+        This is the decision ``roots/list`` answers with, and the one that gates client-brokered ``files/*``
+        access (FileBroker), so a server that never lists roots cannot skip it. Empty while :attr:`enabled`
+        is False.
+
+        Args:
+            session: The server's connection.
+        """
         if not self._enabled:
             return ()
         state = self._state(session)
@@ -329,8 +350,11 @@ class RootsProvider:
     # -- telling servers about changes --
 
     def attach(self, client: Client | ClientSession) -> Attachment:
-        """An async context manager that watches the roots and sends ``notifications/roots/list_changed``
-        to ``client`` (a connected ``Client`` or ``ClientSession``) while it is open."""
+        """An async context manager that watches the roots while it is open.
+
+        Args:
+            client: A connected ``Client`` or ``ClientSession``, sent ``notifications/roots/list_changed``.
+        """
         return Attachment(self, client)
 
 
