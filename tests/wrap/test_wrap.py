@@ -349,13 +349,19 @@ async def test_in_flight_calls_drain_then_get_an_error(world: dict[str, Path]) -
             results: dict[str, dict[str, object]] = {}
 
             async def slow(steps: int) -> None:
-                results[str(steps)] = await host.call("slow", {"steps": steps})
+                params = {"name": "slow", "arguments": {"steps": steps}, "_meta": {"progressToken": steps}}
+                results[str(steps)] = await host.request("tools/call", params, limit=60)
+
+            def started() -> set[object]:
+                return {n["params"]["progressToken"] for n in host.notifications if "progress" in n["method"]}
 
             # 25 s: far longer than the drain (1 s), so a slow start of the new child on a loaded machine
             # cannot let it finish first; the drain ends it long before.
             group.start_soon(slow, 500)
             group.start_soon(slow, 2)  # 0.1 s: done within the drain
-            await anyio.sleep(0.2)
+            with anyio.fail_after(30):
+                while not {500, 2} <= started():  # noqa: ASYNC110 - both run on the child of a and b
+                    await anyio.sleep(0.01)
             await host.set_roots(roots_of(world, "a"))
         assert "done after 2 steps" in json.dumps(results["2"])
         assert "drain" in results["500"]["error"]["message"]  # type: ignore[index]
@@ -398,7 +404,7 @@ async def test_the_child_runs_in_its_first_root_with_a_clean_environment(world: 
 
 
 async def test_bounds_on_messages_and_requests_in_flight(world: dict[str, Path]) -> None:
-    argv = wrapped(world, "--max-message-bytes", "2000", "--max-in-flight", "1")
+    argv = wrapped(world, "--max-message-bytes", "4000", "--max-in-flight", "1")
     async with connected(argv, roots_of(world, "a", "b")) as host:
         await host.initialize()
         host.waiters["big"] = anyio.Event()
@@ -406,7 +412,7 @@ async def test_bounds_on_messages_and_requests_in_flight(world: dict[str, Path])
             {
                 "id": "big",
                 "method": "tools/call",
-                "params": {"name": "read_path", "arguments": {"path": "x" * 5000}},
+                "params": {"name": "read_path", "arguments": {"path": "x" * 9000}},
             }
         )
         assert await host.text("peek") == INSIDE  # the long line was dropped, the connection lives

@@ -7,9 +7,11 @@ first child starts before the proxy is imported).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +20,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..sandbox import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, popen
 
-__all__ = ["CONTAINER_TOOLS", "Plan", "cache_dir_for", "make_plan", "prepare_cache", "spawn"]
+__all__ = ["CONTAINER_TOOLS", "Plan", "cache_dir_for", "end_tree_now", "make_plan", "prepare_cache", "spawn"]
 
 #: Commands that hand the server to a daemon (``docker run``...): the child wrap confines would be a client
 #: of that daemon, and the server would run outside the confinement.
@@ -274,3 +276,13 @@ def spawn(plan: Plan, roots: Sequence[str], *, write: bool, network: bool) -> su
         env=dict(plan.env),
         start_new_session=True,
     )
+
+
+def end_tree_now(process: subprocess.Popen[bytes]) -> None:
+    """End a child and everything it started (SIGKILL to its process group: it has a session of its own),
+    and reap it. The one place every retirement goes through: a roots change, a pool eviction, the end of
+    a drain, a stalled input, wrap's exit."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

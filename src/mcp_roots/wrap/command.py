@@ -10,7 +10,6 @@ import argparse
 import contextlib
 import logging
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -19,7 +18,7 @@ from .. import RootSet, clip_to_ceiling, fallback_roots
 from ..errors import ConfigError, RootsError, SandboxUnavailable
 from ..sandbox import support
 from ._options import DEFAULT_MAX_MESSAGE_BYTES, Options
-from ._plan import make_plan, prepare_cache, refuse_container, spawn
+from ._plan import end_tree_now, make_plan, prepare_cache, refuse_container, spawn
 
 __all__ = ["build_parser", "main"]
 
@@ -245,12 +244,9 @@ def _serve(options: Options, wire_in: int, wire_out: int, first: subprocess.Pope
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
-    """Kill the first child's process group unless the proxy has reaped it already (its number may then be
-    another process's), and reap it."""
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    """End the first child's tree unless the proxy has reaped it already (its number may then be another
+    process's), and close its pipes."""
+    end_tree_now(process)
     for stream in (process.stdin, process.stdout):
         if stream is not None:
             with contextlib.suppress(OSError):
