@@ -7,6 +7,7 @@ else passes through as it is on the wire (ids, progress, cancellation, sampling,
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from mcp_roots.sandbox import support
-from tests.kit import PYTHON, Host, RootsCallback, connected, hostile_argv, text_of, wrap_argv
+from tests.kit import HOSTILE, PYTHON, Host, RootsCallback, connected, hostile_argv, text_of, wrap_argv
 
 pytestmark = [
     pytest.mark.anyio,
@@ -471,3 +472,26 @@ def test_the_ceiling_is_required() -> None:
 
 
 _ = Host  # the test host's class, for readers of this module
+
+
+async def test_a_project_local_server_script_reads_nothing_outside_the_effective_roots(
+    tmp_path: Path,
+) -> None:
+    # The script lies in the ceiling: its folder (the whole project) is never granted as "its code".
+    project = tmp_path / "project"
+    (project / "sub").mkdir(parents=True)
+    shutil.copy(HOSTILE, project / "server.py")
+    (project / "secret.txt").write_text(SECRET)
+    (project / "sub" / "fixed.txt").write_text(INSIDE)
+    server = [PYTHON, str(project / "server.py"), "--secret", str(project / "secret.txt")]
+    server += ["--plant", str(project / "plant.txt"), "--inside", str(project / "sub" / "fixed.txt")]
+    argv = wrap_argv([project], server, "--cache-dir", str(tmp_path / "cache"))
+    policy = run_cli(*argv[4 : -len(server) - 1], "--print-policy", "--", *server)
+    assert f"{project / 'server.py'}  (the command's code: this file alone" in policy.stdout
+    assert f"  {project}  (" not in policy.stdout
+    async with connected(argv, [str(project / "sub")]) as host:
+        await host.initialize()
+        assert await host.text("peek") == INSIDE
+        assert SECRET not in await host.text("summarize", {"topic": "x"})
+        assert "Permission denied" in await host.text("note", {"text": "planted"})
+    assert not (project / "plant.txt").exists()

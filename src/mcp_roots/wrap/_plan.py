@@ -125,7 +125,7 @@ def _package_root(real: str) -> tuple[str, str]:
     for candidate in (probe, *probe.parents):
         if (candidate / "pyvenv.cfg").is_file():
             return str(candidate), "the Python environment of the command"
-    return folder, "the command's code"
+    return folder, _CODE
 
 
 def _shebang(real: str) -> list[str]:
@@ -144,6 +144,18 @@ def _shebang(real: str) -> list[str]:
         found = shutil.which(names[0]) if names else None
         return [found] if found else []
     return [words[0]]
+
+
+_CODE = "the command's code"
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _overlaps(path: str, folders: Sequence[str]) -> bool:
+    real = os.path.realpath(path)
+    return any(_within(real, f) or _within(f, real) for f in folders)
 
 
 def _system(path: str) -> bool:
@@ -178,12 +190,15 @@ def make_plan(
     cache_base: str | None = None,
     environ: Mapping[str, str] | None = None,
     network: bool = False,
+    ceiling: Sequence[str] = (),
 ) -> Plan:
     """The plan for ``argv``: the program (found on PATH) and every argument naming a code file (a script's
     extension, or executable; made absolute: the child's working folder is its first root), each granted
     read through its package root (a node_modules tree, a venv, else its folder), the interpreter of a
     ``#!`` script and a venv's base Python. Data files and folders named as arguments are not granted: data
-    comes through the roots."""
+    comes through the roots. A code folder that overlaps the ``ceiling`` is narrowed to the program's file;
+    a package root (node_modules, a venv) that holds the ceiling is refused (ConfigError)."""
+    ceilings = [os.path.realpath(c) for c in ceiling]
     source = os.environ if environ is None else environ
     homes = sorted(
         {os.path.realpath(os.path.expanduser("~")), os.path.realpath(source.get("HOME", "/"))} - {"/"}
@@ -204,7 +219,18 @@ def make_plan(
         real = os.path.realpath(path)
         for candidate in dict.fromkeys((os.path.abspath(path), real)):
             root, why = _package_root(candidate)
-            if not _system(root):
+            if _system(root):
+                pass
+            elif why == _CODE and os.path.isfile(candidate) and _overlaps(root, ceilings):
+                # Never the ceiling's folders through the code's: the program's file alone.
+                grant(candidate, f"{_CODE}: this file alone (its folder overlaps the ceiling)")
+            elif held := [c for c in ceilings if _within(c, os.path.realpath(root))]:
+                raise ConfigError(
+                    f"wrap: {root} ({why}) would be readable by the server and holds the ceiling "
+                    f"{held[0]}: the server could read all of it whatever the client's roots; move the "
+                    "server's files out of the ceiling's way, or name a narrower ceiling"
+                )
+            else:
                 grant(root, why)
             if why.startswith("the Python"):
                 home = _venv_home(root)

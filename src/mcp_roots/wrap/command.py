@@ -134,7 +134,12 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
     if args.roots:
         fallback = clip_to_ceiling(fallback_roots(_folders(args.roots)), ceiling)
     plan = make_plan(
-        command, extra_read=args.read, env_names=args.env, cache_base=args.cache_dir, network=args.network
+        command,
+        extra_read=args.read,
+        env_names=args.env,
+        cache_base=args.cache_dir,
+        network=args.network,
+        ceiling=[str(p) for p in ceiling.paths],
     )
     options = Options(
         plan=plan,
