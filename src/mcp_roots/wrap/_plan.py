@@ -31,9 +31,9 @@ _CONTAINER_VERBS = frozenset({"run", "exec", "start", "create", "compose", "up",
 KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "TZ")
 _SHEBANG_MAX = 256
 #: Files beside the sandbox's system paths that runtimes read at start (Node reads OpenSSL's configuration:
-#: refused, Node stops with status 13; git stops on an unreadable /etc/gitconfig), and what name resolution
-#: reads when the network is allowed.
-RUNTIME_FILES = ("/etc/ssl/openssl.cnf", "/etc/gitconfig")
+#: refused, Node stops with status 13; git stops on an unreadable /etc/gitconfig; Python's mimetypes, which
+#: FastMCP imports, raises on an unreadable /etc/mime.types), and what name resolution reads with network.
+RUNTIME_FILES = ("/etc/ssl/openssl.cnf", "/etc/gitconfig", "/etc/mime.types")
 NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/host.conf")
 #: An argument ending so names code (granted read with its package root); any other file is data.
 CODE_SUFFIXES = (

@@ -399,10 +399,11 @@ class Proxy:
                         # answer from the child is dropped.
                         child.take_answer({"id": child_id})
                         self._in_flight -= 1
-                        child.tell({**message, "params": {**params, "requestId": child_id}})
+                        cancel = {**message, "params": {**params, "requestId": child_id}}
+                        child.tell(modern.to_legacy(cancel) if self.era == modern.MODERN else cancel)
                         return
         elif self.current is not None and self.current.alive:
-            self.current.tell(message)
+            self.current.tell(modern.to_legacy(message) if self.era == modern.MODERN else message)
 
     async def _initialize(self, message: Message) -> None:
         params = message.get("params")
@@ -505,7 +506,7 @@ class Proxy:
             await self._to_host_send(result(host_id, modern.discover_result(await self.child_now())))
             return None
         if method not in NEEDS_ROOTS:
-            return await self.child_now(), message
+            return await self.child_now(), modern.to_legacy(message)
         answer = modern.roots_answer_of(message)
         if answer is not None:
             try:
@@ -521,7 +522,7 @@ class Proxy:
         else:
             await self._refuse(message, NO_ROOTS)
             return None
-        return await self._pool_child(roots), modern.without_round_trip(message)
+        return await self._pool_child(roots), modern.to_legacy(modern.without_round_trip(message))
 
     async def _pool_child(self, roots: RootSet) -> Child:
         async with self._start_lock:
