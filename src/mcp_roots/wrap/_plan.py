@@ -20,7 +20,16 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..sandbox import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, popen
 
-__all__ = ["CONTAINER_TOOLS", "Plan", "cache_dir_for", "end_tree_now", "make_plan", "prepare_cache", "spawn"]
+__all__ = [
+    "CONTAINER_TOOLS",
+    "Plan",
+    "cache_base",
+    "cache_dir_for",
+    "end_tree_now",
+    "make_plan",
+    "prepare_cache",
+    "spawn",
+]
 
 #: Commands that hand the server to a daemon (``docker run``...): the child wrap confines would be a client
 #: of that daemon, and the server would run outside the confinement.
@@ -98,11 +107,17 @@ def refuse_container(argv: Sequence[str]) -> None:
         )
 
 
+def cache_base(base: str | os.PathLike[str] | None = None) -> str:
+    """Where wrap's cache folders live: ``base`` (--cache-dir), else ``~/.cache/mcp-roots/wrap``."""
+    if base is not None:
+        return os.fspath(base)
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(xdg, "mcp-roots", "wrap")
+
+
 def cache_dir_for(argv: Sequence[str], base: str | os.PathLike[str] | None = None) -> Path:
     """The private cache folder of a wrapped command: one per command line, kept across runs."""
-    if base is None:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        base = os.path.join(xdg, "mcp-roots", "wrap")
+    base = cache_base(base)
     digest = hashlib.sha256("\0".join(argv).encode("utf-8", "surrogateescape")).hexdigest()[:16]
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in os.path.basename(argv[0]))[:40]
     return Path(base) / f"{name}-{digest}"

@@ -17,8 +17,9 @@ from collections.abc import Iterator, Sequence
 from .. import RootSet, clip_to_ceiling, fallback_roots
 from ..errors import ConfigError, RootsError, SandboxUnavailable
 from ..sandbox import support
+from ._launch import fetch, launch_of
 from ._options import DEFAULT_MAX_MESSAGE_BYTES, Options
-from ._plan import end_tree_now, make_plan, prepare_cache, refuse_container, spawn
+from ._plan import cache_base, end_tree_now, make_plan, prepare_cache, refuse_container, spawn
 
 __all__ = ["build_parser", "main"]
 
@@ -133,6 +134,12 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
     fallback: RootSet | None = None
     if args.roots:
         fallback = clip_to_ceiling(fallback_roots(_folders(args.roots)), ceiling)
+    launch = launch_of(command, cache_base(args.cache_dir))
+    if launch is not None:
+        if not launch.fetched and not args.print_policy:
+            fetch(launch, os.environ)
+        if launch.fetched:
+            command = launch.server_argv()
     plan = make_plan(
         command,
         extra_read=args.read,
@@ -153,6 +160,8 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
         max_message_bytes=args.max_message_bytes,
     )
     policy = plan.describe([str(p) for p in ceiling.paths], options.write, options.network)
+    if launch is not None:
+        policy = launch.describe() + "\n" + policy
     if fallback is not None:
         policy += f"\nroots for a client that sends none: {fallback.describe()}"
     return options, policy
