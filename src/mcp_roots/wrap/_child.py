@@ -298,7 +298,8 @@ class Child:
             while code is None:
                 await anyio.sleep(0.01)
                 code = self.process.poll()
-        self.exit_note = f"it exited (status {code})" if code is not None else "it closed its output"
+        if not self.exit_note:  # a stalled input said why already
+            self.exit_note = f"it exited (status {code})" if code is not None else "it closed its output"
         self.gone.set()
 
     async def kill(self) -> None:
