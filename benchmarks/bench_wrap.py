@@ -172,7 +172,10 @@ async def start_up(argv: list[str], roots: list[Path], env: dict[str, str], star
             times.append(time.perf_counter() - began)
             assert process.stdin is not None
             await process.stdin.aclose()
-            await process.wait()
+            with anyio.move_on_after(10):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
     return statistics.median(times) * 1000
 
 

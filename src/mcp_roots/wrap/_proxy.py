@@ -46,6 +46,7 @@ NOT_INITIALIZED = -32002
 METHOD_NOT_FOUND = -32601
 NO_ROOTS = "Access denied: the client sent no roots and wrap was given no --roots"
 MAX_SUBSCRIPTIONS = 1000
+HOST_ID_PREFIX = "mcp-roots-wrap-"  # the ids of wrap's own requests to the host
 BUSY = -32000
 #: Requests that read or write files on the host's behalf: they wait for the roots in force (a refresh a
 #: list_changed triggered) and their paths are checked first.
@@ -113,7 +114,8 @@ class Proxy:
         """One message from the host: answered, forwarded, or dropped with a log line; wrap goes on."""
         if isinstance(message, Unparsed):
             logger.warning("refused from the host: %s", message.refusal())
-            if message.id is not None:
+            ours = isinstance(message.id, str) and message.id.startswith(HOST_ID_PREFIX)  # an answer to wrap
+            if message.id is not None and not ours:
                 await self._host_error(message.id, INVALID_REQUEST, message.refusal())
             return
         why = invalid(message)
@@ -325,7 +327,7 @@ class Proxy:
             elif len(self._to_host) >= self.options.max_in_flight:
                 child.tell(error(message["id"], BUSY, "too many requests to the client in flight"))
             else:
-                host_id = f"mcp-roots-wrap-{next(self._host_ids)}"
+                host_id = f"{HOST_ID_PREFIX}{next(self._host_ids)}"
                 self._to_host[host_id] = (child, message["id"], None, [])
                 await self._to_host_send({**message, "id": host_id})
             return
@@ -572,7 +574,7 @@ class Proxy:
     # -- to the host --
 
     async def _ask_host_roots(self) -> object:
-        host_id = f"mcp-roots-wrap-{next(self._host_ids)}"
+        host_id = f"{HOST_ID_PREFIX}{next(self._host_ids)}"
         event = anyio.Event()
         slot: list[Message] = []
         self._to_host[host_id] = (None, None, event, slot)
