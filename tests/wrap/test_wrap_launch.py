@@ -84,6 +84,11 @@ Case = tuple[list[str], Callable[[Path], list[str]], Callable[[Host, Path, Path]
 CASES: dict[str, Case] = {
     "npx": (["npx", "-y", FILESYSTEM], lambda served: [str(served)], filesystem_session),
     "uvx": (["uvx", GIT], lambda served: [], git_session),
+    "pipx run": (
+        ["pipx", "run", "--spec", GIT.replace("@", "=="), "mcp-server-git"],
+        lambda served: [],
+        git_session,
+    ),
 }
 
 
@@ -93,7 +98,7 @@ async def test_a_launcher_line_works_as_written_from_an_empty_cache_and_again_wa
     tmp_path: Path, launcher: str
 ) -> None:
     served, elsewhere = tmp_path / "work" / "served", tmp_path / "elsewhere"
-    if launcher == "uvx":
+    if launcher != "npx":
         make_repo(served, "my notes")
         make_repo(elsewhere, SECRET)
         control = [str(GIT_SERVER)]
@@ -111,7 +116,7 @@ async def test_a_launcher_line_works_as_written_from_an_empty_cache_and_again_wa
     # The control: bare, a client root outside the server's folder reaches the secret.
     async with connected(control, [str(elsewhere), str(served)]) as host:
         await host.initialize()
-        if launcher == "uvx":
+        if launcher != "npx":
             leaked = await host.text("git_show", {"repo_path": str(elsewhere), "revision": "HEAD"})
         else:
             for _ in range(100):

@@ -195,6 +195,26 @@ async def test_a_child_that_stops_reading_never_holds_back_a_roots_change(world:
             group.cancel_scope.cancel()
         assert INSIDE not in answer
         assert "Permission denied" in answer
+        # The stalled child (which held b) is ended within the drain: the one left is confined to a alone.
+        with anyio.fail_after(60):
+            while len(children_of(world)) > 1:  # noqa: ASYNC110 - processes, not tasks
+                await anyio.sleep(0.1)
+
+
+def children_of(world: dict[str, Path]) -> list[int]:
+    """The wrapped servers of this test still running (each has this test's --inside path in its argv)."""
+    mark = str(world["b"] / "fixed.txt").encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if mark in argv and b"mcp_roots" not in argv and state != "Z":  # not wrap itself
+                found.append(int(entry.name))
+    return found
 
 
 @pytest.mark.anyio

@@ -211,6 +211,7 @@ def fetch(launch: Launch, environ: Mapping[str, str], timeout: float = FETCH_TIM
     for sub in ("home", "tmp", "npm", "uv"):
         os.makedirs(os.path.join(plan.cache, sub), mode=0o700, exist_ok=True)
     env = dict(plan.env)
+    env.update(UV_CACHE_DIR=os.path.join(plan.cache, "uv"), UV_HTTP_RETRIES="0", UV_HTTP_TIMEOUT="20")
     env.update({name: environ[name] for name in NETWORK_ENV if name in environ})
     reads = list(plan.read)
     reads += [p for p in (environ.get("SSL_CERT_FILE"), environ.get("NODE_EXTRA_CA_CERTS")) if p]
