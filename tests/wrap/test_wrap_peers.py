@@ -283,3 +283,15 @@ async def test_a_costly_tool_list_holds_back_no_roots_change(
         assert "outside the allowed roots" in answer
     # The walk stopped at its budget (about 11 s of CPU unbounded) and said so on wrap's stderr.
     assert "checked by path names only" in capfd.readouterr().err
+
+
+@pytest.mark.anyio
+@on_asyncio
+@confined
+async def test_no_child_outlives_wrap_even_one_starting_as_the_host_leaves(world: dict[str, Path]) -> None:
+    for _ in range(3):
+        async with connected(wrapped(world), [str(world["a"]), str(world["b"])]) as host:
+            await host.initialize()  # the host leaves while the child for its roots is starting
+    with anyio.fail_after(30):
+        while children_of(world):  # noqa: ASYNC110 - processes, not tasks
+            await anyio.sleep(0.1)

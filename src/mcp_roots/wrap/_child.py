@@ -140,9 +140,11 @@ class Child:
             paths = [str(p) for p in roots.paths]
             start = functools.partial(spawn, plan, paths, write=write, network=network)
             try:
-                process = await anyio.to_thread.run_sync(start)
+                with anyio.CancelScope(shield=True):  # a process started is never lost to a cancel
+                    process = await anyio.to_thread.run_sync(start)
             except (OSError, SandboxUnavailable) as exc:
                 raise ChildFailed(f"the wrapped server could not be started: {exc}") from None
+        assert process is not None
         logger.info("started child #%d (pid %d) confined to %s", generation, process.pid, roots.describe())
         return cls(process, roots, generation, max_bytes)
 

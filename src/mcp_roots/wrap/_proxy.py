@@ -93,29 +93,30 @@ class Proxy:
     # -- running --
 
     async def run(self) -> None:
-        async with anyio.create_task_group() as group:
-            self._group = group
-            group.start_soon(self.cache.run)
-            try:
-                while True:
-                    message = await self.host.receive()
-                    if message is None:
-                        break
-                    await self._take_from_host(message)
-            finally:
-                group.cancel_scope.cancel()
-                with anyio.CancelScope(shield=True):
-                    for child in list(self.children):
-                        await self._drop(child)
-                    if self._first is not None:
-                        await end_tree(self._first, output=True)
+        try:
+            async with anyio.create_task_group() as group:
+                self._group = group
+                group.start_soon(self.cache.run)
+                try:
+                    while True:
+                        message = await self.host.receive()
+                        if message is None:
+                            break
+                        await self._take_from_host(message)
+                finally:
+                    group.cancel_scope.cancel()
+        finally:  # every task is done: no child is still being started
+            with anyio.CancelScope(shield=True):
+                for child in list(self.children):
+                    await self._drop(child)
+                if self._first is not None:
+                    await end_tree(self._first, output=True)
 
     async def _take_from_host(self, message: Message | Unparsed) -> None:
         """One message from the host: answered, forwarded, or dropped with a log line; wrap goes on."""
         if isinstance(message, Unparsed):
             logger.warning("refused from the host: %s", message.refusal())
-            ours = isinstance(message.id, str) and message.id.startswith(HOST_ID_PREFIX)  # an answer to wrap
-            if message.id is not None and not ours:
+            if message.id is not None and not str(message.id).startswith(HOST_ID_PREFIX):  # not wrap's
                 await self._host_error(message.id, INVALID_REQUEST, message.refusal())
             return
         why = invalid(message)
