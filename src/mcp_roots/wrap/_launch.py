@@ -5,6 +5,7 @@ from that folder without the launcher; a later start finds it there.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -204,7 +205,16 @@ def launch_of(argv: Sequence[str], base: str | os.PathLike[str]) -> Launch | Non
 def fetch(launch: Launch, environ: Mapping[str, str], timeout: float = FETCH_TIMEOUT) -> None:
     """Fetch the package into its folder, confined: network on, the folder (and the step's own cache)
     writable, the launcher and the system readable, nothing of the user's. ConfigError naming the launcher
-    and what it said when it fails or takes longer than ``timeout``."""
+    and what it said when it fails or takes longer than ``timeout``. Two wraps starting the same package
+    at once fetch it once (a lock beside the folder)."""
+    launch.folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(launch.folder.parent / f"{launch.folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not launch.fetched:
+            _fetch(launch, environ, timeout)
+
+
+def _fetch(launch: Launch, environ: Mapping[str, str], timeout: float) -> None:
     argv = launch.fetch_argv()
     plan = make_plan(argv, network=True, cache_base=str(launch.folder.parent / ".steps"), environ=environ)
     launch.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
