@@ -291,7 +291,11 @@ async def test_a_costly_tool_list_holds_back_no_roots_change(
 async def test_no_child_outlives_wrap_even_one_starting_as_the_host_leaves(world: dict[str, Path]) -> None:
     for _ in range(3):
         async with connected(wrapped(world), [str(world["a"]), str(world["b"])]) as host:
-            await host.initialize()  # the host leaves while the child for its roots is starting
+            await host.initialize()
+            with anyio.fail_after(30):
+                while not host.requests:  # noqa: ASYNC110 - the kit's Host has no event for it
+                    await anyio.sleep(0.01)
+            await anyio.sleep(0.1)  # roots/list answered: the host leaves as the child for them starts
     with anyio.fail_after(30):
         while children_of(world):  # noqa: ASYNC110 - processes, not tasks
             await anyio.sleep(0.1)
