@@ -44,7 +44,8 @@ demo: $(DEMO_STAMP)
 # main venv's parallel run and its path table beside the mcp 1.x venv's, and last the serial tests alone.
 # --output-sync keeps each part's output in one piece.
 test:
-	$(MAKE) -j5 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP) $(COMPAT_STAMPS) $(GIT_SERVER_STAMP) $(DIST_STAMP)
+	$(MAKE) -j5 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP) $(COMPAT_STAMPS) $(GIT_SERVER_STAMP) $(DIST_STAMP) \
+	  $(LAUNCHERS_STAMP)
 	$(MAKE) -j3 --output-sync=target lint typecheck docs pytest-warm
 	$(MAKE) -j3 --output-sync=target pytest-parallel pytest-table pytest-mcp1 compat dist
 	$(MAKE) pytest-serial
@@ -191,6 +192,14 @@ $(GIT_SERVER_STAMP): requirements/git-server.txt
 	$(PYTHON) -m venv $(GIT_SERVER_VENV)
 	$(GIT_SERVER_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements/git-server.txt
 	touch $(GIT_SERVER_STAMP)
+
+# uv (uvx) and pipx, pinned, in a venv of their own: the launchers of tests/wrap/test_wrap_launch.py.
+LAUNCHERS_VENV := .venv-launchers
+LAUNCHERS_STAMP := $(LAUNCHERS_VENV)/.installed
+$(LAUNCHERS_STAMP): requirements/launchers.txt
+	$(PYTHON) -m venv $(LAUNCHERS_VENV)
+	$(LAUNCHERS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements/launchers.txt
+	touch $(LAUNCHERS_STAMP)
 
 $(NODE_STAMP): tests/interop/package.json tests/interop/package-lock.json
 	npm ci --prefix tests/interop --no-audit --no-fund

@@ -4,9 +4,11 @@ the process the host talks to, wrap or the bare server, which the machine's load
 start-up (from spawn to the answer to initialize), and the cost of a roots change (list_changed sent until
 the first call answered by the new child confined to the new roots). The servers: the project's stdlib
 server (tests/servers/hostile_stdio_server.py: its own start-up is small, so the figures are wrap's) and,
-when ``make`` installed it, the official filesystem server on Node.
+when ``make`` installed it, the official filesystem server on Node. With ``--launchers`` (needs the npm
+registry): the line hosts write, ``npx -y @modelcontextprotocol/server-filesystem@VERSION``, started bare and
+under wrap, first from an empty cache (the fetch) and then warm, beside ``node dist/index.js``.
 
-    .venv/bin/python benchmarks/bench_wrap.py [--calls 300] [--starts 5]
+    .venv/bin/python benchmarks/bench_wrap.py [--calls 300] [--starts 5] [--launchers]
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ OFFICIAL = (
     / "dist"
     / "index.js"
 )
+
+
+FILESYSTEM = "@modelcontextprotocol/server-filesystem@2026.8.31"
 
 
 class Host:
@@ -154,7 +159,50 @@ async def measure(
     return figures
 
 
-async def main(calls: int, starts: int) -> None:
+async def start_up(argv: list[str], roots: list[Path], env: dict[str, str], starts: int) -> float:
+    """The median time from spawn to the answer to initialize, in ms."""
+    times = []
+    for _ in range(starts):
+        began = time.perf_counter()
+        async with await anyio.open_process(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+        ) as process:
+            host = Host(process, roots)
+            await host.initialize()
+            times.append(time.perf_counter() - began)
+            assert process.stdin is not None
+            await process.stdin.aclose()
+            with anyio.move_on_after(10):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+    return statistics.median(times) * 1000
+
+
+async def launchers(base: Path, served: Path, starts: int) -> list[tuple[str, dict[str, float]]]:
+    """``npx -y PKG`` bare and under wrap: the first start (fetch, empty caches) and warm starts."""
+    npx, node = shutil.which("npx"), shutil.which("node")
+    if npx is None or node is None:
+        return []
+    home = base / "npx-home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "npm_config_cache": str(home / "npm")}
+    line = [npx, "-y", FILESYSTEM, str(served)]
+    rows: list[tuple[str, dict[str, float]]] = []
+    for label, argv in (
+        ("npx -y (fetch, then warm): bare", line),
+        ("npx -y (fetch, then warm): wrap", wrapped(line, served, base / "launch-cache")),
+    ):
+        first = await start_up(argv, [served], env, 1)
+        warm = await start_up(argv, [served], env, starts)
+        rows.append((label, {"first start ms": first, "start-up ms": warm}))
+    if OFFICIAL.exists():
+        direct = await start_up([node, str(OFFICIAL), str(served)], [served], env, starts)
+        rows.append(("node dist/index.js: bare", {"start-up ms": direct}))
+    return rows
+
+
+async def main(calls: int, starts: int, with_launchers: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         ceiling, a, b = base / "ceiling", base / "ceiling" / "a", base / "ceiling" / "b"
@@ -191,7 +239,9 @@ async def main(calls: int, starts: int) -> None:
             rows.append((f"{label}: bare", bare))
             rows.append((f"{label}: wrap", wrap))
             rows.append((f"{label}: wrap - bare", {k: wrap[k] - bare[k] for k in bare if k != "CPU ms/call"}))
-    keys = ["p50 call ms", "p90 call ms", "CPU ms/call", "start-up ms", "roots change ms"]
+        if with_launchers:
+            rows += await launchers(base, a, starts)
+    keys = ["p50 call ms", "p90 call ms", "CPU ms/call", "start-up ms", "roots change ms", "first start ms"]
     print(f"{'':48}" + "".join(f"{k:>17}" for k in keys))
     for label, figures in rows:
         print(f"{label:48}" + "".join(f"{figures[k]:17.2f}" if k in figures else f"{'-':>17}" for k in keys))
@@ -201,5 +251,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--starts", type=int, default=5)
+    parser.add_argument("--launchers", action="store_true", help="also npx -y from the registry (network)")
     args = parser.parse_args()
-    anyio.run(main, args.calls, args.starts)
+    anyio.run(main, args.calls, args.starts, args.launchers)

@@ -114,7 +114,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
     ],
     "wrap": [
         ("_options", "_wire", "_schema", "_plan"),
-        ("_child",),
+        ("_child", "_launch"),
         ("_modern", "_checks"),
         ("_proxy",),
         ("command", "__init__"),

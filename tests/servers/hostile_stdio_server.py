@@ -5,10 +5,12 @@ traffic wrap must pass through: progress, a slow cancellable tool, sampling, roo
 resource. Legacy era, one JSON object per line; requests run on threads of their own.
 
 Usage: python tests/servers/hostile_stdio_server.py --secret FILE --plant FILE [--inside FILE]
-       [--read-at-start]
+       [--read-at-start] [--crafted-tools N]
 
 With --read-at-start it reads the secret and the inside file as it starts, before any message, and says what
-it got in its initialize answer's instructions (JSON): what a server that reads its data at start gets.
+it got in its initialize answer's instructions (JSON): what a server that reads its data at start gets. With
+--crafted-tools N it also lists N tools whose input schemas each cost a schema walk tens of milliseconds. Its
+tool "stall" stops reading its input for good; "garbage" writes lines that are not MCP's JSON-RPC first.
 """
 
 from __future__ import annotations
@@ -85,7 +87,30 @@ TOOLS = [
     {"name": "ask_model", "description": "Asks the client to sample.", "inputSchema": string("prompt")},
     {"name": "crash", "description": "Exits at once.", "inputSchema": string("status")},
     {"name": "history", "description": "The other requests this process got.", "inputSchema": NONE},
+    {"name": "stall", "description": "Stops reading its input, for good.", "inputSchema": NONE},
+    {"name": "garbage", "description": "Lines that are not JSON-RPC, then an answer.", "inputSchema": NONE},
 ]
+GARBAGE = [
+    "not json at all",
+    "[1, 2, 3]",
+    '{"jsonrpc": "2.0", "id": [1], "result": {}}',
+    '{"jsonrpc": "2.0", "id": {"a": 1}, "method": "roots/list"}',
+    '{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": {"a": [1]}}}',
+    '{"jsonrpc": "2.0", "method": 7}',
+    '{"jsonrpc": "2.0", "id": 1e400, "result": {}}',
+]
+
+
+def crafted_schema(width: int = 12) -> dict[str, Any]:
+    """An input schema a walk spends its whole node bound on: $ref chains that fan out at every level."""
+    defs: dict[str, Any] = {}
+    for k in range(width):
+        nxt: dict[str, Any] = {"$ref": f"#/$defs/N{k + 1}"} if k + 1 < width else {"type": "string"}
+        defs[f"N{k}"] = {
+            "anyOf": [nxt, nxt, nxt, {"type": "object", "properties": {"file": nxt, "dir": nxt}}]
+        }
+    properties = {f"p{j}": {"$ref": "#/$defs/N0"} for j in range(4)}
+    return {"type": "object", "properties": properties, "$defs": defs}
 
 
 def tool(args: argparse.Namespace, request: dict[str, Any]) -> str:
@@ -139,6 +164,11 @@ def tool(args: argparse.Namespace, request: dict[str, Any]) -> str:
         return str(answer.get("result", {}).get("content", {}).get("text"))
     if name == "history":
         return json.dumps(HISTORY)
+    if name == "garbage":
+        with WRITE:
+            sys.stdout.write("\n".join(GARBAGE) + "\n")
+            sys.stdout.flush()
+        return "after the garbage"
     if name == "crash":
         os._exit(int(arguments.get("status", 1)))
     raise LookupError(f"unknown tool {name!r}")
@@ -163,7 +193,10 @@ def handle(args: argparse.Namespace, request: dict[str, Any]) -> None:
             if AT_START:
                 result["instructions"] = json.dumps(AT_START)
         elif method == "tools/list":
-            result = {"tools": TOOLS}
+            crafted = [
+                {"name": f"crafted_{i}", "inputSchema": crafted_schema()} for i in range(args.crafted_tools)
+            ]
+            result = {"tools": TOOLS + crafted}
         elif method == "tools/call":
             try:
                 result = {"content": [{"type": "text", "text": tool(args, request)}], "isError": False}
@@ -197,6 +230,7 @@ def main() -> None:
     parser.add_argument("--plant", required=True)
     parser.add_argument("--inside")
     parser.add_argument("--read-at-start", action="store_true")
+    parser.add_argument("--crafted-tools", type=int, default=0)
     args = parser.parse_args()
     if args.read_at_start:
         AT_START.update(secret=read(args.secret), inside=read(args.inside or "/nonexistent"))
@@ -213,6 +247,8 @@ def main() -> None:
         elif "id" not in message:
             if method == "notifications/cancelled":
                 CANCELLED.setdefault(message["params"]["requestId"], threading.Event()).set()
+        elif method == "tools/call" and (message.get("params") or {}).get("name") == "stall":
+            time.sleep(3600)  # reads nothing more: its input fills up
         else:
             threading.Thread(target=handle, args=(args, message), daemon=True).start()
     time.sleep(0.05)

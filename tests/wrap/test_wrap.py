@@ -7,6 +7,7 @@ else passes through as it is on the wire (ids, progress, cancellation, sampling,
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from mcp_roots.roots._sources import NO_FOLDERS
 from mcp_roots.sandbox import support
-from tests.kit import PYTHON, Host, RootsCallback, connected, hostile_argv, text_of, wrap_argv
+from tests.kit import HOSTILE, PYTHON, Host, RootsCallback, connected, hostile_argv, text_of, wrap_argv
 
 pytestmark = [
     pytest.mark.anyio,
@@ -350,13 +351,19 @@ async def test_in_flight_calls_drain_then_get_an_error(world: dict[str, Path]) -
             results: dict[str, dict[str, object]] = {}
 
             async def slow(steps: int) -> None:
-                results[str(steps)] = await host.call("slow", {"steps": steps})
+                params = {"name": "slow", "arguments": {"steps": steps}, "_meta": {"progressToken": steps}}
+                results[str(steps)] = await host.request("tools/call", params, limit=60)
+
+            def started() -> set[object]:
+                return {n["params"]["progressToken"] for n in host.notifications if "progress" in n["method"]}
 
             # 25 s: far longer than the drain (1 s), so a slow start of the new child on a loaded machine
             # cannot let it finish first; the drain ends it long before.
             group.start_soon(slow, 500)
             group.start_soon(slow, 2)  # 0.1 s: done within the drain
-            await anyio.sleep(0.2)
+            with anyio.fail_after(30):
+                while not {500, 2} <= started():  # noqa: ASYNC110 - both run on the child of a and b
+                    await anyio.sleep(0.01)
             await host.set_roots(roots_of(world, "a"))
         assert "done after 2 steps" in json.dumps(results["2"])
         assert "drain" in results["500"]["error"]["message"]  # type: ignore[index]
@@ -399,7 +406,7 @@ async def test_the_child_runs_in_its_first_root_with_a_clean_environment(world: 
 
 
 async def test_bounds_on_messages_and_requests_in_flight(world: dict[str, Path]) -> None:
-    argv = wrapped(world, "--max-message-bytes", "2000", "--max-in-flight", "1")
+    argv = wrapped(world, "--max-message-bytes", "4000", "--max-in-flight", "1")
     async with connected(argv, roots_of(world, "a", "b")) as host:
         await host.initialize()
         host.waiters["big"] = anyio.Event()
@@ -407,7 +414,7 @@ async def test_bounds_on_messages_and_requests_in_flight(world: dict[str, Path])
             {
                 "id": "big",
                 "method": "tools/call",
-                "params": {"name": "read_path", "arguments": {"path": "x" * 5000}},
+                "params": {"name": "read_path", "arguments": {"path": "x" * 9000}},
             }
         )
         assert await host.text("peek") == INSIDE  # the long line was dropped, the connection lives
@@ -466,3 +473,26 @@ def test_the_ceiling_is_required() -> None:
 
 
 _ = Host  # the test host's class, for readers of this module
+
+
+async def test_a_project_local_server_script_reads_nothing_outside_the_effective_roots(
+    tmp_path: Path,
+) -> None:
+    # The script lies in the ceiling: its folder (the whole project) is never granted as "its code".
+    project = tmp_path / "project"
+    (project / "sub").mkdir(parents=True)
+    shutil.copy(HOSTILE, project / "server.py")
+    (project / "secret.txt").write_text(SECRET)
+    (project / "sub" / "fixed.txt").write_text(INSIDE)
+    server = [PYTHON, str(project / "server.py"), "--secret", str(project / "secret.txt")]
+    server += ["--plant", str(project / "plant.txt"), "--inside", str(project / "sub" / "fixed.txt")]
+    argv = wrap_argv([project], server, "--cache-dir", str(tmp_path / "cache"))
+    policy = run_cli(*argv[4 : -len(server) - 1], "--print-policy", "--", *server)
+    assert f"{project / 'server.py'}  (the command's code: this file alone" in policy.stdout
+    assert f"  {project}  (" not in policy.stdout
+    async with connected(argv, [str(project / "sub")]) as host:
+        await host.initialize()
+        assert await host.text("peek") == INSIDE
+        assert SECRET not in await host.text("summarize", {"topic": "x"})
+        assert "Permission denied" in await host.text("note", {"text": "planted"})
+    assert not (project / "plant.txt").exists()

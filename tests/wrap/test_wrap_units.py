@@ -247,3 +247,27 @@ async def test_the_wire_drops_a_message_nested_deeper_than_the_parser_goes() -> 
     finally:
         os.close(read_end)
     assert got == [{"id": 2}, None]
+
+
+def test_a_code_grant_never_opens_the_ceiling(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    script = project / "src" / "server.py"
+    script.write_text("print()\n")
+    for ceiling in (project, project / "src" / "data", project / "src"):
+        plan = make_plan(["python3", str(script)], cache_base=str(tmp_path / "c"), ceiling=[str(ceiling)])
+        assert str(script) in plan.read  # the program's file alone
+        assert str(project / "src") not in plan.read
+        assert "this file alone" in plan.reasons[str(script)]
+    elsewhere = make_plan(
+        ["python3", str(script)], cache_base=str(tmp_path / "c"), ceiling=[str(tmp_path / "x")]
+    )
+    assert str(project / "src") in elsewhere.read  # no overlap: its folder, as before
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    tool = venv / "bin" / "server"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    with pytest.raises(ConfigError, match=f"{venv} .* holds the ceiling {venv / 'data'}"):
+        make_plan([str(tool)], cache_base=str(tmp_path / "c"), ceiling=[str(venv / "data")])

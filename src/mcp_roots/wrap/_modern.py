@@ -28,6 +28,7 @@ __all__ = [
     "discover_result",
     "init_params",
     "is_modern",
+    "to_legacy",
     "without_round_trip",
 ]
 
@@ -137,3 +138,19 @@ class Pool:
         while len(self._children) > self.size:
             out.append(self._children.popitem(last=False)[1])
         return out
+
+
+#: The prefix of the 2026-07-28 envelope's keys in ``_meta`` (reserved by the specification).
+ENVELOPE_PREFIX = "io.modelcontextprotocol/"
+
+
+def to_legacy(message: dict[str, Any]) -> dict[str, Any]:
+    """A 2026-07-28 request or notification as a child initialized on the legacy era takes it: the
+    envelope's keys out of ``_meta`` (the rest of ``_meta``, a progress token, kept), never passed raw."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    if not isinstance(params, Mapping) or not isinstance(meta, Mapping):
+        return message
+    kept = {k: v for k, v in meta.items() if not (isinstance(k, str) and k.startswith(ENVELOPE_PREFIX))}
+    rest = {k: v for k, v in params.items() if k != "_meta"}
+    return {**message, "params": {**rest, "_meta": kept} if kept else rest}

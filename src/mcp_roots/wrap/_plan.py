@@ -10,9 +10,11 @@ And the commands wrap refuses because it cannot bound them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +23,16 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..sandbox import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, popen
 
-__all__ = ["CONTAINER_TOOLS", "Plan", "cache_dir_for", "make_plan", "prepare_cache", "spawn"]
+__all__ = [
+    "CONTAINER_TOOLS",
+    "Plan",
+    "cache_base",
+    "cache_dir_for",
+    "end_tree_now",
+    "make_plan",
+    "prepare_cache",
+    "spawn",
+]
 
 #: Commands that hand the server to a daemon (``docker run``...): the child wrap confines would be a client
 #: of that daemon, and the server would run outside the confinement.
@@ -32,9 +43,9 @@ _CONTAINER_VERBS = frozenset({"run", "exec", "start", "create", "compose", "up",
 KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "TZ")
 _SHEBANG_MAX = 256
 #: Files beside the sandbox's system paths that runtimes read at start (Node reads OpenSSL's configuration:
-#: refused, Node stops with status 13; git stops on an unreadable /etc/gitconfig), and what name resolution
-#: reads when the network is allowed.
-RUNTIME_FILES = ("/etc/ssl/openssl.cnf", "/etc/gitconfig")
+#: refused, Node stops with status 13; git stops on an unreadable /etc/gitconfig; Python's mimetypes, which
+#: FastMCP imports, raises on an unreadable /etc/mime.types), and what name resolution reads with network.
+RUNTIME_FILES = ("/etc/ssl/openssl.cnf", "/etc/gitconfig", "/etc/mime.types")
 NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/host.conf")
 #: An argument ending so names code (granted read with its package root); any other file is data.
 CODE_SUFFIXES = (
@@ -99,11 +110,17 @@ def refuse_container(argv: Sequence[str]) -> None:
         )
 
 
+def cache_base(base: str | os.PathLike[str] | None = None) -> str:
+    """Where wrap's cache folders live: ``base`` (--cache-dir), else ``~/.cache/mcp-roots/wrap``."""
+    if base is not None:
+        return os.fspath(base)
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(xdg, "mcp-roots", "wrap")
+
+
 def cache_dir_for(argv: Sequence[str], base: str | os.PathLike[str] | None = None) -> Path:
     """The private cache folder of a wrapped command: one per command line, kept across runs."""
-    if base is None:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        base = os.path.join(xdg, "mcp-roots", "wrap")
+    base = cache_base(base)
     digest = hashlib.sha256("\0".join(argv).encode("utf-8", "surrogateescape")).hexdigest()[:16]
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in os.path.basename(argv[0]))[:40]
     return Path(base) / f"{name}-{digest}"
@@ -126,7 +143,7 @@ def _package_root(real: str) -> tuple[str, str]:
     for candidate in (probe, *probe.parents):
         if (candidate / "pyvenv.cfg").is_file():
             return str(candidate), "the Python environment of the command"
-    return folder, "the command's code"
+    return folder, _CODE
 
 
 def _shebang(real: str) -> list[str]:
@@ -145,6 +162,18 @@ def _shebang(real: str) -> list[str]:
         found = shutil.which(names[0]) if names else None
         return [found] if found else []
     return [words[0]]
+
+
+_CODE = "the command's code"
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _overlaps(path: str, folders: Sequence[str]) -> bool:
+    real = os.path.realpath(path)
+    return any(_within(real, f) or _within(f, real) for f in folders)
 
 
 def _system(path: str) -> bool:
@@ -179,12 +208,15 @@ def make_plan(
     cache_base: str | None = None,
     environ: Mapping[str, str] | None = None,
     network: bool = False,
+    ceiling: Sequence[str] = (),
 ) -> Plan:
     """The plan for ``argv``: the program (found on PATH) and every argument naming a code file (a script's
     extension, or executable; made absolute: the child's working folder is its first root), each granted
     read through its package root (a node_modules tree, a venv, else its folder), the interpreter of a
     ``#!`` script and a venv's base Python. Data files and folders named as arguments are not granted: data
-    comes through the roots."""
+    comes through the roots. A code folder that overlaps the ``ceiling`` is narrowed to the program's file;
+    a package root (node_modules, a venv) that holds the ceiling is refused (ConfigError)."""
+    ceilings = [os.path.realpath(c) for c in ceiling]
     source = os.environ if environ is None else environ
     homes = sorted(
         {os.path.realpath(os.path.expanduser("~")), os.path.realpath(source.get("HOME", "/"))} - {"/"}
@@ -205,7 +237,18 @@ def make_plan(
         real = os.path.realpath(path)
         for candidate in dict.fromkeys((os.path.abspath(path), real)):
             root, why = _package_root(candidate)
-            if not _system(root):
+            if _system(root):
+                pass
+            elif why == _CODE and os.path.isfile(candidate) and _overlaps(root, ceilings):
+                # Never the ceiling's folders through the code's: the program's file alone.
+                grant(candidate, f"{_CODE}: this file alone (its folder overlaps the ceiling)")
+            elif held := [c for c in ceilings if _within(c, os.path.realpath(root))]:
+                raise ConfigError(
+                    f"wrap: {root} ({why}) would be readable by the server and holds the ceiling "
+                    f"{held[0]}: the server could read all of it whatever the client's roots; move the "
+                    "server's files out of the ceiling's way, or name a narrower ceiling"
+                )
+            else:
                 grant(root, why)
             if why.startswith("the Python"):
                 home = _venv_home(root)
@@ -277,3 +320,13 @@ def spawn(plan: Plan, roots: Sequence[str], *, write: bool, network: bool) -> su
         env=dict(plan.env),
         start_new_session=True,
     )
+
+
+def end_tree_now(process: subprocess.Popen[bytes]) -> None:
+    """End a child and everything it started (SIGKILL to its process group: it has a session of its own),
+    and reap it. The one place every retirement goes through: a roots change, a pool eviction, the end of
+    a drain, a stalled input, wrap's exit."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

@@ -26,9 +26,21 @@ from ..errors import RootsError
 from ..roots import JsonRpcPort
 from . import _checks as checks
 from . import _modern as modern
-from ._child import Child, ChildFailed, Forwarded, kill, roots_answer
+from ._child import Child, ChildFailed, Forwarded, end_tree, roots_answer
 from ._options import Options
-from ._wire import Lines, Message, Writer, error, request, result
+from ._wire import (
+    INVALID_REQUEST,
+    Lines,
+    Message,
+    Unparsed,
+    Writer,
+    error,
+    invalid,
+    invalid_reply,
+    request,
+    result,
+    valid_id,
+)
 
 __all__ = ["Options", "Proxy"]
 
@@ -39,6 +51,7 @@ INVALID_PARAMS = -32602
 NOT_INITIALIZED = -32002
 METHOD_NOT_FOUND = -32601
 MAX_SUBSCRIPTIONS = 1000
+HOST_ID_PREFIX = "mcp-roots-wrap-"  # the ids of wrap's own requests to the host
 BUSY = -32000
 #: Requests that read or write files on the host's behalf: they wait for the roots in force (a refresh a
 #: list_changed triggered) and their paths are checked first.
@@ -86,21 +99,43 @@ class Proxy:
     # -- running --
 
     async def run(self) -> None:
-        async with anyio.create_task_group() as group:
-            self._group = group
-            try:
-                while True:
-                    message = await self.host.receive()
-                    if message is None:
-                        break
-                    await self._from_host(message)
-            finally:
-                group.cancel_scope.cancel()
-                with anyio.CancelScope(shield=True):
-                    for child in list(self.children):
-                        await self._drop(child)
-                    if self._first is not None:
-                        await kill(self._first)
+        try:
+            async with anyio.create_task_group() as group:
+                self._group = group
+                try:
+                    while True:
+                        message = await self.host.receive()
+                        if message is None:
+                            break
+                        await self._take_from_host(message)
+                finally:
+                    group.cancel_scope.cancel()
+        finally:  # every task is done: no child is still being started
+            with anyio.CancelScope(shield=True):
+                for child in list(self.children):
+                    await self._drop(child)
+                if self._first is not None:
+                    await end_tree(self._first, output=True)
+
+    async def _take_from_host(self, message: Message | Unparsed) -> None:
+        """One message from the host: answered, forwarded, or dropped with a log line; wrap goes on."""
+        if isinstance(message, Unparsed):
+            logger.warning("refused from the host: %s", message.refusal())
+            if message.id is not None and not str(message.id).startswith(HOST_ID_PREFIX):  # not wrap's
+                await self._host_error(message.id, INVALID_REQUEST, message.refusal())
+            return
+        why = invalid(message)
+        if why is not None:
+            logger.warning("the host sent a message that is not MCP's JSON-RPC (%s): refused", why)
+            if (reply := invalid_reply(message, why)) is not None:
+                await self._to_host_send(reply)
+            return
+        try:
+            await self._from_host(message)
+        except Exception:  # a bug: this message fails, the connection stays up
+            logger.exception("wrap: unexpected error on a message from the host")
+            if "method" in message and "id" in message:
+                await self._host_error(message["id"], INTERNAL, "wrap: internal error")
 
     def _want(self) -> RootSet:
         """The roots a child should have now: the effective roots, or none before they are known."""
@@ -122,27 +157,36 @@ class Proxy:
     # -- children --
 
     async def child_now(self) -> Child:
-        """The child confined to the roots wanted now, started (and the old one retired) when needed."""
+        """The child confined to the roots wanted now, started when needed. A child confined to other
+        roots is retired at once (its drain starts now), whatever the new one's start takes."""
         while True:
             child = self.current
             if child is not None and child.alive and child.roots == self._want():
                 return child
+            self._retire_current()
             async with self._start_lock:
                 child = self.current
                 want = self._want()
                 if child is not None and child.alive and child.roots == want:
                     return child
+                self._retire_current()
                 wait = self._last_start + self.options.restart_interval - anyio.current_time()
                 if wait > 0:
                     await anyio.sleep(wait)
                     want = self._want()
                 self._last_start = anyio.current_time()
                 new = await self._start(want)
-                old, self.current = self.current, new
-                if old is not None and self._group is not None:
-                    self._group.start_soon(self._retire, old)
+                self._retire_current()
+                self.current = new
             if new.roots == self._want():
                 return new
+
+    def _retire_current(self) -> None:
+        old = self.current
+        if old is not None and (not old.alive or old.roots != self._want()):
+            self.current = None
+            assert self._group is not None
+            self._group.start_soon(self._retire, old)
 
     async def _start(self, roots: RootSet) -> Child:
         assert self.init_params is not None
@@ -162,6 +206,7 @@ class Proxy:
         )
         self.children.append(child)
         self._group.start_soon(self._read_child, child)
+        self._group.start_soon(child.pump)
         params = dict(self.init_params)
         capabilities = dict(params.get("capabilities") or {})
         capabilities["roots"] = {"listChanged": True}  # wrap answers the child's roots/list itself
@@ -200,7 +245,7 @@ class Proxy:
             )
 
     async def _drop(self, child: Child) -> None:
-        await child.kill()
+        await child.kill()  # the whole tree: end_tree
         if child in self.children:
             self.children.remove(child)
         if self.current is child:
@@ -212,18 +257,17 @@ class Proxy:
     def _next_id(self) -> int:
         return next(self._ids)
 
-    @staticmethod
-    async def _tell(child: Child, message: Message) -> None:
-        """Send to a child that may have gone (its reader reports that)."""
-        with contextlib.suppress(ChildFailed):
-            await child.send(message)
-
     async def _read_child(self, child: Child) -> None:
         while True:
             message = await child.lines.receive()
             if message is None:
                 break
-            await self._from_child(child, message)
+            try:
+                await self._take_from_child(child, message)
+            except Exception:  # a bug: this message is lost, the connection stays up
+                logger.exception("wrap: unexpected error on a message from child #%d", child.generation)
+        if child.process.stdout is not None:
+            child.process.stdout.close()
         await child.note_exit()
         lost = dict(child.forwarded)
         child.forwarded.clear()
@@ -239,6 +283,32 @@ class Proxy:
 
     # -- from the child --
 
+    async def _take_from_child(self, child: Child, message: Message | Unparsed) -> None:
+        """One message from a child: answered, forwarded, or dropped with a log line."""
+        if isinstance(message, Unparsed):
+            await self._unparsed_from_child(child, message)
+            return
+        why = invalid(message)
+        if why is not None:
+            logger.warning("child #%d sent a message that is not MCP's JSON-RPC (%s)", child.generation, why)
+            if (reply := invalid_reply(message, why)) is not None:
+                child.tell(reply)
+            return
+        await self._from_child(child, message)
+
+    async def _unparsed_from_child(self, child: Child, message: Unparsed) -> None:
+        """An answer too costly to parse: passed on as it came (its id replaced) when it answers a call
+        forwarded on the legacy era; else the call gets an error; anything else is dropped."""
+        call = child.take_answer({"id": message.id}) if isinstance(message.id, int) else None
+        if call is None:
+            logger.warning("dropped from child #%d: %s", child.generation, message.refusal())
+            return
+        self._in_flight -= 1
+        if self.era != modern.MODERN and message.balanced and message.id_span is not None:
+            await self.host_writer.send(message.with_id(call.host_id))
+            return
+        await self._host_error(call.host_id, INTERNAL, f"the wrapped server's answer: {message.refusal()}")
+
     async def _from_child(self, child: Child, message: Message) -> None:
         method = message.get("method")
         if method is None:
@@ -252,20 +322,16 @@ class Proxy:
             return
         if "id" in message:  # a request from the child
             if method == "roots/list":
-                await self._tell(child, result(message["id"], roots_answer(child.roots)))
+                child.tell(result(message["id"], roots_answer(child.roots)))
             elif method == "ping":
-                await self._tell(child, result(message["id"], {}))
+                child.tell(result(message["id"], {}))
             elif self.era == modern.MODERN:
                 # No back-channel on 2026-07-28 outside a call's round trip; wrap does not carry these.
-                await self._tell(
-                    child, error(message["id"], METHOD_NOT_FOUND, f"{method}: not available (2026-07-28)")
-                )
+                child.tell(error(message["id"], METHOD_NOT_FOUND, f"{method}: not available (2026-07-28)"))
             elif len(self._to_host) >= self.options.max_in_flight:
-                await self._tell(
-                    child, error(message["id"], BUSY, "too many requests to the client in flight")
-                )
+                child.tell(error(message["id"], BUSY, "too many requests to the client in flight"))
             else:
-                host_id = f"mcp-roots-wrap-{next(self._host_ids)}"
+                host_id = f"{HOST_ID_PREFIX}{next(self._host_ids)}"
                 self._to_host[host_id] = (child, message["id"], None, [])
                 await self._to_host_send({**message, "id": host_id})
             return
@@ -300,7 +366,7 @@ class Proxy:
                 slot.append(message)
                 event.set()
             elif child is not None and child.alive:
-                await self._tell(child, {**{k: v for k, v in message.items() if k != "id"}, "id": child_id})
+                child.tell({**{k: v for k, v in message.items() if k != "id"}, "id": child_id})
             return
         if "id" not in message:
             await self._host_notification(method, message)
@@ -330,6 +396,9 @@ class Proxy:
         elif method == "notifications/cancelled":
             params = message.get("params")
             target = params.get("requestId") if isinstance(params, dict) else None
+            if not valid_id(target):
+                logger.warning("the host cancelled a request by an id that is not one: ignored")
+                return
             scope = self._scopes.get(target)
             if scope is not None:
                 scope.cancel()
@@ -341,10 +410,11 @@ class Proxy:
                         # answer from the child is dropped.
                         child.take_answer({"id": child_id})
                         self._in_flight -= 1
-                        await self._tell(child, {**message, "params": {**params, "requestId": child_id}})
+                        cancel = {**message, "params": {**params, "requestId": child_id}}
+                        child.tell(modern.to_legacy(cancel) if self.era == modern.MODERN else cancel)
                         return
         elif self.current is not None and self.current.alive:
-            await self._tell(self.current, message)
+            self.current.tell(modern.to_legacy(message) if self.era == modern.MODERN else message)
 
     async def _initialize(self, message: Message) -> None:
         params = message.get("params")
@@ -366,7 +436,8 @@ class Proxy:
 
     async def _forward(self, message: Message) -> None:
         host_id, method = message["id"], str(message["method"])
-        forwarded = False
+        owned = True  # this task answers the call, and counts it out of the in-flight
+        held: tuple[Child, int] | None = None
         try:
             with anyio.CancelScope() as scope:
                 self._scopes[host_id] = scope
@@ -375,31 +446,39 @@ class Proxy:
                     if routed is None:
                         return
                     child, message = routed
+                    # Counted on the child from here: its drain waits for this call too.
+                    held = (child, next(self._ids))
+                    child.forwarded[held[1]] = Forwarded(host_id, method)
                     refusal = await checks.refusal(child, message, self._next_id, self.options.start_timeout)
                 except ChildFailed as exc:
-                    await self._host_error(host_id, INTERNAL, str(exc))
+                    if owned := Child.release(held):
+                        await self._host_error(host_id, INTERNAL, str(exc))
                     return
                 except Exception:  # a bug: one request fails, the connection stays up
                     logger.exception("wrap: unexpected error while routing %s", method)
-                    await self._host_error(host_id, INTERNAL, f"wrap: internal error while routing {method}")
+                    if owned := Child.release(held):
+                        await self._host_error(
+                            host_id, INTERNAL, f"wrap: internal error while routing {method}"
+                        )
+                    return
+                if held[1] not in child.forwarded:
+                    owned = False  # the drain ended first: the call was answered for
                     return
                 if refusal is not None:
+                    Child.release(held)
                     await self._refuse(message, refusal)
                     return
-                child_id = next(self._ids)
-                child.forwarded[child_id] = Forwarded(host_id, method)
-                forwarded = True
-                try:
-                    await child.send({**message, "id": child_id})
-                except ChildFailed as exc:
-                    child.forwarded.pop(child_id, None)
-                    forwarded = False
-                    await self._host_error(host_id, INTERNAL, str(exc))
+                if not child.post({**message, "id": held[1]}):
+                    owned = Child.release(held)
+                    if owned:
+                        await self._host_error(host_id, INTERNAL, "the wrapped server is gone or not reading")
                     return
+                owned = False  # the child's answer (or its end) answers it now
                 self._remember(method, message.get("params"))
         finally:
             self._scopes.pop(host_id, None)
-            if not forwarded:
+            if owned:
+                Child.release(held)
                 self._in_flight -= 1
 
     async def _route(self, message: Message) -> tuple[Child, Message] | None:
@@ -434,12 +513,12 @@ class Proxy:
             await self._to_host_send(result(host_id, modern.discover_result(await self.child_now())))
             return None
         if method not in NEEDS_ROOTS:
-            return await self.child_now(), message
+            return await self.child_now(), modern.to_legacy(message)
         decided = await self.port.decide(message)  # the client's roots, asked for, the fallback or refused
         if not isinstance(decided, RootSet):
             await self._answer(message, decided)
             return None
-        return await self._pool_child(decided), modern.without_round_trip(message)
+        return await self._pool_child(decided), modern.to_legacy(modern.without_round_trip(message))
 
     async def _pool_child(self, roots: RootSet) -> Child:
         async with self._start_lock:
@@ -481,7 +560,7 @@ class Proxy:
     # -- to the host --
 
     async def _ask_host_roots(self) -> object:
-        host_id = f"mcp-roots-wrap-{next(self._host_ids)}"
+        host_id = f"{HOST_ID_PREFIX}{next(self._host_ids)}"
         event = anyio.Event()
         slot: list[Message] = []
         self._to_host[host_id] = (None, None, event, slot)

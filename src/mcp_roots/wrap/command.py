@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import logging
 import os
-import signal
 import subprocess
 import sys
 import typing
@@ -22,8 +21,9 @@ from collections.abc import Iterator, Sequence
 from .. import RootSet, clip_to_ceiling, fallback_roots
 from ..errors import ConfigError, RootsError, SandboxUnavailable
 from ..sandbox import support
+from ._launch import fetch, launch_of
 from ._options import DEFAULT_MAX_MESSAGE_BYTES, Options
-from ._plan import make_plan, prepare_cache, refuse_container, spawn
+from ._plan import cache_base, end_tree_now, make_plan, prepare_cache, refuse_container, spawn
 
 __all__ = ["build_parser", "main"]
 
@@ -145,8 +145,19 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
     fallback: RootSet | None = None
     if args.roots:
         fallback = clip_to_ceiling(fallback_roots(_folders(args.roots)), ceiling)
+    launch = launch_of(command, cache_base(args.cache_dir))
+    if launch is not None:
+        if not launch.fetched and not args.print_policy:
+            fetch(launch, os.environ)
+        if launch.fetched:
+            command = launch.server_argv()
     plan = make_plan(
-        command, extra_read=args.read, env_names=args.env, cache_base=args.cache_dir, network=args.network
+        command,
+        extra_read=args.read,
+        env_names=args.env,
+        cache_base=args.cache_dir,
+        network=args.network,
+        ceiling=[str(p) for p in ceiling.paths],
     )
     options = Options(
         plan=plan,
@@ -160,6 +171,8 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
         max_message_bytes=args.max_message_bytes,
     )
     policy = plan.describe([str(p) for p in ceiling.paths], options.write, options.network)
+    if launch is not None:
+        policy = launch.describe() + "\n" + policy
     if fallback is not None:
         policy += f"\nroots for a client that sends none: {fallback.describe()}"
     return options, policy
@@ -256,12 +269,9 @@ def _serve(options: Options, wire_in: int, wire_out: int, first: subprocess.Pope
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
-    """Kill the first child's process group unless the proxy has reaped it already (its number may then be
-    another process's), and reap it."""
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    """End the first child's tree unless the proxy has reaped it already (its number may then be another
+    process's), and close its pipes."""
+    end_tree_now(process)
     for stream in (process.stdin, process.stdout):
         if stream is not None:
             with contextlib.suppress(OSError):
