@@ -961,7 +961,10 @@ def spelled_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("spelled")
 
 
-def spelled_answers(spelling: str, kind: str, op: str, here: Path) -> tuple[object, object]:
+Answer = tuple[tuple[object, ...], dict[str, object]]
+
+
+def spelled_answers(spelling: str, kind: str, op: str, here: Path) -> tuple[Answer, Answer]:
     """RootSet's answer and the plain call's, each in a fresh twin of the row's tree; each with the tree
     it left."""
     ours, plain = here / "ours", here / "plain"

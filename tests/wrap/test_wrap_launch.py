@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -80,7 +80,7 @@ async def git_session(host: Host, served: Path, elsewhere: Path) -> None:
     assert "is outside the allowed roots" in json.dumps(refused)
 
 
-Case = tuple[list[str], Callable[[Path], list[str]], Callable[[Host, Path, Path], object]]
+Case = tuple[list[str], Callable[[Path], list[str]], Callable[[Host, Path, Path], Awaitable[None]]]
 CASES: dict[str, Case] = {
     "npx": (["npx", "-y", FILESYSTEM], lambda served: [str(served)], filesystem_session),
     "uvx": (["uvx", GIT], lambda served: [], git_session),

@@ -155,7 +155,7 @@ async def test_the_proxy_on_this_backend(tmp_path: Path) -> None:
     async def answer(id_: object) -> dict[str, Any]:
         while True:
             message = await host_in.receive()
-            assert message is not None
+            assert isinstance(message, dict)
             if message.get("method") == "roots/list":
                 entries = [{"uri": p.as_uri()} for p in roots]
                 await host_out.send({"jsonrpc": "2.0", "id": message["id"], "result": {"roots": entries}})

@@ -10,7 +10,6 @@ Wrap is a server to the host and a client to a confined child.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import logging
