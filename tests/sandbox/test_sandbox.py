@@ -408,7 +408,8 @@ def test_a_confined_child_cannot_signal_processes_outside_its_sandbox(tree: Sand
         assert victims[0].wait(timeout=60) == -15
         result = confined(tree.roots, ["kill", "-TERM", str(victims[1].pid)])
         assert result.returncode != 0
-        assert "Operation not permitted" in result.stderr
+        # Refused by the Landlock scope, or not even there (a PID namespace of its own).
+        assert "Operation not permitted" in result.stderr or "No such process" in result.stderr
         assert victims[1].poll() is None
         # Its own children are its to signal.
         own = confined(tree.roots, ["sh", "-c", "sleep 60 & kill -TERM $!; wait $!; echo $?"])

@@ -21,6 +21,7 @@ __all__ = [
     "drop_bounding_set",
     "drop_capabilities",
     "has_capability",
+    "parent_death_signal",
     "private_mounts",
 ]
 
@@ -38,6 +39,8 @@ _PR_CAP_AMBIENT_IS_SET = 1
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
 
 _CLONE_NEWNS = 0x00020000
+_CLONE_NEWPID = 0x20000000
+_PR_SET_PDEATHSIG = 1
 _CLONE_NEWUSER = 0x10000000
 _MS_BIND = 4096
 _MS_REC = 16384
@@ -162,13 +165,27 @@ def drop_bounding_set() -> None:
             _check(_prctl(_PR_CAPBSET_DROP, cap), f"prctl(PR_CAPBSET_DROP, {cap})")
 
 
-def private_mounts(uid: int, gid: int, *, new_user_namespace: bool) -> None:
+def private_mounts(uid: int, gid: int, *, new_user_namespace: bool, new_pid_namespace: bool = False) -> None:
     """Move the calling process into a mount namespace of its own whose mounts propagate nowhere. With
     ``new_user_namespace`` (a caller without CAP_SYS_ADMIN) inside a user namespace too, where ``uid`` and
-    ``gid`` map to themselves (files keep their owners; git's ownership check holds). Needs a
-    single-threaded process for the user namespace."""
+    ``gid`` map to themselves (files keep their owners; git's ownership check holds); with
+    ``new_pid_namespace`` its next child is the first process (pid 1) of a PID namespace of its own. Needs
+    a single-threaded process for the user namespace."""
     flags = _CLONE_NEWNS | (_CLONE_NEWUSER if new_user_namespace else 0)
-    what = "unshare(CLONE_NEWUSER|CLONE_NEWNS)" if new_user_namespace else "unshare(CLONE_NEWNS)"
+    flags |= _CLONE_NEWPID if new_pid_namespace else 0
+    what = (
+        "unshare("
+        + "|".join(
+            name
+            for name, bit in (
+                ("CLONE_NEWUSER", _CLONE_NEWUSER),
+                ("CLONE_NEWNS", _CLONE_NEWNS),
+                ("CLONE_NEWPID", _CLONE_NEWPID),
+            )
+            if flags & bit
+        )
+        + ")"
+    )
     _check(_libc.unshare(ctypes.c_int(flags)), what)
     if new_user_namespace:
         for name, text in (
@@ -207,3 +224,8 @@ def bind(path: str, *, read_only: bool) -> None:
             ),
             f"mount_setattr(MOUNT_ATTR_RDONLY) of {path!r}",
         )
+
+
+def parent_death_signal(signum: int) -> None:
+    """Have the kernel send ``signum`` to the calling process when the thread that forked it ends."""
+    _check(_prctl(_PR_SET_PDEATHSIG, signum), "prctl(PR_SET_PDEATHSIG)")
