@@ -331,7 +331,8 @@ def test_cli_run_confines_and_passes_the_exit_code_through(tree: SandboxTree) ->
     unconfigured = cli("run", "--", "cat", "inside.txt", cwd=tree.root)
     assert unconfigured.returncode == 2
     assert "has no roots to confine the command to" in unconfigured.stderr
-    assert "configure them with --roots DIR" in unconfigured.stderr
+    assert "on the command line, as in 'mcp-roots run --roots DIR -- COMMAND'" in unconfigured.stderr
+    assert "clients that send none" not in unconfigured.stderr  # a server's words, not a command's
     assert unconfigured.stdout == ""
     assert "Traceback" not in result.stderr
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import RootSet
 from ..errors import ConfigError
-from ..roots import SOURCE_UNCONFIGURED, how_to_configure
+from ..roots import CONFIG_FILENAME, ENV_VAR, SOURCE_UNCONFIGURED
 from ._common import EXIT_OK, PROG, say
 
 EXIT_SANDBOX_MISSING = 1  # 'doctor': no kernel confinement here
@@ -100,7 +100,11 @@ def run_command(roots: RootSet, args: argparse.Namespace) -> int:
         raise ConfigError(f"'{PROG} run' needs a command after '--' (for example: {PROG} run -- ls)")
     if roots.source == SOURCE_UNCONFIGURED:
         # Confined to nothing, the command could not even read its arguments: say why before it starts.
-        raise ConfigError(f"'{PROG} run' has no roots to confine the command to; {how_to_configure()}")
+        raise ConfigError(
+            f"'{PROG} run' has no roots to confine the command to; give them on the command line, as in "
+            f"'{PROG} run --roots DIR -- COMMAND' (several: --roots A,B; --project DIR for a project's own "
+            f"{CONFIG_FILENAME}), or set the {ENV_VAR} environment variable"
+        )
     if args.allow_path_metadata and not args.write:
         raise ConfigError(
             f"'{PROG} run --allow-path-metadata' needs --write (a read-only command changes no metadata)"
