@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_names
 from .._sys.landlock import thread_count
-from ._plan import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, Support, clean_env, no_new_privs, support
+from ._plan import (
+    NETWORK_READ_PATHS,
+    SYSTEM_DEVICE_PATHS,
+    SYSTEM_READ_PATHS,
+    Support,
+    clean_env,
+    no_new_privs,
+    support,
+)
 from ._protect import MAX_FOLDERS, PROTECTED, Protected, find_protected, protected_hit, protected_names
 from ._self import confine_process
 from ._spawn import mount_namespace, popen, popen_tree, run, run_async
@@ -33,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_FOLDERS",
+    "NETWORK_READ_PATHS",
     "PROTECTED",
     "SYSTEM_DEVICE_PATHS",
     "SYSTEM_READ_PATHS",

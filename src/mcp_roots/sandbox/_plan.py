@@ -23,6 +23,7 @@ from ._protect import find_protected, protected_names
 
 __all__ = [
     "CLEAN_ENV_NAMES",
+    "NETWORK_READ_PATHS",
     "SYSTEM_DEVICE_PATHS",
     "SYSTEM_READ_PATHS",
     "Confinement",
@@ -40,9 +41,10 @@ logger = logging.getLogger("mcp_roots.sandbox")
 
 # What a dynamically linked program needs to start and run, read-only (and executable). Entries that do
 # not exist here are skipped. /bin, /sbin and /lib* are symlinks into /usr on merged-/usr systems; a rule
-# on a symlink applies to its target. Deliberately absent: the rest of /etc (passwd, shadow, ssh, hosts),
-# /home, /root, /tmp, /var, /proc and /sys. A program that needs more gets it through ``extra_read=`` or
-# a ``system_paths=`` list of its own.
+# on a symlink applies to its target. Deliberately absent: the rest of /etc (passwd, shadow, ssh; hosts
+# unless the network is on), /home, /root, /tmp, /var, /proc and /sys. A program that needs more gets it
+# through ``extra_read=`` or a ``system_paths=`` list of its own. With the network on,
+# ``NETWORK_READ_PATHS`` too.
 SYSTEM_READ_PATHS: tuple[str, ...] = (
     "/usr",
     "/bin",
@@ -62,8 +64,21 @@ SYSTEM_READ_PATHS: tuple[str, ...] = (
     "/etc/default/locale",
     "/etc/ssl/certs",
     "/etc/ca-certificates",
+    # Read by runtimes at start: Node stops (status 13) without OpenSSL's configuration, git without an
+    # /etc/gitconfig that exists but cannot be read.
+    "/etc/ssl/openssl.cnf",
+    "/etc/gitconfig",
     "/dev/urandom",
     "/dev/random",
+)
+
+#: What name resolution reads, granted read-only beside ``SYSTEM_READ_PATHS`` when the network is on.
+NETWORK_READ_PATHS: tuple[str, ...] = (
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/gai.conf",
+    "/etc/host.conf",
 )
 
 # Devices a program may read and write: shells redirect to /dev/null (with O_TRUNC) all the time.
@@ -316,7 +331,9 @@ def plan(
             )
             notes.append("network not confined")
     rules: list[tuple[str, int]] = []
-    for path in system_paths if system_paths is not None else SYSTEM_READ_PATHS:
+    if system_paths is None:
+        system_paths = (*SYSTEM_READ_PATHS, *(NETWORK_READ_PATHS if network else ()))
+    for path in system_paths:
         rules.append((os.fspath(path), _READ))
     rules.extend((path, _DEVICE) for path in SYSTEM_DEVICE_PATHS)
     rules.extend((os.fspath(path), _READ) for path in extra_read)
