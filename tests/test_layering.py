@@ -44,7 +44,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
     "_sys": [("posix", "linux", "landlock", "seccomp", "privileges", "attempts"), ("__init__",)],
     "sandbox": [
         ("_protect",),
-        ("_plan", "_tree"),
+        ("_plan", "_tree", "_root"),
         ("_spawn", "_self"),
         ("_launch",),
         ("_proof",),

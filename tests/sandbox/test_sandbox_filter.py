@@ -2,6 +2,8 @@
 io_uring and foreign system-call ABIs, each tried by a real child on the real kernel.
 
 Every refusal is shown against a naive control first: the same probe, run unconfined, gets through.
+Run with the namespaces off (``without_namespaces``): this pins what the filter holds by itself, as where
+the kernel refuses namespaces; with them, the outside names are not even there.
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ from mcp_roots import RootSet
 from mcp_roots.sandbox import support
 
 KERNEL = support()
-pytestmark = pytest.mark.skipif(
-    not KERNEL.complete, reason=f"no Landlock or seccomp filter: {KERNEL.reason or KERNEL.filter_reason}"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not KERNEL.complete, reason=f"no Landlock or seccomp filter: {KERNEL.reason or KERNEL.filter_reason}"
+    ),
+    pytest.mark.usefixtures("without_namespaces"),
+]
 AS_ROOT = os.geteuid() == 0
 
 # Each attempt is (name, code); the probe prints {name: "ok" | errno name} as JSON.

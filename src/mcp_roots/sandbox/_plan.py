@@ -13,7 +13,7 @@ import shutil
 import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -224,6 +224,23 @@ class Confinement:
     #: (path, read-only) bind mounts for the child's own mount namespace (the protected set), outer first.
     binds: tuple[tuple[str, bool], ...] = ()
     drop_capabilities: bool = True
+    #: The filter where the child gets a root of its own (only the grant exists): metadata calls by path
+    #: allowed, since what they can reach is the grant, and read-only mounts answer EROFS.
+    private_filter: bytes | None = None
+
+    def grants(self) -> list[tuple[str, bool]]:
+        """(path, read-only) of every path the rules name: what a root of the child's own holds."""
+        merged: dict[str, bool] = {}
+        for path, rights in self.rules:
+            # Devices are written through a read-only mount too: only a root granted write is mounted so.
+            merged[path] = merged.get(path, True) and not rights & _FS.MAKE_REG
+        return list(merged.items())
+
+    def in_private_root(self) -> Confinement:
+        """This confinement for a child in a root of its own: ``private_filter`` in place of the filter."""
+        if self.private_filter is None:
+            return self
+        return replace(self, syscall_filter=self.private_filter, private_filter=None)
 
     def apply_to_current_thread(self) -> None:
         """Confine the calling thread and everything it starts from now on: every capability dropped, then
@@ -303,9 +320,12 @@ def plan(
     abi = kernel.abi
     notes: list[str] = []
     program_bytes: bytes | None = None
+    private_bytes: bytes | None = None
     if syscall_filter:
         if kernel.filter_reason is None:
             program_bytes = seccomp.program(network=network, write=write, path_metadata=path_metadata)
+            if write:
+                private_bytes = seccomp.program(network=network, write=True, path_metadata=True)
         else:
             what = ("network=False and " if not network else "") + "the metadata rules need it"
             refuse_or_warn(
@@ -359,6 +379,7 @@ def plan(
         program_bytes,
         binds,
         drop_capabilities,
+        private_bytes,
     )
 
 

@@ -25,9 +25,23 @@ from typing import IO, Any
 from .._sys import privileges
 from ..errors import SandboxUnavailable
 from ._plan import Confinement, RootPaths, plan, program_of, refuse_or_warn
+from ._root import private_root
 from ._tree import ConfinedProcess, split_tree
 
-__all__ = ["NO_PROTECT", "mount_namespace", "popen", "popen_tree", "run", "run_async", "spawn_confined"]
+__all__ = [
+    "NO_NAMESPACES",
+    "NO_PROTECT",
+    "mount_namespace",
+    "popen",
+    "popen_tree",
+    "run",
+    "run_async",
+    "spawn_confined",
+]
+
+#: The environment variable that turns the namespaces off (Landlock and the filter only, as where the kernel
+#: refuses them): for a comparison, or a host where they misbehave.
+NO_NAMESPACES = "MCP_ROOTS_NO_NAMESPACES"
 
 #: The opt-out that a refusal for the protected set names.
 NO_PROTECT = "protect=False (mcp-roots run --no-protect)"
@@ -168,10 +182,10 @@ def _child_step(
     tree_fd: int = -1,
 ) -> Any:
     """The code the forked child runs before its exec: a mount namespace of its own with ``binds`` (if any)
-    and, with ``tree_fd``, a PID namespace; the user switch (bounding set emptied first, while CAP_SETPCAP
-    is still there); the fork into the PID namespace (see ``_tree``); the confinement; then the caller's
-    own ``preexec_fn``. On failure it writes the cause to ``report`` (a pipe) and raises (the spawn
-    fails)."""
+    and, with ``tree_fd``, a PID namespace, the fork into it (see ``_tree``) and a root of its own (only
+    the grant); the user switch (bounding set emptied first, while CAP_SETPCAP is still there); the
+    confinement; then the caller's own ``preexec_fn``. On failure it writes the cause to ``report`` (a
+    pipe) and raises (the spawn fails)."""
     uid, gid, groups = switch
 
     def step() -> None:
@@ -190,9 +204,16 @@ def _child_step(
                     privileges.bind(path, read_only=read_only)
                 with contextlib.suppress(OSError):  # the working directory again, now through the binds
                     os.chdir(os.getcwd())
+            current = confinement
+            if tree_fd >= 0:
+                split_tree(tree_fd)  # returns in the program's process only, pid 2 of its namespace
+                if confinement is not None:
+                    private_root(confinement.grants())  # only the grant exists for it from here on
+                    current = confinement.in_private_root()
+            stage = "confine"
             if (uid, gid, groups) != (None, None, None):
-                # After the namespaces: as root (the only one who may switch) they need no user namespace.
-                stage = "confine"
+                # After the namespaces and the root of its own: as root (the only one who may switch)
+                # they need no user namespace.
                 privileges.drop_bounding_set()
                 if groups is not None:
                     os.setgroups(groups)
@@ -200,12 +221,8 @@ def _child_step(
                     os.setregid(gid, gid)
                 if uid is not None:
                     os.setreuid(uid, uid)
-                stage = "namespace"
-            if tree_fd >= 0:
-                split_tree(tree_fd)  # returns in the program's process only, pid 2 of its namespace
-            stage = "confine"
-            if confinement is not None:
-                confinement.apply_to_current_thread()
+            if current is not None:
+                current.apply_to_current_thread()
         except BaseException as exc:
             os.write(report, f"{stage}:{exc}".encode(errors="replace")[:2000])
             raise
@@ -287,6 +304,8 @@ def mount_namespace() -> str | None:
     ``true`` and a bind of an empty folder."""
     import tempfile  # here: only this probe needs it
 
+    if os.environ.get(NO_NAMESPACES, "") not in ("", "0"):
+        return f"turned off ({NO_NAMESPACES} is set): Landlock and the filter only"
     program = shutil.which("true") or sys.executable
     try:
         with tempfile.TemporaryDirectory(prefix="mcp-roots-probe-") as folder:

@@ -1,11 +1,11 @@
 """The child's whole tree ends with it: a PID namespace of its own, whose first process reaps and whose end
-(the kernel's) kills every process in it, whatever session or group it moved to.
-
-The forked child (single-threaded, ``unshare(CLONE_NEWPID)`` done) forks twice: the namespace's first
-process, and from it the process that confines itself and execs the program. The forked child itself stays
-outside, as the caller's ``Popen``: it forwards signals to the program, and exits with the program's status
-only once the namespace is gone. ``ConfinedProcess.wait()`` waits for that end too (after a SIGKILL).
+kills every process in it, whatever session or group it moved to (``split_tree``, ``end``).
 """
+
+# The forked child (single-threaded, unshare(CLONE_NEWPID) done) forks twice: the namespace's first process,
+# and from it the process that confines itself and execs the program. The forked child stays outside as the
+# caller's Popen: it passes signals on to the program, and exits with the program's status once the
+# namespace is gone. ConfinedProcess.wait() waits for that end too (after a SIGKILL).
 
 from __future__ import annotations
 
