@@ -70,6 +70,14 @@ def add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentPar
         ".git/hooks, .mcp.json and the rest, which other programs run",
     )
     run.add_argument(
+        "--allow-unix",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="let the command connect to the unix socket PATH (repeatable); network on or off, no other "
+        "unix socket of this machine's is there for it (by path or abstract name)",
+    )
+    run.add_argument(
         "--clean-env",
         action="store_true",
         help="pass only PATH, HOME, LANG, TERM and MCP_ROOTS_* to the command",
@@ -131,12 +139,15 @@ def run_command(roots: RootSet, args: argparse.Namespace) -> int:
                 allow_unconfined=args.allow_unconfined,
                 path_metadata=args.allow_path_metadata,
                 protect=protect,
+                allow_unix=args.allow_unix,
                 stdin=None,
                 stdout=None,
                 start_new_session=True,
                 env=_sandbox.clean_env() if args.clean_env else None,
             )
         )
+    except ValueError as exc:  # an --allow-unix PATH that is not a socket
+        raise ConfigError(f"'{PROG} run --allow-unix': {exc}") from None
     except FileNotFoundError:
         say(sys.stderr, f"{PROG}: error: {argv[0]}: command not found")
         return EXIT_NOT_FOUND

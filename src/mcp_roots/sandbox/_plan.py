@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat
 import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -224,6 +225,8 @@ class Confinement:
     #: (path, read-only) bind mounts for the child's own mount namespace (the protected set), outer first.
     binds: tuple[tuple[str, bool], ...] = ()
     drop_capabilities: bool = True
+    #: Unix socket files the operator named (``allow_unix``): the only ones its root holds, network on.
+    unix_sockets: tuple[str, ...] = ()
     #: The filter where the child gets a root of its own (only the grant exists): metadata calls by path
     #: allowed, since what they can reach is the grant, and read-only mounts answer EROFS.
     private_filter: bytes | None = None
@@ -234,6 +237,8 @@ class Confinement:
         for path, rights in self.rules:
             # Devices are written through a read-only mount too: only a root granted write is mounted so.
             merged[path] = merged.get(path, True) and not rights & _FS.MAKE_REG
+        for path in self.unix_sockets:  # connect() needs no write on the mount (only the socket's mode)
+            merged.setdefault(path, True)
         return list(merged.items())
 
     def in_private_root(self) -> Confinement:
@@ -301,6 +306,7 @@ def plan(
     path_metadata: bool = False,
     protect: bool | Iterable[str] = True,
     drop_capabilities: bool = True,
+    allow_unix: Sequence[str | os.PathLike[str]] = (),
 ) -> Confinement | None:
     """The confinement for a child, or None where Landlock is missing and ``allow_unconfined`` (warned).
 
@@ -309,7 +315,9 @@ def plan(
     Landlock, or (with ``syscall_filter``) no seccomp filter here. ``path_metadata=True`` (only with
     ``write=True``, else ``ValueError``) lets the filter pass chmod/chown/utime/xattr by path (see ``run``).
     With ``write=True`` the protected names (``protect``: True for the table, False for none, or names)
-    that exist in the roots become read-only binds in the child's mount namespace.
+    that exist in the roots become read-only binds in the child's mount namespace. Unix sockets: with the
+    namespaces, none outside the roots but ``allow_unix`` (socket files) exists for the child, and an
+    abstract one made outside its sandbox is refused (Landlock ABI 6 scope), network on too.
     """
     if path_metadata and not write:
         raise ValueError("path_metadata=True needs write=True: a read-only command has no metadata to change")
@@ -337,12 +345,13 @@ def plan(
     handled_fs = landlock.fs_rights_for(abi)
     handled_net = 0
     scoped = landlock.SCOPE_SIGNAL if scope_signals and abi >= 6 else 0
+    if scope_signals and abi >= 6:
+        # The host's abstract unix sockets (a session bus, an agent) are no part of "network", on or off.
+        scoped |= landlock.SCOPE_ABSTRACT_UNIX_SOCKET
     if not network:
         # socket() is refused by the filter; Landlock's TCP rules are a second layer where the ABI has them.
         if abi >= _NETWORK_ABI:
             handled_net = landlock.ACCESS_NET_BIND_TCP | landlock.ACCESS_NET_CONNECT_TCP
-            if abi >= 6:
-                scoped |= landlock.SCOPE_ABSTRACT_UNIX_SOCKET
         elif program_bytes is None:
             refuse_or_warn(
                 f"network=False needs the system-call filter or Landlock ABI {_NETWORK_ABI}; this kernel has "
@@ -379,8 +388,23 @@ def plan(
         program_bytes,
         binds,
         drop_capabilities,
+        tuple(_socket_paths(allow_unix)),
         private_bytes,
     )
+
+
+def _socket_paths(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+    found = []
+    for path in paths:
+        name = os.path.realpath(os.fspath(path))
+        try:
+            is_socket = stat.S_ISSOCK(os.stat(name).st_mode)
+        except OSError as exc:
+            raise ValueError(f"allow_unix: {os.fspath(path)!r}: {exc.strerror}") from None
+        if not is_socket:
+            raise ValueError(f"allow_unix: {os.fspath(path)!r} is not a unix socket")
+        found.append(name)
+    return found
 
 
 def refuse_or_warn(

@@ -66,6 +66,7 @@ def popen(
     extra_read: Sequence[str | os.PathLike[str]] = (),
     path_metadata: bool = False,
     protect: bool | Iterable[str] = True,
+    allow_unix: Sequence[str | os.PathLike[str]] = (),
     **popen_kwargs: Any,
 ) -> subprocess.Popen[Any]:
     """``subprocess.Popen(argv, **popen_kwargs)``, confined to ``roots`` by the kernel (see ``run``).
@@ -84,6 +85,7 @@ def popen(
         extra_read=extra_read,
         path_metadata=path_metadata,
         protect=protect,
+        allow_unix=allow_unix,
     )
     if confinement is None:
         return subprocess.Popen(argv, **popen_kwargs)
@@ -335,6 +337,7 @@ def run(
     extra_read: Sequence[str | os.PathLike[str]] = (),
     path_metadata: bool = False,
     protect: bool | Iterable[str] = True,
+    allow_unix: Sequence[str | os.PathLike[str]] = (),
     input: Any = None,
     capture_output: bool = False,
     timeout: float | None = None,
@@ -354,7 +357,10 @@ def run(
     (opt-in, only with ``write=True``, else ValueError)
     allows chmod/chown/utime/xattr by path, for builds (GNU ld's chmod +x, pip/npm scripts), and so
     OUTSIDE the roots too: the filter cannot see paths and Landlock has no right for them.
-    ``network=False`` refuses every ``socket()`` and ``connect()`` (and TCP by Landlock). stdin and
+    ``network=False`` refuses every ``socket()`` and ``connect()`` (and TCP by Landlock). With the network
+    on, TCP and UDP (the host's loopback included) and name resolution work, but no unix socket of the
+    host's: none by path exists in its root but those named in ``allow_unix`` (socket files), and an
+    abstract one is refused (Landlock ABI 6). stdin and
     stdout default to ``/dev/null`` (never this process's own: pass ``stdin=None`` or ``stdout=None`` to
     hand them over); ``env`` defaults to this process's environment, as in subprocess (``clean_env()``
     gives a reduced one). Raises ``SandboxUnavailable`` where the kernel cannot do this, unless
@@ -379,6 +385,7 @@ def run(
         extra_read=extra_read,
         path_metadata=path_metadata,
         protect=protect,
+        allow_unix=allow_unix,
         **popen_kwargs,
     ) as process:
         try:
@@ -408,6 +415,7 @@ async def run_async(
     extra_read: Sequence[str | os.PathLike[str]] = (),
     path_metadata: bool = False,
     protect: bool | Iterable[str] = True,
+    allow_unix: Sequence[str | os.PathLike[str]] = (),
     input: bytes | None = None,
     stdin: int | IO[Any] | None = subprocess.DEVNULL,
     stdout: int | IO[Any] | None = subprocess.PIPE,
@@ -437,6 +445,7 @@ async def run_async(
         extra_read=extra_read,
         path_metadata=path_metadata,
         protect=protect,
+        allow_unix=allow_unix,
     )
     if confinement is not None:
         confinement = _usable(confinement, allow_unconfined)
