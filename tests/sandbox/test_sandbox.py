@@ -17,7 +17,7 @@ import pytest
 
 from mcp_roots import RootSet
 from mcp_roots.sandbox import support
-from tests.kit import SECRET, SandboxTree
+from tests.kit import SECRET, SandboxTree, kernel_refused
 
 TESTS = Path(__file__).resolve().parents[1]
 WITHOUT_LANDLOCK = TESTS / "without_landlock.py"
@@ -42,22 +42,8 @@ def confined(roots: RootSet, argv: list[str], **kwargs: Any) -> subprocess.Compl
     return result
 
 
-#: How the kernel refuses: Landlock (EACCES); or the path is not there (a root of the child's own holds only
-#: the grant) or not writable there (a read-only mount).
-REFUSALS = (
-    "Permission denied",
-    "PermissionError",
-    "No such file or directory",
-    "FileNotFoundError",
-    "Directory nonexistent",
-    "Read-only file system",
-)
-
-
 def denied(stderr: str | bytes) -> bool:
-    """Whether ``stderr`` says the kernel refused (see ``REFUSALS``)."""
-    text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
-    return any(words in text for words in REFUSALS)
+    return kernel_refused(stderr)
 
 
 def refused(result: subprocess.CompletedProcess[str]) -> bool:

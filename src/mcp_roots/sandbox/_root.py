@@ -18,11 +18,12 @@ __all__ = ["private_root"]
 _BASES = ("/tmp", "/mnt", "/run", "/var/tmp")
 
 
-def private_root(grants: Iterable[tuple[str, bool]]) -> None:
+def private_root(grants: Iterable[tuple[str, bool]], named: Iterable[str] = ()) -> None:
     """Make this mount namespace's root an empty read-only tmpfs holding only ``grants`` at their own paths
     (a symlink granted is made again, pointing where it did, its target granted in its stead), then go back
     to the working folder where it is granted (else ``/``). Needs CAP_SYS_ADMIN in the namespace's user
-    namespace: call it in the child, before the confinement."""
+    namespace: call it in the child, before the confinement. ``named`` folders (its command line's) exist
+    too, empty and read-only, where no grant holds them."""
     try:
         cwd: str | None = os.getcwd()
     except OSError:
@@ -60,6 +61,11 @@ def private_root(grants: Iterable[tuple[str, bool]]) -> None:
             os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
         privileges.attach_tree(fd, target, read_only=read_only)
         os.close(fd)
+    for path in named:
+        target = base + path
+        if not os.path.lexists(target) and not any(_beneath(path, real) for real, _, _ in kept):
+            with contextlib.suppress(OSError):
+                os.makedirs(target)
     for path, text in links:
         target = base + path
         if not os.path.lexists(target):

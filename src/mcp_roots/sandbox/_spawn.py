@@ -182,6 +182,7 @@ def _child_step(
     switch: tuple[int | None, int | None, list[int] | None] = (None, None, None),
     then: Any = None,
     tree_fd: int = -1,
+    named: Sequence[str] = (),
 ) -> Any:
     """The code the forked child runs before its exec: a mount namespace of its own with ``binds`` (if any)
     and, with ``tree_fd``, a PID namespace, the fork into it (see ``_tree``) and a root of its own (only
@@ -210,7 +211,7 @@ def _child_step(
             if tree_fd >= 0:
                 split_tree(tree_fd)  # returns in the program's process only, pid 2 of its namespace
                 if confinement is not None:
-                    private_root(confinement.grants())  # only the grant exists for it from here on
+                    private_root(confinement.grants(), named)  # only the grant exists for it from here on
                     current = confinement.in_private_root()
             stage = "confine"
             if (uid, gid, groups) != (None, None, None):
@@ -248,7 +249,7 @@ def _spawn_from_child(
         planned = binds or (confinement.binds if confinement else ())
         switch = _user_switch(options)
         then = options.pop("preexec_fn", None)
-        step = _child_step(confinement, planned, write_end, switch, then, tree_write)
+        step = _child_step(confinement, planned, write_end, switch, then, tree_write, _named_folders(argv))
         try:
             process = ConfinedProcess(argv, preexec_fn=step, **options)
             if tree:
@@ -275,6 +276,19 @@ def _spawn_from_child(
         for fd in (read_end, write_end, tree_read, tree_write):
             if fd >= 0:
                 os.close(fd)
+
+
+def _named_folders(argv: Any) -> list[str]:
+    # The folders its command line names: they exist in its root (empty, read-only, unreadable to it) even
+    # where not granted, as under Landlock alone, where stat() sees them (a server that checks its
+    # arguments at start, such as the official filesystem server, starts before any root is granted).
+    args = [argv] if isinstance(argv, (str, bytes, os.PathLike)) else list(argv)
+    found = []
+    for arg in args[1:64]:
+        name = os.fsdecode(os.fspath(arg)) if isinstance(arg, (str, bytes, os.PathLike)) else ""
+        if os.path.isabs(name) and os.path.isdir(name):
+            found.append(os.path.realpath(name))
+    return found
 
 
 def _pidfd_of(tree_read: int) -> int | None:
