@@ -239,9 +239,16 @@ def test_doctor_proves_every_promise_with_a_live_attempt() -> None:
         "the user's keyring",
         "an inotify watch outside the roots",
         "hold a capability",
+        "chmod a file outside the roots (write=True)",
+        "connect to a unix socket file outside the roots, network on",
+        "connect to an abstract unix socket of the host, network on",
+        "leave a daemon (setsid, fork) running after the child ends",
     ):
         assert proven[promise]["held"] is True, proven[promise]
+    assert proven["leave a daemon (setsid, fork) running after the child ends"]["mechanism"] == (
+        "a PID namespace of its own"
+    )
     assert {e["name"] for e in report["protected"]} >= {".git/config", ".mcp.json"}
     text = subprocess.run([sys.executable, "-m", "mcp_roots.cli", "doctor"], capture_output=True, text=True)
     assert "[held] write .git/config in a writable root: refused (EROFS)" in text.stdout
-    assert "mount namespace: available" in text.stdout
+    assert "namespaces: available: a confined command's whole tree ends with it" in text.stdout
