@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The TypeScript SDK client of tests/adapters/test_interop_ts.py, installed once from the lock file (offline afterwards).
 NODE_STAMP := tests/interop/node_modules/.installed
 
-.PHONY: demo test compat lock-compat cli-docs lint typecheck typecheck-main typecheck-mcp1 pytest pytest-parallel pytest-table pytest-serial pytest-warm pytest-mcp1 docs bench interop scale-test lock lock-mcp1 clean
+.PHONY: demo test sandbox-tools compat lock-compat cli-docs lint typecheck typecheck-main typecheck-mcp1 pytest pytest-parallel pytest-table pytest-serial pytest-warm pytest-mcp1 docs bench interop scale-test lock lock-mcp1 clean
 
 # A second venv for the official `mcp` 1.x SDK (which cannot share a venv with mcp 2.x): the mcp1 adapter's
 # tests (tests/mcp1/) run there, against the project installed without its dependencies.
@@ -39,7 +39,7 @@ demo: $(DEMO_STAMP)
 # main venv's parallel run and its path table beside the mcp 1.x venv's, and last the serial tests alone.
 # --output-sync keeps each part's output in one piece.
 test:
-	$(MAKE) -j5 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP) $(COMPAT_STAMPS) $(GIT_SERVER_STAMP)
+	$(MAKE) -j5 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP) $(COMPAT_STAMPS) $(GIT_SERVER_STAMP) sandbox-tools
 	$(MAKE) -j3 --output-sync=target lint typecheck docs pytest-warm
 	$(MAKE) -j3 --output-sync=target pytest-parallel pytest-table pytest-mcp1 compat
 	$(MAKE) pytest-serial
@@ -184,7 +184,22 @@ $(INSPECTOR_STAMP): tests/interop/inspector/package.json tests/interop/inspector
 interop: $(STAMP) $(INSPECTOR_STAMP)
 	$(PY) tests/interop/inspector_check.py
 
-bench: $(STAMP)
+# What the sandbox's tests and benchmark run confined besides Python (node comes with $(NODE_STAMP)'s npm):
+# bubblewrap (the benchmark's anchor), a C compiler, ripgrep, git. Installed here when run as root with
+# apt-get, else it says how.
+SANDBOX_TOOLS := bwrap:bubblewrap gcc:gcc rg:ripgrep git:git node:nodejs npm:npm
+sandbox-tools:
+	@missing=""; for pair in $(SANDBOX_TOOLS); do command -v "$${pair%%:*}" >/dev/null 2>&1 || \
+	  missing="$$missing $${pair#*:}"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	  else \
+	    echo "the sandbox's tests need:$$missing. As root on Debian: apt-get install$$missing"; exit 2; \
+	  fi; \
+	fi
+
+bench: $(STAMP) sandbox-tools
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 # Optional, not part of `make test`: 4 replicas behind HAProxy 2.6 (deploy/haproxy.cfg), 400 legacy sessions and
