@@ -70,6 +70,12 @@ def add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentPar
         ".git/hooks, .mcp.json and the rest, which other programs run",
     )
     run.add_argument(
+        "--strict-git",
+        action="store_true",
+        help="with --write: every .git folder read-only whole (git writes are refused), so that nothing the "
+        "command writes changes what the next git there runs, a repository it creates and stages included",
+    )
+    run.add_argument(
         "--allow-unix",
         action="append",
         default=[],
@@ -117,9 +123,10 @@ def run_command(roots: RootSet, args: argparse.Namespace) -> int:
         raise ConfigError(
             f"'{PROG} run --allow-path-metadata' needs --write (a read-only command changes no metadata)"
         )
-    if (args.protect or args.unprotect or args.no_protect) and not args.write:
+    if (args.protect or args.unprotect or args.no_protect or args.strict_git) and not args.write:
         raise ConfigError(
-            f"'{PROG} run --protect/--unprotect/--no-protect' need --write (nothing is written without)"
+            f"'{PROG} run --protect/--unprotect/--no-protect/--strict-git' need --write (nothing is written "
+            "without)"
         )
     from .. import sandbox as _sandbox
 
@@ -140,6 +147,7 @@ def run_command(roots: RootSet, args: argparse.Namespace) -> int:
                 path_metadata=args.allow_path_metadata,
                 protect=protect,
                 allow_unix=args.allow_unix,
+                strict_git=args.strict_git,
                 stdin=None,
                 stdout=None,
                 start_new_session=True,

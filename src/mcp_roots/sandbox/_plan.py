@@ -20,7 +20,7 @@ from typing import Any
 
 from .._sys import landlock, privileges, seccomp
 from ..errors import SandboxUnavailable
-from ._protect import find_protected, protected_names
+from ._protect import find_protected, git_folders, protected_names
 
 __all__ = [
     "CLEAN_ENV_NAMES",
@@ -307,6 +307,7 @@ def plan(
     protect: bool | Iterable[str] = True,
     drop_capabilities: bool = True,
     allow_unix: Sequence[str | os.PathLike[str]] = (),
+    strict_git: bool = False,
 ) -> Confinement | None:
     """The confinement for a child, or None where Landlock is missing and ``allow_unconfined`` (warned).
 
@@ -317,7 +318,9 @@ def plan(
     With ``write=True`` the protected names (``protect``: True for the table, False for none, or names)
     that exist in the roots become read-only binds in the child's mount namespace. Unix sockets: with the
     namespaces, none outside the roots but ``allow_unix`` (socket files) exists for the child, and an
-    abstract one made outside its sandbox is refused (Landlock ABI 6 scope), network on too.
+    abstract one made outside its sandbox is refused (Landlock ABI 6 scope), network on too. With
+    ``strict_git`` (and ``write=True``) every ``.git`` folder found is read-only whole: git writes are
+    refused, and no repository's settings can change (nor a repository be staged into another).
     """
     if path_metadata and not write:
         raise ValueError("path_metadata=True needs write=True: a read-only command has no metadata to change")
@@ -376,6 +379,10 @@ def plan(
     if write:
         found = find_protected(root_paths, protected_names(protect))
         binds = found.mounts
+        if strict_git:
+            merged = dict(binds)
+            merged.update((path, True) for path in git_folders(root_paths))
+            binds = tuple(sorted(merged.items(), key=lambda item: (item[0].count(os.sep), item[0])))
         for path in found.not_held:
             logger.warning("protected name %s is a symlink (or unreadable): not protected", path)
     return Confinement(

@@ -67,6 +67,7 @@ def popen(
     path_metadata: bool = False,
     protect: bool | Iterable[str] = True,
     allow_unix: Sequence[str | os.PathLike[str]] = (),
+    strict_git: bool = False,
     **popen_kwargs: Any,
 ) -> subprocess.Popen[Any]:
     """``subprocess.Popen(argv, **popen_kwargs)``, confined to ``roots`` by the kernel (see ``run``).
@@ -86,6 +87,7 @@ def popen(
         path_metadata=path_metadata,
         protect=protect,
         allow_unix=allow_unix,
+        strict_git=strict_git,
     )
     if confinement is None:
         return subprocess.Popen(argv, **popen_kwargs)
@@ -352,6 +354,7 @@ def run(
     path_metadata: bool = False,
     protect: bool | Iterable[str] = True,
     allow_unix: Sequence[str | os.PathLike[str]] = (),
+    strict_git: bool = False,
     input: Any = None,
     capture_output: bool = False,
     timeout: float | None = None,
@@ -374,7 +377,8 @@ def run(
     ``network=False`` refuses every ``socket()`` and ``connect()`` (and TCP by Landlock). With the network
     on, TCP and UDP (the host's loopback included) and name resolution work, but no unix socket of the
     host's: none by path exists in its root but those named in ``allow_unix`` (socket files), and an
-    abstract one is refused (Landlock ABI 6). stdin and
+    abstract one is refused (Landlock ABI 6). ``strict_git=True`` (with ``write=True``) makes every
+    ``.git`` folder read-only whole: git writes are refused there (see docs/sandbox.md). stdin and
     stdout default to ``/dev/null`` (never this process's own: pass ``stdin=None`` or ``stdout=None`` to
     hand them over); ``env`` defaults to this process's environment, as in subprocess (``clean_env()``
     gives a reduced one). Raises ``SandboxUnavailable`` where the kernel cannot do this, unless
@@ -400,6 +404,7 @@ def run(
         path_metadata=path_metadata,
         protect=protect,
         allow_unix=allow_unix,
+        strict_git=strict_git,
         **popen_kwargs,
     ) as process:
         try:
@@ -430,6 +435,7 @@ async def run_async(
     path_metadata: bool = False,
     protect: bool | Iterable[str] = True,
     allow_unix: Sequence[str | os.PathLike[str]] = (),
+    strict_git: bool = False,
     input: bytes | None = None,
     stdin: int | IO[Any] | None = subprocess.DEVNULL,
     stdout: int | IO[Any] | None = subprocess.PIPE,
@@ -460,6 +466,7 @@ async def run_async(
         path_metadata=path_metadata,
         protect=protect,
         allow_unix=allow_unix,
+        strict_git=strict_git,
     )
     if confinement is not None:
         confinement = _usable(confinement, allow_unconfined)
