@@ -241,6 +241,10 @@ class Confinement:
             merged.setdefault(path, True)
         return list(merged.items())
 
+    def exact_paths(self) -> list[str]:
+        """The paths whose rules demand they still resolve to themselves (canonical roots)."""
+        return [path for path, rights in self.rules if rights & landlock.EXACT_PATH]
+
     def in_private_root(self) -> Confinement:
         """This confinement for a child in a root of its own: ``private_filter`` in place of the filter."""
         if self.private_filter is None:

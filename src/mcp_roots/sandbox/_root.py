@@ -5,6 +5,7 @@ child after the protected set's binds (the copies carry them), before Landlock a
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Iterable
@@ -18,12 +19,16 @@ __all__ = ["private_root"]
 _BASES = ("/tmp", "/mnt", "/run", "/var/tmp")
 
 
-def private_root(grants: Iterable[tuple[str, bool]], named: Iterable[str] = ()) -> None:
+def private_root(
+    grants: Iterable[tuple[str, bool]], named: Iterable[str] = (), exact: Iterable[str] = ()
+) -> None:
     """Make this mount namespace's root an empty read-only tmpfs holding only ``grants`` at their own paths
     (a symlink granted is made again, pointing where it did, its target granted in its stead), then go back
     to the working folder where it is granted (else ``/``). Needs CAP_SYS_ADMIN in the namespace's user
     namespace: call it in the child, before the confinement. ``named`` folders (its command line's) exist
-    too, empty and read-only, where no grant holds them."""
+    too, empty and read-only, where no grant holds them. An ``exact`` path (a canonical root) that no longer
+    resolves to itself (a symlink swapped in) raises ``OSError`` (ELOOP): the spawn fails."""
+    exact = set(exact)
     try:
         cwd: str | None = os.getcwd()
     except OSError:
@@ -39,6 +44,8 @@ def private_root(grants: Iterable[tuple[str, bool]], named: Iterable[str] = ()) 
             folder = stat.S_ISDIR(os.stat(real).st_mode)
         except OSError:
             continue  # not here: nothing to grant
+        if path in exact and real != path:
+            raise OSError(errno.ELOOP, f"{path!r} no longer resolves to itself (a symlink was swapped in)")
         before = trees.get(real)
         trees[real] = ((before[0] if before else True) and read_only, folder)
     # A path beneath another granted at least as widely is there already (its tree was copied with it).
@@ -74,7 +81,8 @@ def private_root(grants: Iterable[tuple[str, bool]], named: Iterable[str] = ()) 
                 os.symlink(text, target)
     # Its own processes only (a PID namespace of its own): Landlock's rules check their paths through it.
     os.makedirs(base + "/proc", exist_ok=True)
-    privileges.mount_proc(base + "/proc")
+    with contextlib.suppress(OSError):  # refused where the host's /proc is partly masked (a container)
+        privileges.mount_proc(base + "/proc")
     privileges.enter_root(base)
     if cwd is not None:
         with contextlib.suppress(OSError):

@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from .._sys import privileges
 from ..errors import SandboxUnavailable
-from ._plan import Confinement, RootPaths, plan, program_of, refuse_or_warn
+from ._plan import SYSTEM_READ_PATHS, Confinement, RootPaths, plan, program_of, refuse_or_warn
 from ._root import private_root
 from ._tree import ConfinedProcess, split_tree
 
@@ -185,6 +185,7 @@ def _child_step(
     then: Any = None,
     tree_fd: int = -1,
     named: Sequence[str] = (),
+    probe_root: Sequence[tuple[str, bool]] = (),
 ) -> Any:
     """The code the forked child runs before its exec: a mount namespace of its own with ``binds`` (if any)
     and, with ``tree_fd``, a PID namespace, the fork into it (see ``_tree``) and a root of its own (only
@@ -212,9 +213,11 @@ def _child_step(
             current = confinement
             if tree_fd >= 0:
                 split_tree(tree_fd)  # returns in the program's process only, pid 2 of its namespace
-                if confinement is not None:
-                    private_root(confinement.grants(), named)  # only the grant exists for it from here on
+                if confinement is not None:  # only the grant exists for it from here on
+                    private_root(confinement.grants(), named, confinement.exact_paths())
                     current = confinement.in_private_root()
+                elif probe_root:
+                    private_root(probe_root)
             stage = "confine"
             if (uid, gid, groups) != (None, None, None):
                 # After the namespaces and the root of its own: as root (the only one who may switch)
@@ -244,6 +247,7 @@ def _spawn_from_child(
     binds: Sequence[tuple[str, bool]] = (),
     *,
     tree: bool = False,
+    probe_root: Sequence[tuple[str, bool]] = (),
 ) -> subprocess.Popen[Any]:
     read_end, write_end = os.pipe()  # close-on-exec: the child's copy closes at its exec
     tree_read, tree_write = os.pipe() if tree else (-1, -1)
@@ -251,7 +255,8 @@ def _spawn_from_child(
         planned = binds or (confinement.binds if confinement else ())
         switch = _user_switch(options)
         then = options.pop("preexec_fn", None)
-        step = _child_step(confinement, planned, write_end, switch, then, tree_write, _named_folders(argv))
+        named = _named_folders(argv)
+        step = _child_step(confinement, planned, write_end, switch, then, tree_write, named, probe_root)
         try:
             process = ConfinedProcess(argv, preexec_fn=step, **options)
             if tree:
@@ -317,9 +322,9 @@ def popen_tree(argv: Any, **popen_kwargs: Any) -> subprocess.Popen[Any]:
 
 @lru_cache(maxsize=1)
 def mount_namespace() -> str | None:
-    """None where a child can get a mount namespace with a read-only bind (what the protected set needs)
-    and a PID namespace (its whole tree ends with it) of its own, else why not; tried once per process with
-    ``true`` and a bind of an empty folder."""
+    """None where a child can get a mount namespace with a read-only bind (what the protected set needs),
+    a PID namespace (its whole tree ends with it) and a root of its own, else why not; tried once per
+    process with ``true``, a bind of an empty folder and a root holding the system paths."""
     import tempfile  # here: only this probe needs it
 
     if os.environ.get(NO_NAMESPACES, "") not in ("", "0"):
@@ -333,6 +338,7 @@ def mount_namespace() -> str | None:
                 {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL},
                 [(folder, True)],
                 tree=True,
+                probe_root=[(path, True) for path in (*SYSTEM_READ_PATHS, folder)],
             )
             process.wait()
     except SandboxUnavailable as exc:
