@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The TypeScript SDK client of tests/adapters/test_interop_ts.py, installed once from the lock file (offline afterwards).
 NODE_STAMP := tests/interop/node_modules/.installed
 
-.PHONY: dist demo test compat lock-compat cli-docs lint typecheck typecheck-main typecheck-mcp1 pytest pytest-parallel pytest-table pytest-serial pytest-warm pytest-mcp1 docs bench interop scale-test lock lock-mcp1 clean
+.PHONY: dist demo test sandbox-tools compat lock-compat cli-docs lint typecheck typecheck-main typecheck-mcp1 pytest pytest-parallel pytest-table pytest-serial pytest-warm pytest-mcp1 docs bench interop scale-test lock lock-mcp1 clean
 
 # A second venv for the official `mcp` 1.x SDK (which cannot share a venv with mcp 2.x): the mcp1 adapter's
 # tests (tests/mcp1/) run there, against the project installed without its dependencies.
@@ -45,7 +45,7 @@ demo: $(DEMO_STAMP)
 # --output-sync keeps each part's output in one piece.
 test:
 	$(MAKE) -j5 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP) $(COMPAT_STAMPS) $(GIT_SERVER_STAMP) $(DIST_STAMP) \
-	  $(LAUNCHERS_STAMP)
+	  $(LAUNCHERS_STAMP) sandbox-tools
 	$(MAKE) -j3 --output-sync=target lint typecheck docs pytest-warm
 	$(MAKE) -j3 --output-sync=target pytest-parallel pytest-table pytest-mcp1 compat dist
 	$(MAKE) pytest-serial
@@ -222,7 +222,23 @@ $(OFFICIAL2_STAMP): benchmarks/official2/package.json benchmarks/official2/packa
 	npm ci --prefix benchmarks/official2 --no-audit --no-fund
 	touch $(OFFICIAL2_STAMP)
 
-bench: $(STAMP) $(NODE_STAMP) $(OFFICIAL2_STAMP)
+
+# What the sandbox's tests and benchmark run confined besides Python (node comes with $(NODE_STAMP)'s npm):
+# bubblewrap (the benchmark's anchor), a C compiler, ripgrep, git; socat (srt's proxy bridge) and zsh (the
+# completion test). Installed here when run as root with apt-get, else it says how.
+SANDBOX_TOOLS := bwrap:bubblewrap gcc:gcc rg:ripgrep git:git node:nodejs npm:npm socat:socat zsh:zsh
+sandbox-tools:
+	@missing=""; for pair in $(SANDBOX_TOOLS); do command -v "$${pair%%:*}" >/dev/null 2>&1 || \
+	  missing="$$missing $${pair#*:}"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	  else \
+	    echo "the sandbox's tests need:$$missing. As root on Debian: apt-get install$$missing"; exit 2; \
+	  fi; \
+	fi
+
+bench: $(STAMP) $(NODE_STAMP) $(OFFICIAL2_STAMP) sandbox-tools
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 # Optional, not part of `make test`: 4 replicas behind HAProxy 2.6 (deploy/haproxy.cfg), 400 legacy sessions and

@@ -1,14 +1,15 @@
-"""What the kernel confinement costs: a spawn (`true`) and a realistic command (`grep -r` over a tree of
-10,000 files), confined by Landlock and the seccomp filter beside the same command unconfined.
+"""What the kernel confinement costs: a spawn (`true`) and two realistic commands (`grep -r` over a tree of
+10,000 files, `git status` in it as a repository), bare, under bubblewrap with a comparable confinement (the
+anchor) and under ours, side by side in one run.
 
 Usage: python benchmarks/bench_sandbox.py [--spawns 200] [--files 10000] [--greps 15]
-Rows: `subprocess.run` (the baseline), `RootSet.run` (a throwaway thread confines itself and forks),
-`RootSet.run_async` (the same on a worker thread, awaited through a blocking portal), and `RootSet.run` with
-`write=True` where the root holds a `.git` (the protected set: the forked child makes a mount namespace,
-binds `.git`, `.git/config` and `.git/hooks`, then confines itself and execs) beside `protect=False`.
-Each round runs every row once in turn, so a load spike on a shared machine hits all
-rows alike; the table gives the median and the minimum of the wall-clock time per run (a child's time is
-wall time: its CPU is not ours), and the `grep` rows also the children's CPU time (user + system).
+Rows: `subprocess.run` (the baseline); `bwrap` (a PID namespace, --die-with-parent, a new session, no
+capability, only the system paths and the root bound read-only, its own /proc and /dev: what ours holds);
+`RootSet.run` (the forked child makes a PID and a mount namespace, a root of its own holding only the
+grant, then Landlock and the seccomp filter, and execs), `RootSet.run_async`, and `write=True` where the root
+holds a `.git` (the protected set bound read-only too) beside `protect=False`. Each round runs every row once
+in turn, so a load spike on a shared machine hits all rows alike; the table gives the median and the
+minimum of the wall-clock time per run, and the children's CPU time (user + system).
 """
 
 from __future__ import annotations
@@ -27,7 +28,34 @@ from pathlib import Path
 import anyio.from_thread
 
 from mcp_roots import RootSet
-from mcp_roots.sandbox import support
+from mcp_roots.sandbox import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, mount_namespace, support
+
+
+def bwrap_argv(root: Path, write: bool) -> list[str] | None:
+    """bubblewrap confining a command as ours does (None where it is not installed)."""
+    import shutil
+
+    program = shutil.which("bwrap")
+    if program is None:
+        return None
+    argv = [program, "--unshare-pid", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    for path in SYSTEM_READ_PATHS:
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.exists(path):
+            argv += ["--ro-bind", path, path]
+    for path in SYSTEM_DEVICE_PATHS:
+        argv += ["--dev-bind-try", path, path]
+    argv += [
+        "--proc",
+        "/proc",
+        "--bind" if write else "--ro-bind",
+        str(root),
+        str(root),
+        "--chdir",
+        str(root),
+    ]
+    return [*argv, "--"]
 
 
 def children_cpu() -> float:
@@ -82,10 +110,15 @@ def main() -> None:
         (tree / ".git" / "config").write_text("[core]\n")
         roots = RootSet.from_paths([tree])
         devnull = subprocess.DEVNULL
+        bwrap = bwrap_argv(tree, write=False)
+        anchor: dict[str, Callable[[], object]] = {}
+        if bwrap is not None:
+            anchor["bwrap true"] = lambda: subprocess.run([*bwrap, "true"], check=True)
         with anyio.from_thread.start_blocking_portal() as portal:
             spawns = measure(
                 {
                     "subprocess.run(['true'])": lambda: subprocess.run(["true"], check=True),
+                    **anchor,
                     "RootSet.run(['true'])": lambda: roots.run(["true"], check=True),
                     "RootSet.run_async(['true'])": lambda: portal.call(roots.run_async, ["true"]),
                     "RootSet.run(['true'], write=True), protected set": lambda: roots.run(
@@ -99,11 +132,37 @@ def main() -> None:
             )
 
         make_tree(tree, args.files)
+        git_env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(tree)}
+        repo = base / "repo"
+        subprocess.run(["cp", "-r", str(tree), str(repo)], check=True)
+        subprocess.run(["rm", "-rf", str(repo / ".git")], check=True)
+        for git in (
+            ["init", "-q"],
+            ["add", "-A"],
+            ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "t"],
+        ):
+            subprocess.run(["git", "-C", str(repo), *git], check=True, env=git_env)
+        repo_roots = RootSet.from_paths([repo])
+        repo_bwrap = bwrap_argv(repo, write=False)
         grep = ["grep", "-r", "-c", "needle", str(tree)]
+        status = ["git", "-C", str(repo), "--no-optional-locks", "status", "--porcelain"]
+        anchors: dict[str, Callable[[], object]] = {}
+        if bwrap is not None and repo_bwrap is not None:
+            anchors["grep -r, bwrap"] = lambda: subprocess.run([*bwrap, *grep], stdout=devnull, check=True)
+            anchors["git status, bwrap"] = lambda: subprocess.run(
+                [*repo_bwrap, *status], stdout=devnull, check=True, env=git_env
+            )
         greps = measure(
             {
                 "grep -r, unconfined": lambda: subprocess.run(grep, stdout=devnull, check=True),
+                "git status, unconfined": lambda: subprocess.run(
+                    status, stdout=devnull, check=True, env=git_env
+                ),
+                **anchors,
                 "grep -r, RootSet.run": lambda: roots.run(grep, stdout=devnull, check=True),
+                "git status, RootSet.run": lambda: repo_roots.run(
+                    status, stdout=devnull, check=True, env=git_env
+                ),
                 "grep -r, RootSet.run(write=True), protected set": lambda: roots.run(
                     grep, write=True, stdout=devnull, check=True
                 ),
@@ -111,6 +170,8 @@ def main() -> None:
             args.greps,
         )
 
+    namespaces = mount_namespace()
+    print(f"namespaces: {'on (a PID namespace and a root of its own)' if namespaces is None else namespaces}")
     print(
         f"Landlock ABI {kernel.abi} + seccomp filter; {args.spawns} rounds of spawns, "
         f"{args.greps} of grep over {args.files}"
@@ -149,6 +210,16 @@ def main() -> None:
     )
     print(f"grep -r confined / unconfined: {grep_ratio:.3f}x ({(grep_ratio - 1) * 100:+.1f}%, goal <= +5%)")
     print(f"grep -r children CPU, confined / unconfined: {cpu_ratio:.3f}x (steadier on a loaded machine)")
+    if bwrap is not None:
+        for what, ours, theirs in (
+            ("spawn", spawns["RootSet.run(['true'])"][0], spawns["bwrap true"][0]),
+            ("grep -r", greps["grep -r, RootSet.run"][0], greps["grep -r, bwrap"][0]),
+            ("git status", greps["git status, RootSet.run"][0], greps["git status, bwrap"][0]),
+        ):
+            ratio = statistics.median(ours) / statistics.median(theirs)
+            print(f"{what}: ours / bubblewrap {ratio:.3f}x (goal <= 1.0x)")
+    else:
+        print("bubblewrap is not installed: no anchor (make bench-deps installs it)")
 
 
 if __name__ == "__main__":

@@ -297,6 +297,24 @@ def confined(roots: RootSet, *argv: str, **kwargs: Any) -> dict[str, Any]:
     return _attempt_said(result)
 
 
+#: How the kernel refuses a confined child a path: Landlock (EACCES), or the path is not there (the child's
+#: root holds only the grant) or not writable there (a read-only mount).
+KERNEL_REFUSALS = (
+    "Permission denied",
+    "PermissionError",
+    "No such file or directory",
+    "FileNotFoundError",
+    "Directory nonexistent",
+    "Read-only file system",
+)
+
+
+def kernel_refused(text: str | bytes) -> bool:
+    """Whether ``text`` (a child's error output) says the kernel refused it a path (``KERNEL_REFUSALS``)."""
+    said = text.decode(errors="replace") if isinstance(text, bytes) else text
+    return any(words in said for words in KERNEL_REFUSALS)
+
+
 def refused(said: dict[str, Any], error: str = "EPERM") -> bool:
     """Whether an attempt failed with ``error``."""
     return said.get("ok") is False and said.get("error") == error

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 
 import anyio
@@ -262,25 +263,35 @@ def test_mcp_roots_run_passes_ctrl_c_on_to_the_command_in_its_own_session(places
 @pytest.mark.anyio
 async def test_cancelling_run_async_kills_the_confined_child(places: tuple[Path, Path]) -> None:
     root, _ = places
-    code = "import os, time; os.write(2, str(os.getpid()).encode()); time.sleep(600)"
+    # Its number here (its own namespace may number it otherwise), found by a mark in its command line.
+    mark = f"mcp-roots-cancel-{os.getpid()}-{time.monotonic_ns()}"
+    code = "import os, sys, time; os.write(2, b'up'); time.sleep(600)"
     read_end, write_end = os.pipe()
     try:
         with anyio.fail_after(60):  # a bound on a hung test only
             async with anyio.create_task_group() as group:
 
                 async def cancel_once_started() -> None:
-                    started.append(int(await anyio.to_thread.run_sync(os.read, read_end, 32)))
+                    await anyio.to_thread.run_sync(os.read, read_end, 32)
                     group.cancel_scope.cancel()
 
-                started: list[int] = []
                 group.start_soon(cancel_once_started)
-                await RootSet.from_paths([root]).run_async([sys.executable, "-c", code], stderr=write_end)
-            while True:  # killed, then reaped by the worker thread it was abandoned on
-                try:
-                    os.kill(started[0], 0)
-                except ProcessLookupError:
-                    break
+                await RootSet.from_paths([root]).run_async(
+                    [sys.executable, "-c", code, mark], stderr=write_end
+                )
+            while _with_mark(mark):  # killed, then reaped by the worker thread it was abandoned on  # noqa: ASYNC110
                 await anyio.sleep(0.01)
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+def _with_mark(mark: str) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and mark.encode() in Path(f"/proc/{name}/cmdline").read_bytes():
+                found.append(int(name))
+        except OSError:
+            continue
+    return found

@@ -1,5 +1,7 @@
 """``path_metadata=True``: the opt-in that lets a confined build chmod by path (GNU ld's chmod +x), and
 the hole it opens (the same calls reach outside the roots), each shown by a real child on the real kernel.
+Run with the namespaces off (``without_namespaces``): where they are on, only the grant exists for the child
+and metadata calls work without any opt-in (test_sandbox_toolchains.py).
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from mcp_roots import RootSet
 from mcp_roots.sandbox import support
 
 KERNEL = support()
-pytestmark = pytest.mark.skipif(
-    not KERNEL.complete, reason=f"no Landlock or seccomp filter: {KERNEL.reason or KERNEL.filter_reason}"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not KERNEL.complete, reason=f"no Landlock or seccomp filter: {KERNEL.reason or KERNEL.filter_reason}"
+    ),
+    pytest.mark.usefixtures("without_namespaces"),
+]
 GCC = shutil.which("gcc") or ""
 HELLO = '#include <stdio.h>\nint main(void) { puts("built inside"); return 7; }\n'
 
@@ -142,6 +147,7 @@ async def test_path_metadata_through_run_async(places: tuple[RootSet, Path, Path
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_ROOTS")}
+    env["MCP_ROOTS_NO_NAMESPACES"] = "1"
     return subprocess.run(
         [sys.executable, "-m", "mcp_roots.cli", "run", *args],
         capture_output=True,

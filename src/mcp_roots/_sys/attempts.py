@@ -218,6 +218,42 @@ def tcp(port: str = "9") -> object:
     return "connected"
 
 
+def chmod(path: str) -> object:
+    """chmod ``path`` to the mode it has (nothing changes; the call is the attempt)."""
+    os.chmod(path, os.stat(path).st_mode & 0o7777)
+    return "chmod by path"
+
+
+def unix(path: str) -> object:
+    """Connect to the unix socket file ``path``."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(2)
+        s.connect(path)
+    return "connected"
+
+
+def abstract(name: str) -> object:
+    """Connect to the abstract unix socket ``name``."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(2)
+        s.connect("\0" + name)
+    return "connected"
+
+
+def daemon(mark: str) -> object:
+    """Start a daemon (fork, setsid, fork) that sleeps 30 s with ``mark`` in its command line, and return."""
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):  # the caller's pipes end with the child, not with its daemon
+                os.dup2(null, fd)
+            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(30)", mark])
+        os._exit(0)
+    os.wait()
+    return "daemon started"
+
+
 def sysv() -> object:
     """A private System V shared-memory segment, made and removed."""
     shmid = _sys(29, 0, ctypes.c_size_t(4096), 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
@@ -263,6 +299,10 @@ ATTEMPTS: dict[str, Callable[..., object]] = {
         rename,
         kill,
         tcp,
+        chmod,
+        unix,
+        abstract,
+        daemon,
         sysv,
         keyring,
     )

@@ -168,6 +168,15 @@ def _missing(exc: OSError) -> LandlockMissing:
     return LandlockMissing(why, exc.errno)
 
 
+def _resolved(fd: int, path: str) -> str:
+    """Where ``fd`` (opened from ``path``) is, by /proc; where there is no /proc (a root of the child's own
+    without one), by resolving ``path`` again."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except FileNotFoundError:
+        return os.path.realpath(path)
+
+
 def restrict_thread(
     rules: Iterable[tuple[str, int]], *, handled_fs: int, handled_net: int = 0, scoped: int = 0
 ) -> list[str]:
@@ -194,7 +203,7 @@ def restrict_thread(
                 skipped.append(path)
                 continue
             try:
-                if rights & EXACT_PATH and os.readlink(f"/proc/self/fd/{fd}") != path:
+                if rights & EXACT_PATH and _resolved(fd, path) != path:
                     # A canonical root whose path now resolves elsewhere: a component was swapped for a
                     # symlink since the RootSet was built. Granting the new target could widen access.
                     raise OSError(

@@ -17,11 +17,17 @@ import os
 
 __all__ = [
     "Capabilities",
+    "attach_tree",
     "bind",
     "capabilities",
+    "clone_tree",
     "drop_bounding_set",
     "drop_capabilities",
+    "enter_root",
     "has_capability",
+    "mount_proc",
+    "mount_tmpfs",
+    "parent_death_signal",
     "private_mounts",
 ]
 
@@ -39,6 +45,8 @@ _PR_CAP_AMBIENT_IS_SET = 1
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
 
 _CLONE_NEWNS = 0x00020000
+_CLONE_NEWPID = 0x20000000
+_PR_SET_PDEATHSIG = 1
 _CLONE_NEWUSER = 0x10000000
 _MS_BIND = 4096
 _MS_REC = 16384
@@ -46,6 +54,15 @@ _MS_PRIVATE = 1 << 18
 _MOUNT_ATTR_RDONLY = 0x1
 _AT_FDCWD = -100
 _AT_RECURSIVE = 0x8000
+_AT_EMPTY_PATH = 0x1000
+_SYS_OPEN_TREE = 428
+_SYS_MOVE_MOUNT = 429
+_SYS_PIVOT_ROOT = 155  # x86_64
+_OPEN_TREE_CLONE = 1
+_MOVE_MOUNT_F_EMPTY_PATH = 0x4
+_MNT_DETACH = 2
+_MS_NOSUID = 2
+_MS_NODEV = 4
 
 
 class _CapHeader(ctypes.Structure):
@@ -163,13 +180,27 @@ def drop_bounding_set() -> None:
             _check(_prctl(_PR_CAPBSET_DROP, cap), f"prctl(PR_CAPBSET_DROP, {cap})")
 
 
-def private_mounts(uid: int, gid: int, *, new_user_namespace: bool) -> None:
+def private_mounts(uid: int, gid: int, *, new_user_namespace: bool, new_pid_namespace: bool = False) -> None:
     """Move the calling process into a mount namespace of its own whose mounts propagate nowhere. With
     ``new_user_namespace`` (a caller without CAP_SYS_ADMIN) inside a user namespace too, where ``uid`` and
-    ``gid`` map to themselves (files keep their owners; git's ownership check holds). Needs a
-    single-threaded process for the user namespace."""
+    ``gid`` map to themselves (files keep their owners; git's ownership check holds); with
+    ``new_pid_namespace`` its next child is the first process (pid 1) of a PID namespace of its own. Needs
+    a single-threaded process for the user namespace."""
     flags = _CLONE_NEWNS | (_CLONE_NEWUSER if new_user_namespace else 0)
-    what = "unshare(CLONE_NEWUSER|CLONE_NEWNS)" if new_user_namespace else "unshare(CLONE_NEWNS)"
+    flags |= _CLONE_NEWPID if new_pid_namespace else 0
+    what = (
+        "unshare("
+        + "|".join(
+            name
+            for name, bit in (
+                ("CLONE_NEWUSER", _CLONE_NEWUSER),
+                ("CLONE_NEWNS", _CLONE_NEWNS),
+                ("CLONE_NEWPID", _CLONE_NEWPID),
+            )
+            if flags & bit
+        )
+        + ")"
+    )
     _check(_libc.unshare(ctypes.c_int(flags)), what)
     if new_user_namespace:
         for name, text in (
@@ -208,3 +239,90 @@ def bind(path: str, *, read_only: bool) -> None:
             ),
             f"mount_setattr(MOUNT_ATTR_RDONLY) of {path!r}",
         )
+
+
+def parent_death_signal(signum: int) -> None:
+    """Have the kernel send ``signum`` to the calling process when the thread that forked it ends."""
+    _check(_prctl(_PR_SET_PDEATHSIG, signum), "prctl(PR_SET_PDEATHSIG)")
+
+
+def clone_tree(path: str) -> int:
+    """A detached copy of the mount tree at ``path`` (the mounts beneath it included), as a descriptor
+    (close-on-exec); ``attach_tree`` puts it somewhere."""
+    return _check(
+        _libc.syscall(
+            ctypes.c_long(_SYS_OPEN_TREE),
+            ctypes.c_int(_AT_FDCWD),
+            os.fsencode(path),
+            ctypes.c_uint(_OPEN_TREE_CLONE | os.O_CLOEXEC | _AT_RECURSIVE),
+        ),
+        f"open_tree of {path!r}",
+    )
+
+
+def attach_tree(fd: int, target: str, *, read_only: bool) -> None:
+    """Mount the detached tree ``fd`` (``clone_tree``) at ``target``, read-only (every mount in it) on
+    request."""
+    if read_only:
+        attr = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
+        _check(
+            _libc.syscall(
+                ctypes.c_long(_SYS_MOUNT_SETATTR),
+                ctypes.c_int(fd),
+                b"",
+                ctypes.c_uint(_AT_EMPTY_PATH | _AT_RECURSIVE),
+                ctypes.byref(attr),
+                ctypes.c_size_t(ctypes.sizeof(attr)),
+            ),
+            f"mount_setattr(MOUNT_ATTR_RDONLY) for {target!r}",
+        )
+    _check(
+        _libc.syscall(
+            ctypes.c_long(_SYS_MOVE_MOUNT),
+            ctypes.c_int(fd),
+            b"",
+            ctypes.c_int(_AT_FDCWD),
+            os.fsencode(target),
+            ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH),
+        ),
+        f"move_mount to {target!r}",
+    )
+
+
+def mount_tmpfs(target: str) -> None:
+    """An empty tmpfs (no devices, no setuid) at ``target``."""
+    _check(
+        _libc.mount(
+            b"tmpfs", os.fsencode(target), b"tmpfs", ctypes.c_ulong(_MS_NOSUID | _MS_NODEV), b"mode=0755"
+        ),
+        f"mount tmpfs on {target!r}",
+    )
+
+
+def mount_proc(target: str) -> None:
+    """A proc filesystem of the caller's PID namespace at ``target`` (no devices, setuid or exec)."""
+    _check(
+        _libc.mount(b"proc", os.fsencode(target), b"proc", ctypes.c_ulong(_MS_NOSUID | _MS_NODEV | 8), None),
+        f"mount proc on {target!r}",
+    )
+
+
+def enter_root(new_root: str) -> None:
+    """Make ``new_root`` (a mount point) the root of this mount namespace, the old root detached (gone
+    for every process in it), and make the new root's own mount read-only."""
+    os.chdir(new_root)
+    _check(_libc.syscall(ctypes.c_long(_SYS_PIVOT_ROOT), b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", ctypes.c_int(_MNT_DETACH)), "umount2 of the old root")
+    os.chdir("/")
+    attr = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
+    _check(
+        _libc.syscall(
+            ctypes.c_long(_SYS_MOUNT_SETATTR),
+            ctypes.c_int(_AT_FDCWD),
+            b"/",
+            ctypes.c_uint(0),
+            ctypes.byref(attr),
+            ctypes.c_size_t(ctypes.sizeof(attr)),
+        ),
+        "mount_setattr(MOUNT_ATTR_RDONLY) of the new root",
+    )

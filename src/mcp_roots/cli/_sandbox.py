@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import RootSet
 from ..errors import ConfigError
-from ..roots import SOURCE_UNCONFIGURED, how_to_configure
+from ..roots import CONFIG_FILENAME, ENV_VAR, SOURCE_UNCONFIGURED
 from ._common import EXIT_OK, PROG, say
 
 EXIT_SANDBOX_MISSING = 1  # 'doctor': no kernel confinement here
@@ -70,6 +70,20 @@ def add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentPar
         ".git/hooks, .mcp.json and the rest, which other programs run",
     )
     run.add_argument(
+        "--strict-git",
+        action="store_true",
+        help="with --write: every .git folder read-only whole (git writes are refused), so that nothing the "
+        "command writes changes what the next git there runs, a repository it creates and stages included",
+    )
+    run.add_argument(
+        "--allow-unix",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="let the command connect to the unix socket PATH (repeatable); network on or off, no other "
+        "unix socket of this machine's is there for it (by path or abstract name)",
+    )
+    run.add_argument(
         "--clean-env",
         action="store_true",
         help="pass only PATH, HOME, LANG, TERM and MCP_ROOTS_* to the command",
@@ -100,14 +114,19 @@ def run_command(roots: RootSet, args: argparse.Namespace) -> int:
         raise ConfigError(f"'{PROG} run' needs a command after '--' (for example: {PROG} run -- ls)")
     if roots.source == SOURCE_UNCONFIGURED:
         # Confined to nothing, the command could not even read its arguments: say why before it starts.
-        raise ConfigError(f"'{PROG} run' has no roots to confine the command to; {how_to_configure()}")
+        raise ConfigError(
+            f"'{PROG} run' has no roots to confine the command to; give them on the command line, as in "
+            f"'{PROG} run --roots DIR -- COMMAND' (several: --roots A,B; --project DIR for a project's own "
+            f"{CONFIG_FILENAME}), or set the {ENV_VAR} environment variable"
+        )
     if args.allow_path_metadata and not args.write:
         raise ConfigError(
             f"'{PROG} run --allow-path-metadata' needs --write (a read-only command changes no metadata)"
         )
-    if (args.protect or args.unprotect or args.no_protect) and not args.write:
+    if (args.protect or args.unprotect or args.no_protect or args.strict_git) and not args.write:
         raise ConfigError(
-            f"'{PROG} run --protect/--unprotect/--no-protect' need --write (nothing is written without)"
+            f"'{PROG} run --protect/--unprotect/--no-protect/--strict-git' need --write (nothing is written "
+            "without)"
         )
     from .. import sandbox as _sandbox
 
@@ -127,12 +146,16 @@ def run_command(roots: RootSet, args: argparse.Namespace) -> int:
                 allow_unconfined=args.allow_unconfined,
                 path_metadata=args.allow_path_metadata,
                 protect=protect,
+                allow_unix=args.allow_unix,
+                strict_git=args.strict_git,
                 stdin=None,
                 stdout=None,
                 start_new_session=True,
                 env=_sandbox.clean_env() if args.clean_env else None,
             )
         )
+    except ValueError as exc:  # an --allow-unix PATH that is not a socket
+        raise ConfigError(f"'{PROG} run --allow-unix': {exc}") from None
     except FileNotFoundError:
         say(sys.stderr, f"{PROG}: error: {argv[0]}: command not found")
         return EXIT_NOT_FOUND

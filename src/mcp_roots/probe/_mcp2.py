@@ -18,6 +18,7 @@ from mcp.server import MCPServer, Server
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, ListRootsResult, Root
 
+from ..sandbox import tree_command
 from ._procs import child_groups
 from ._session import LEGACY, MODERN, Connection, Session, as_json, resource_lists
 
@@ -137,7 +138,8 @@ class StdioTarget:
     async def connect(
         self, connection: Connection, roots: list[str], root: str, cwd: str, errlog: str
     ) -> AsyncIterator[Session]:
-        argv = command_line(self.argv, root)
+        # Through the launcher: every process the server starts ends with it, one that left its group too.
+        argv = tree_command(command_line(self.argv, root))
         params = StdioServerParameters(command=argv[0], args=argv[1:], env=self.env, cwd=cwd)
         with open(errlog, "a", encoding="utf-8", errors="replace") as log:  # noqa: ASYNC230 - once, local
             from mcp.client.stdio import stdio_client

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 
 __all__ = ["child_groups", "descends_from", "kill_groups", "kill_strays", "listeners"]
 
@@ -42,12 +43,30 @@ def child_groups() -> set[int]:
 
 
 def kill_groups(groups: set[int]) -> None:
-    """SIGKILL each group that still has a member. A group id cannot be reused while a member lives, so this
-    never reaches a process the probe did not start."""
+    """SIGKILL each group that still has a member, and return once none has a live one (a server started
+    through ``tree_command`` heads a PID namespace: its first process, in the group, ends only after every
+    process in it, those that left the group too). A group id cannot be reused while a member lives, so
+    this never reaches a process the probe did not start."""
     alive = {found[1] for pid in _pids() if (found := _stat(pid)) is not None}
     for group in groups & alive:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, signal.SIGKILL)
+    for _ in range(500):  # a bound (about 5 s): SIGKILL cannot be refused, a process in D state may wait
+        if not groups & {found[1] for pid in _pids() if (found := _live(pid)) is not None}:
+            return
+        time.sleep(0.01)
+
+
+def _live(pid: int) -> tuple[int, int] | None:
+    """``_stat`` of a process that is not a zombie (a zombie has ended; its parent has yet to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read()
+    except OSError:
+        return None
+    if text[text.rindex(b")") + 2 :][:1] == b"Z":
+        return None
+    return _stat(pid)
 
 
 def _in_tree(pid: int, top: str) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 
+from ..sandbox import tree_command
 from ._procs import descends_from, kill_groups, listeners
 from ._report import Report, escape
 from ._runner import Options, innermost, run_probe
@@ -212,7 +213,12 @@ class _HttpCommand:
             argv = command_line(self.argv, root, self.port)
             with open(errlog, "ab") as log:  # noqa: ASYNC230 - once, a local log file
                 self._process = await anyio.open_process(
-                    argv, stdin=None, stdout=log, stderr=log, cwd=cwd, start_new_session=True
+                    tree_command(argv),  # its whole tree ends with it
+                    stdin=None,
+                    stdout=log,
+                    stderr=log,
+                    cwd=cwd,
+                    start_new_session=True,
                 )
             self.groups.add(self._process.pid)
             while not await _listening(self.port, self._process.pid):

@@ -12,7 +12,9 @@ This face is the sandbox's internal API for applications and ``RootSet.run``.
 #
 # To spawn a program confined: ``popen(paths, argv, write=..., network=..., extra_read=[...],
 # protect=True, **subprocess_options)`` (``run``/``run_async`` likewise); ``protected_names(add=, remove=)``
-# builds a changed set for ``protect=``.
+# builds a changed set for ``protect=``. ``end(process)`` ends a child and every process it started (a PID
+# namespace of its own where the kernel allows it); ``popen_tree``/``tree_command`` give an unconfined program
+# the same end.
 
 from __future__ import annotations
 
@@ -20,10 +22,19 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_names
 from .._sys.landlock import thread_count
-from ._plan import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, Support, clean_env, no_new_privs, support
+from ._plan import (
+    NETWORK_READ_PATHS,
+    SYSTEM_DEVICE_PATHS,
+    SYSTEM_READ_PATHS,
+    Support,
+    clean_env,
+    no_new_privs,
+    support,
+)
 from ._protect import MAX_FOLDERS, PROTECTED, Protected, find_protected, protected_hit, protected_names
 from ._self import confine_process
-from ._spawn import mount_namespace, popen, run, run_async
+from ._spawn import mount_namespace, popen, popen_tree, run, run_async
+from ._tree import ConfinedProcess, end, tree_command
 
 if TYPE_CHECKING:
     from ._doctor import doctor_report
@@ -31,19 +42,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_FOLDERS",
+    "NETWORK_READ_PATHS",
     "PROTECTED",
     "SYSTEM_DEVICE_PATHS",
     "SYSTEM_READ_PATHS",
+    "ConfinedProcess",
     "Proof",
     "Protected",
     "Support",
     "clean_env",
     "confine_process",
     "doctor_report",
+    "end",
     "find_protected",
     "mount_namespace",
     "no_new_privs",
     "popen",
+    "popen_tree",
     "protected_hit",
     "protected_names",
     "prove",
@@ -51,6 +66,7 @@ __all__ = [
     "run_async",
     "support",
     "thread_count",
+    "tree_command",
 ]
 
 

@@ -43,6 +43,8 @@ def doctor_report(as_json: bool, prog: str = "mcp-roots") -> tuple[str, bool]:
             "no_new_privs_reason": nnp,
             "mount_namespace": namespace is None,
             "mount_namespace_reason": namespace,
+            "namespaces": namespace is None,
+            "namespaces_reason": namespace,
             "enforced": [{"what": what, "enforced": on, "needs": needs} for what, on, needs in features],
             "proven": [
                 {
@@ -75,9 +77,18 @@ def doctor_report(as_json: bool, prog: str = "mcp-roots") -> tuple[str, bool]:
         )
     lines.append("no_new_privs: available" if nnp is None else f"no_new_privs: unavailable: {nnp}")
     if namespace is None:
-        lines.append("mount namespace: available: the protected set is bound read-only for a --write command")
+        lines.append(
+            "namespaces: available: a confined command's whole tree ends with it (a PID namespace of its "
+            "own); only its grant exists for it (a root of its own: metadata calls need no opt-in, no unix "
+            "socket of this machine's is there unless named); the protected set is bound read-only"
+        )
     else:
-        lines.append(f"mount namespace: unavailable: {namespace}")
+        lines.append(f"namespaces: unavailable: {namespace}")
+        lines.append(
+            "  the fallback: Landlock and the filter alone; a detached daemon may outlive the command, "
+            "chmod/chown/utime/xattr by path are refused (opt-in: --allow-path-metadata), unix socket files "
+            "are reachable with the network on"
+        )
         lines.append(
             f"  --write (write=True) refuses where a protected name exists; '{prog} run --no-protect' "
             "(protect=False) runs without the protected set"

@@ -13,19 +13,21 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat
 import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
 from .._sys import landlock, privileges, seccomp
 from ..errors import SandboxUnavailable
-from ._protect import find_protected, protected_names
+from ._protect import find_protected, git_folders, protected_names
 
 __all__ = [
     "CLEAN_ENV_NAMES",
+    "NETWORK_READ_PATHS",
     "SYSTEM_DEVICE_PATHS",
     "SYSTEM_READ_PATHS",
     "Confinement",
@@ -43,9 +45,10 @@ logger = logging.getLogger("mcp_roots.sandbox")
 
 # What a dynamically linked program needs to start and run, read-only (and executable). Entries that do
 # not exist here are skipped. /bin, /sbin and /lib* are symlinks into /usr on merged-/usr systems; a rule
-# on a symlink applies to its target. Deliberately absent: the rest of /etc (passwd, shadow, ssh, hosts),
-# /home, /root, /tmp, /var, /proc and /sys. A program that needs more gets it through ``extra_read=`` or
-# a ``system_paths=`` list of its own.
+# on a symlink applies to its target. Deliberately absent: the rest of /etc (passwd, shadow, ssh; hosts
+# unless the network is on), /home, /root, /tmp, /var, /proc and /sys. A program that needs more gets it
+# through ``extra_read=`` or a ``system_paths=`` list of its own. With the network on,
+# ``NETWORK_READ_PATHS`` too.
 SYSTEM_READ_PATHS: tuple[str, ...] = (
     "/usr",
     "/bin",
@@ -65,8 +68,21 @@ SYSTEM_READ_PATHS: tuple[str, ...] = (
     "/etc/default/locale",
     "/etc/ssl/certs",
     "/etc/ca-certificates",
+    # Read by runtimes at start: Node stops (status 13) without OpenSSL's configuration, git without an
+    # /etc/gitconfig that exists but cannot be read.
+    "/etc/ssl/openssl.cnf",
+    "/etc/gitconfig",
     "/dev/urandom",
     "/dev/random",
+)
+
+#: What name resolution reads, granted read-only beside ``SYSTEM_READ_PATHS`` when the network is on.
+NETWORK_READ_PATHS: tuple[str, ...] = (
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/gai.conf",
+    "/etc/host.conf",
 )
 
 # Devices a program may read and write: shells redirect to /dev/null (with O_TRUNC) all the time.
@@ -212,6 +228,31 @@ class Confinement:
     #: (path, read-only) bind mounts for the child's own mount namespace (the protected set), outer first.
     binds: tuple[tuple[str, bool], ...] = ()
     drop_capabilities: bool = True
+    #: Unix socket files the operator named (``allow_unix``): the only ones its root holds, network on.
+    unix_sockets: tuple[str, ...] = ()
+    #: The filter where the child gets a root of its own (only the grant exists): metadata calls by path
+    #: allowed, since what they can reach is the grant, and read-only mounts answer EROFS.
+    private_filter: bytes | None = None
+
+    def grants(self) -> list[tuple[str, bool]]:
+        """(path, read-only) of every path the rules name: what a root of the child's own holds."""
+        merged: dict[str, bool] = {}
+        for path, rights in self.rules:
+            # Devices are written through a read-only mount too: only a root granted write is mounted so.
+            merged[path] = merged.get(path, True) and not rights & _FS.MAKE_REG
+        for path in self.unix_sockets:  # connect() needs no write on the mount (only the socket's mode)
+            merged.setdefault(path, True)
+        return list(merged.items())
+
+    def exact_paths(self) -> list[str]:
+        """The paths whose rules demand they still resolve to themselves (canonical roots)."""
+        return [path for path, rights in self.rules if rights & landlock.EXACT_PATH]
+
+    def in_private_root(self) -> Confinement:
+        """This confinement for a child in a root of its own: ``private_filter`` in place of the filter."""
+        if self.private_filter is None:
+            return self
+        return replace(self, syscall_filter=self.private_filter, private_filter=None)
 
     def apply_to_current_thread(self) -> None:
         """Confine the calling thread and everything it starts from now on: every capability dropped, then
@@ -272,6 +313,8 @@ def plan(
     path_metadata: bool = False,
     protect: bool | Iterable[str] = True,
     drop_capabilities: bool = True,
+    allow_unix: Sequence[str | os.PathLike[str]] = (),
+    strict_git: bool = False,
 ) -> Confinement | None:
     """The confinement for a child, or None where Landlock is missing and ``allow_unconfined`` (warned).
 
@@ -280,7 +323,11 @@ def plan(
     Landlock, or (with ``syscall_filter``) no seccomp filter here. ``path_metadata=True`` (only with
     ``write=True``, else ``ValueError``) lets the filter pass chmod/chown/utime/xattr by path (see ``run``).
     With ``write=True`` the protected names (``protect``: True for the table, False for none, or names)
-    that exist in the roots become read-only binds in the child's mount namespace.
+    that exist in the roots become read-only binds in the child's mount namespace. Unix sockets: with the
+    namespaces, none outside the roots but ``allow_unix`` (socket files) exists for the child, and an
+    abstract one made outside its sandbox is refused (Landlock ABI 6 scope), network on too. With
+    ``strict_git`` (and ``write=True``) every ``.git`` folder found is read-only whole: git writes are
+    refused, and no repository's settings can change (nor a repository be staged into another).
     """
     if path_metadata and not write:
         raise ValueError("path_metadata=True needs write=True: a read-only command has no metadata to change")
@@ -291,9 +338,12 @@ def plan(
     abi = kernel.abi
     notes: list[str] = []
     program_bytes: bytes | None = None
+    private_bytes: bytes | None = None
     if syscall_filter:
         if kernel.filter_reason is None:
             program_bytes = seccomp.program(network=network, write=write, path_metadata=path_metadata)
+            if write:
+                private_bytes = seccomp.program(network=network, write=True, path_metadata=True)
         else:
             what = ("network=False and " if not network else "") + "the metadata rules need it"
             refuse_or_warn(
@@ -305,12 +355,13 @@ def plan(
     handled_fs = landlock.fs_rights_for(abi)
     handled_net = 0
     scoped = landlock.SCOPE_SIGNAL if scope_signals and abi >= 6 else 0
+    if scope_signals and abi >= 6:
+        # The host's abstract unix sockets (a session bus, an agent) are no part of "network", on or off.
+        scoped |= landlock.SCOPE_ABSTRACT_UNIX_SOCKET
     if not network:
         # socket() is refused by the filter; Landlock's TCP rules are a second layer where the ABI has them.
         if abi >= _NETWORK_ABI:
             handled_net = landlock.ACCESS_NET_BIND_TCP | landlock.ACCESS_NET_CONNECT_TCP
-            if abi >= 6:
-                scoped |= landlock.SCOPE_ABSTRACT_UNIX_SOCKET
         elif program_bytes is None:
             refuse_or_warn(
                 f"network=False needs the system-call filter or Landlock ABI {_NETWORK_ABI}; this kernel has "
@@ -319,7 +370,9 @@ def plan(
             )
             notes.append("network not confined")
     rules: list[tuple[str, int]] = []
-    for path in system_paths if system_paths is not None else SYSTEM_READ_PATHS:
+    if system_paths is None:
+        system_paths = (*SYSTEM_READ_PATHS, *(NETWORK_READ_PATHS if network else ()))
+    for path in system_paths:
         rules.append((os.fspath(path), _READ))
     rules.extend((path, _DEVICE) for path in SYSTEM_DEVICE_PATHS)
     rules.extend((os.fspath(path), _READ) for path in extra_read)
@@ -333,6 +386,10 @@ def plan(
     if write:
         found = find_protected(root_paths, protected_names(protect))
         binds = found.mounts
+        if strict_git:
+            merged = dict(binds)
+            merged.update((path, True) for path in git_folders(root_paths))
+            binds = tuple(sorted(merged.items(), key=lambda item: (item[0].count(os.sep), item[0])))
         for path in found.not_held:
             logger.warning("protected name %s is a symlink (or unreadable): not protected", path)
     return Confinement(
@@ -345,7 +402,23 @@ def plan(
         program_bytes,
         binds,
         drop_capabilities,
+        tuple(_socket_paths(allow_unix)),
+        private_bytes,
     )
+
+
+def _socket_paths(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+    found = []
+    for path in paths:
+        name = os.path.realpath(os.fspath(path))
+        try:
+            is_socket = stat.S_ISSOCK(os.stat(name).st_mode)
+        except OSError as exc:
+            raise ValueError(f"allow_unix: {os.fspath(path)!r}: {exc.strerror}") from None
+        if not is_socket:
+            raise ValueError(f"allow_unix: {os.fspath(path)!r} is not a unix socket")
+        found.append(name)
+    return found
 
 
 def refuse_or_warn(

@@ -5,17 +5,21 @@ root, a ``.git`` inside it and a folder outside, against this very process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .._sys import attempts
 from ..errors import SandboxUnavailable
-from ._spawn import run
+from ._spawn import mount_namespace, run
 
 __all__ = ["Proof", "prove"]
 
@@ -38,7 +42,7 @@ _UNUSED_UID = "2147480000"
 _ATTEMPTS: tuple[tuple[str, str, str, bool, bool, tuple[str, ...]], ...] = (
     (
         "read a file outside the roots",
-        "Landlock",
+        "{root_of_its_own}; Landlock",
         "test_sandbox.py",
         False,
         True,
@@ -46,7 +50,7 @@ _ATTEMPTS: tuple[tuple[str, str, str, bool, bool, tuple[str, ...]], ...] = (
     ),
     (
         "write outside the roots (write=True)",
-        "Landlock",
+        "{root_of_its_own}; Landlock",
         "test_sandbox.py",
         True,
         True,
@@ -68,7 +72,46 @@ _ATTEMPTS: tuple[tuple[str, str, str, bool, bool, tuple[str, ...]], ...] = (
         True,
         ("rename", "{root}/.git", "{root}/.git2"),
     ),
-    ("signal this process", "Landlock ABI 6 signal scope", "test_sandbox.py", False, True, ("kill", "{me}")),
+    (
+        "chmod a file outside the roots (write=True)",
+        "{root_of_its_own}",
+        "test_sandbox_filter.py, test_sandbox_toolchains.py",
+        True,
+        True,
+        ("chmod", "{outside}/secret"),
+    ),
+    (
+        "connect to a unix socket file outside the roots, network on",
+        "{root_of_its_own}",
+        "test_sandbox_unix.py",
+        False,
+        True,
+        ("unix", "{outside}/daemon.sock"),
+    ),
+    (
+        "connect to an abstract unix socket of the host, network on",
+        "Landlock ABI 6 abstract unix socket scope",
+        "test_sandbox_unix.py",
+        False,
+        True,
+        ("abstract", "{abstract}"),
+    ),
+    (
+        "leave a daemon (setsid, fork) running after the child ends",
+        "{pid_namespace}",
+        "test_sandbox_tree.py",
+        False,
+        True,
+        ("daemon", "{mark}"),
+    ),
+    (
+        "signal this process",
+        "{pid_namespace}; Landlock ABI 6 signal scope",
+        "test_sandbox.py",
+        False,
+        True,
+        ("kill", "{me}"),
+    ),
     ("TCP connect with network=False", "seccomp; Landlock ABI 4", "test_sandbox.py", False, False, ("tcp",)),
     (
         "prlimit64 on this process",
@@ -197,38 +240,95 @@ def prove(timeout: float = 30.0) -> list[Proof]:
         (root / ".git" / "config").write_text("[core]\n")
         outside.mkdir()
         (outside / "secret").write_text("secret\n")
-        fill = {"me": str(os.getpid()), "root": str(root), "outside": str(outside)}
-        for promise, mechanism, test, write, network, attempt in _ATTEMPTS:
-            argv = [*command, *(part.format(**fill) for part in attempt)]
-            control = _outcome(
-                subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-            )
-            try:
-                confined = _outcome(
-                    run(
-                        [root],
-                        argv,
-                        write=write,
-                        network=network,
-                        extra_read=[script],
-                        capture_output=True,
-                        text=True,
-                        timeout=timeout,
-                    )
-                )
-            except (SandboxUnavailable, OSError, subprocess.SubprocessError) as exc:
-                proofs.append(Proof(promise, mechanism, test, None, f"not tried: {exc}"))
-                continue
-            through = _got_through(attempt[0], confined)
-            if through:
-                detail = f"GOT THROUGH: {confined.get('value')}"
-            elif attempt[0] == "capabilities":
-                detail = f"all five sets empty (unconfined: {control.get('value')})"
-            else:
-                detail = f"refused ({confined.get('error')})"
-                if control.get("error") == "ESRCH":
-                    detail += "; unconfined the kernel looked for the process (ESRCH: none, nothing changed)"
-                elif not _got_through(attempt[0], control):
-                    detail += f"; refused unconfined too here ({control.get('error')})"
-            proofs.append(Proof(promise, mechanism, test, not through, detail))
+        mark = f"mcp-roots-doctor-daemon-{os.getpid()}-{time.monotonic_ns()}"
+        fill = {
+            "me": str(os.getpid()),
+            "root": str(root),
+            "outside": str(outside),
+            "abstract": mark,
+            "mark": mark,
+        }
+        names = _mechanisms()
+        with contextlib.ExitStack() as listening:
+            for address in (str(outside / "daemon.sock"), "\0" + mark):
+                listener = listening.enter_context(socket.socket(socket.AF_UNIX))
+                listener.bind(address)
+                listener.listen(8)
+            proofs += _attempts(command, script, root, fill, names, timeout)
     return proofs
+
+
+def _mechanisms() -> dict[str, str]:
+    held = mount_namespace() is None
+    return {
+        "root_of_its_own": "a root of its own (mount namespace): not there"
+        if held
+        else "seccomp (no namespaces here: the fallback)",
+        "pid_namespace": "a PID namespace of its own"
+        if held
+        else "none: no namespaces here (process group only)",
+    }
+
+
+def _daemons(mark: str) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        with contextlib.suppress(OSError):
+            if name.isdigit() and mark.encode() in Path(f"/proc/{name}/cmdline").read_bytes():
+                found.append(int(name))
+    return found
+
+
+def _attempts(
+    command: list[str], script: str, root: Path, fill: dict[str, str], names: dict[str, str], timeout: float
+) -> list[Proof]:
+    proofs: list[Proof] = []
+    for promise, mechanism, test, write, network, attempt in _ATTEMPTS:
+        mechanism = mechanism.format(**names)
+        argv = [*command, *(part.format(**fill) for part in attempt)]
+        control = _outcome(subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False))
+        if attempt[0] == "daemon":
+            control = _left(control, fill["mark"])
+        try:
+            confined = _outcome(
+                run(
+                    [root],
+                    argv,
+                    write=write,
+                    network=network,
+                    extra_read=[script],
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                )
+            )
+        except (SandboxUnavailable, OSError, subprocess.SubprocessError) as exc:
+            proofs.append(Proof(promise, mechanism, test, None, f"not tried: {exc}"))
+            continue
+        if attempt[0] == "daemon":
+            confined = _left(confined, fill["mark"])
+        through = _got_through(attempt[0], confined)
+        if through:
+            detail = f"GOT THROUGH: {confined.get('value')}"
+        elif attempt[0] == "capabilities":
+            detail = f"all five sets empty (unconfined: {control.get('value')})"
+        else:
+            detail = f"refused ({confined.get('error')})"
+            if control.get("error") == "ESRCH":
+                detail += "; unconfined the kernel looked for the process (ESRCH: none, nothing changed)"
+            elif not _got_through(attempt[0], control):
+                detail += f"; refused unconfined too here ({control.get('error')})"
+        proofs.append(Proof(promise, mechanism, test, not through, detail))
+    return proofs
+
+
+def _left(said: dict[str, object], mark: str) -> dict[str, object]:
+    """A daemon attempt's outcome: through when its daemon is still running once the child has ended (then
+    killed here)."""
+    left = _daemons(mark)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    if left:
+        return {"ok": True, "value": f"a daemon outlived it (pid {left[0]})"}
+    return {"ok": False, "error": "its daemon ended with it" if said.get("ok") else said.get("error")}

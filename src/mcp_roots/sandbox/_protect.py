@@ -22,6 +22,7 @@ __all__ = [
     "Binds",
     "Protected",
     "find_protected",
+    "git_folders",
     "protected_hit",
     "protected_names",
 ]
@@ -44,6 +45,12 @@ PROTECTED: tuple[Protected, ...] = (
         ".git/config", "file", "a [filter], [core] or [alias] entry runs a program on the next git command"
     ),
     Protected(".git/hooks", "folder", "hooks run on commit, checkout, merge and push"),
+    Protected(".git/commondir", "file", "points git at another repository's config and hooks"),
+    Protected(".git/config.worktree", "file", "per-worktree settings, read beside .git/config"),
+    Protected(".git/worktrees", "folder", "linked worktrees' gitdir, commondir and config.worktree"),
+    Protected(".git/modules", "folder", "submodules' repositories: their config and hooks"),
+    Protected(".git/info", "folder", "attributes (which filter and diff drivers run) and excludes"),
+    Protected(".git/objects/info/alternates", "file", "objects read from another repository"),
     Protected(
         ".git", "gitdir file", "a gitdir: redirect points git at a repository (and hooks) of the child's"
     ),
@@ -137,6 +144,18 @@ def find_protected(roots: Iterable[str], names: Iterable[str]) -> Binds:
                 mounts[path] = True
     ordered = sorted(mounts.items(), key=lambda item: (item[0].count(os.sep), item[0]))
     return Binds(tuple(ordered), tuple(not_held))
+
+
+def git_folders(roots: Iterable[str]) -> list[str]:
+    """The ``.git`` folders at the top of ``roots`` and in the folders directly beneath them (strict mode
+    binds them read-only whole)."""
+    found = []
+    for root in roots:
+        for base in _bases(os.fspath(root)):
+            path = os.path.join(base, ".git")
+            if os.path.isdir(path) and not os.path.islink(path):
+                found.append(path)
+    return found
 
 
 def _bases(root: str) -> list[str]:

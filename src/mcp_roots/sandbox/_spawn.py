@@ -1,16 +1,13 @@
-"""Starting children confined.
-A session of their own, no capabilities, Landlock, seccomp; binds first if any.
+"""Starting children confined: a session of their own, no capabilities, Landlock, seccomp.
+Where namespaces are allowed, first a PID and a mount namespace of their own (only the grant exists).
 """
 
-# Starting children confined: each in a session of its own, with its capabilities dropped, Landlock and the
-# seccomp filter, and (where the plan has binds: the protected set) a mount namespace of its own first.
-#
-# Two ways, by what the plan needs. Without binds, a fresh thread of ours confines itself and forks+execs
-# the child, which inherits it all: no code runs in the child before its exec. With binds, the mounts must
-# come before Landlock (under Landlock ``mount`` answers EPERM) and, for an unprivileged user, in a
-# single-threaded process (``unshare(CLONE_NEWUSER)`` answers EINVAL in a threaded one): so the forked child
-# itself (single-threaded) unshares, binds, confines itself and then execs. A child started as another
-# user (``user=``, ``group=``) goes that way too: the switch needs the capabilities the child then drops.
+# Two ways. Where namespaces are allowed (``namespaces()``), the forked child (single-threaded: an
+# unprivileged ``unshare(CLONE_NEWUSER)`` answers EINVAL in a threaded one) unshares, binds, forks into its
+# PID namespace (``_tree``), confines itself and execs: the whole tree ends with it. Elsewhere a fresh thread
+# of ours confines itself and forks+execs the child, which inherits it all (no code runs in the child before
+# its exec), and the protected set is refused. A child started as another user (``user=``, ``group=``) takes
+# the first way too: the switch needs the capabilities the child then drops.
 
 from __future__ import annotations
 
@@ -27,9 +24,24 @@ from typing import IO, Any
 
 from .._sys import privileges
 from ..errors import SandboxUnavailable
-from ._plan import Confinement, RootPaths, plan, program_of, refuse_or_warn
+from ._plan import SYSTEM_READ_PATHS, Confinement, RootPaths, plan, program_of, refuse_or_warn
+from ._root import private_root
+from ._tree import ConfinedProcess, split_tree
 
-__all__ = ["NO_PROTECT", "mount_namespace", "popen", "run", "run_async", "spawn_confined"]
+__all__ = [
+    "NO_NAMESPACES",
+    "NO_PROTECT",
+    "mount_namespace",
+    "popen",
+    "popen_tree",
+    "run",
+    "run_async",
+    "spawn_confined",
+]
+
+#: The environment variable that turns the namespaces off (Landlock and the filter only, as where the kernel
+#: refuses them): for a comparison, or a host where they misbehave.
+NO_NAMESPACES = "MCP_ROOTS_NO_NAMESPACES"
 
 #: The opt-out that a refusal for the protected set names.
 NO_PROTECT = "protect=False (mcp-roots run --no-protect)"
@@ -54,6 +66,8 @@ def popen(
     extra_read: Sequence[str | os.PathLike[str]] = (),
     path_metadata: bool = False,
     protect: bool | Iterable[str] = True,
+    allow_unix: Sequence[str | os.PathLike[str]] = (),
+    strict_git: bool = False,
     **popen_kwargs: Any,
 ) -> subprocess.Popen[Any]:
     """``subprocess.Popen(argv, **popen_kwargs)``, confined to ``roots`` by the kernel (see ``run``).
@@ -72,6 +86,8 @@ def popen(
         extra_read=extra_read,
         path_metadata=path_metadata,
         protect=protect,
+        allow_unix=allow_unix,
+        strict_git=strict_git,
     )
     if confinement is None:
         return subprocess.Popen(argv, **popen_kwargs)
@@ -109,10 +125,11 @@ def spawn_confined(
     """``subprocess.Popen(argv, **popen_kwargs)`` with the child confined by ``confinement``."""
     options = dict(popen_kwargs)
     _own_session(options)
-    if confinement.binds or any(options.get(name) is not None for name in _SWITCHES_USER):
+    tree = mount_namespace() is None
+    if tree or confinement.binds or any(options.get(name) is not None for name in _SWITCHES_USER):
         # A user switch (subprocess does it after the fork) needs the capabilities our thread would drop:
         # the child drops them itself, after the switch, as it makes the binds.
-        return _spawn_from_child(confinement, argv, options)
+        return _spawn_from_child(confinement, argv, options, tree=tree)
     # Landlock and seccomp confine the calling thread and what it creates afterwards. A fresh thread of our
     # own confines itself, forks+execs the child (which inherits both), and ends: no preexec_fn, no
     # interpreter start, and nothing executed before the confinement. Never a pooled thread: it would stay
@@ -166,18 +183,45 @@ def _child_step(
     report: int,
     switch: tuple[int | None, int | None, list[int] | None] = (None, None, None),
     then: Any = None,
+    tree_fd: int = -1,
+    named: Sequence[str] = (),
+    probe_root: Sequence[tuple[str, bool]] = (),
 ) -> Any:
-    """The code the forked child runs before its exec: the user switch (bounding set emptied first, while
-    CAP_SETPCAP is still there), a mount namespace of its own with ``binds`` (if any), the confinement,
-    then the caller's own ``preexec_fn``. On failure it writes the cause to ``report`` (a pipe) and raises
-    (the spawn fails)."""
+    """The code the forked child runs before its exec: a mount namespace of its own with ``binds`` (if any)
+    and, with ``tree_fd``, a PID namespace, the fork into it (see ``_tree``) and a root of its own (only
+    the grant); the user switch (bounding set emptied first, while CAP_SETPCAP is still there); the
+    confinement; then the caller's own ``preexec_fn``. On failure it writes the cause to ``report`` (a
+    pipe) and raises (the spawn fails)."""
     uid, gid, groups = switch
 
     def step() -> None:
         stage = "namespace"
         try:
+            if binds or tree_fd >= 0:
+                # CAP_SYS_ADMIN (root) makes a mount namespace alone; anyone else needs a user namespace.
+                user_namespace = not privileges.has_capability(privileges.CAP_SYS_ADMIN)
+                privileges.private_mounts(
+                    os.getuid(),
+                    os.getgid(),
+                    new_user_namespace=user_namespace,
+                    new_pid_namespace=tree_fd >= 0,
+                )
+                for path, read_only in binds:
+                    privileges.bind(path, read_only=read_only)
+                with contextlib.suppress(OSError):  # the working directory again, now through the binds
+                    os.chdir(os.getcwd())
+            current = confinement
+            if tree_fd >= 0:
+                split_tree(tree_fd)  # returns in the program's process only, pid 2 of its namespace
+                if confinement is not None:  # only the grant exists for it from here on
+                    private_root(confinement.grants(), named, confinement.exact_paths())
+                    current = confinement.in_private_root()
+                elif probe_root:
+                    private_root(probe_root)
+            stage = "confine"
             if (uid, gid, groups) != (None, None, None):
-                stage = "confine"
+                # After the namespaces and the root of its own: as root (the only one who may switch)
+                # they need no user namespace.
                 privileges.drop_bounding_set()
                 if groups is not None:
                     os.setgroups(groups)
@@ -185,18 +229,8 @@ def _child_step(
                     os.setregid(gid, gid)
                 if uid is not None:
                     os.setreuid(uid, uid)
-                stage = "namespace"
-            if binds:
-                # CAP_SYS_ADMIN (root) makes a mount namespace alone; anyone else needs a user namespace.
-                user_namespace = not privileges.has_capability(privileges.CAP_SYS_ADMIN)
-                privileges.private_mounts(os.getuid(), os.getgid(), new_user_namespace=user_namespace)
-                for path, read_only in binds:
-                    privileges.bind(path, read_only=read_only)
-                with contextlib.suppress(OSError):  # the working directory again, now through the binds
-                    os.chdir(os.getcwd())
-            stage = "confine"
-            if confinement is not None:
-                confinement.apply_to_current_thread()
+            if current is not None:
+                current.apply_to_current_thread()
         except BaseException as exc:
             os.write(report, f"{stage}:{exc}".encode(errors="replace")[:2000])
             raise
@@ -211,14 +245,25 @@ def _spawn_from_child(
     argv: Any,
     options: dict[str, Any],
     binds: Sequence[tuple[str, bool]] = (),
+    *,
+    tree: bool = False,
+    probe_root: Sequence[tuple[str, bool]] = (),
 ) -> subprocess.Popen[Any]:
     read_end, write_end = os.pipe()  # close-on-exec: the child's copy closes at its exec
+    tree_read, tree_write = os.pipe() if tree else (-1, -1)
     try:
         planned = binds or (confinement.binds if confinement else ())
         switch = _user_switch(options)
-        step = _child_step(confinement, planned, write_end, switch, options.pop("preexec_fn", None))
+        then = options.pop("preexec_fn", None)
+        named = _named_folders(argv)
+        step = _child_step(confinement, planned, write_end, switch, then, tree_write, named, probe_root)
         try:
-            return subprocess.Popen(argv, preexec_fn=step, **options)
+            process = ConfinedProcess(argv, preexec_fn=step, **options)
+            if tree:
+                os.close(tree_write)
+                tree_write = -1
+                process.hold_tree(_pidfd_of(tree_read))
+            return process
         except subprocess.SubprocessError as exc:
             os.close(write_end)
             write_end = -1
@@ -235,28 +280,71 @@ def _spawn_from_child(
                 ) from None
             raise SandboxUnavailable(f"the kernel refused the confinement: {cause or exc}") from None
     finally:
-        os.close(read_end)
-        if write_end >= 0:
-            os.close(write_end)
+        for fd in (read_end, write_end, tree_read, tree_write):
+            if fd >= 0:
+                os.close(fd)
+
+
+def _named_folders(argv: Any) -> list[str]:
+    # The folders its command line names: they exist in its root (empty, read-only, unreadable to it) even
+    # where not granted, as under Landlock alone, where stat() sees them (a server that checks its
+    # arguments at start, such as the official filesystem server, starts before any root is granted).
+    args = [argv] if isinstance(argv, (str, bytes, os.PathLike)) else list(argv)
+    found = []
+    for arg in args[1:64]:
+        name = os.fsdecode(os.fspath(arg)) if isinstance(arg, (str, bytes, os.PathLike)) else ""
+        if os.path.isabs(name) and os.path.isdir(name):
+            found.append(os.path.realpath(name))
+    return found
+
+
+def _pidfd_of(tree_read: int) -> int | None:
+    # The namespace's first process, as the child told it (written before subprocess's error pipe closed,
+    # so before Popen returned); None when it has already ended (its namespace with it).
+    os.set_blocking(tree_read, False)
+    try:
+        said = os.read(tree_read, 32)
+        return os.pidfd_open(int(said)) if said.isdigit() else None
+    except (BlockingIOError, ProcessLookupError):
+        return None
+
+
+def popen_tree(argv: Any, **popen_kwargs: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(argv, **popen_kwargs)`` in a session and a PID namespace of its own, NOT confined
+    otherwise: every process it starts ends with it (``end``). Where the kernel refuses namespaces, a plain
+    ``Popen`` in a session of its own (its process group ends with it, not a process that leaves it)."""
+    options = dict(popen_kwargs)
+    _own_session(options)
+    if mount_namespace() is not None:
+        return subprocess.Popen(argv, **options)
+    return _spawn_from_child(None, argv, options, tree=True)
 
 
 @lru_cache(maxsize=1)
 def mount_namespace() -> str | None:
-    """None where a child can get a mount namespace of its own with a read-only bind (what the protected
-    set needs), else why not; tried once per process with ``true`` and a bind of an empty folder."""
+    """None where a child can get a mount namespace with a read-only bind (what the protected set needs),
+    a PID namespace (its whole tree ends with it) and a root of its own, else why not; tried once per
+    process with ``true``, a bind of an empty folder and a root holding the system paths."""
     import tempfile  # here: only this probe needs it
 
+    if os.environ.get(NO_NAMESPACES, "") not in ("", "0"):
+        return f"turned off ({NO_NAMESPACES} is set): Landlock and the filter only"
     program = shutil.which("true") or sys.executable
-    with tempfile.TemporaryDirectory(prefix="mcp-roots-probe-") as folder:
-        try:
+    try:
+        with tempfile.TemporaryDirectory(prefix="mcp-roots-probe-") as folder:
             process = _spawn_from_child(
-                None, [program], {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL}, [(folder, True)]
+                None,
+                [program],
+                {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL},
+                [(folder, True)],
+                tree=True,
+                probe_root=[(path, True) for path in (*SYSTEM_READ_PATHS, folder)],
             )
-        except SandboxUnavailable as exc:
-            return str(exc).split("refused it: ", 1)[-1].split("; pass ", 1)[0] or str(exc)
-        except OSError as exc:
-            return f"the probe could not start: {exc}"
-        process.wait()
+            process.wait()
+    except SandboxUnavailable as exc:
+        return str(exc).split("refused it: ", 1)[-1].split("; pass ", 1)[0] or str(exc)
+    except OSError as exc:  # a process confined itself (RootsGuard(confine=True)) has no temporary folder
+        return f"the probe could not start: {exc}"
     return None
 
 
@@ -271,6 +359,8 @@ def run(
     extra_read: Sequence[str | os.PathLike[str]] = (),
     path_metadata: bool = False,
     protect: bool | Iterable[str] = True,
+    allow_unix: Sequence[str | os.PathLike[str]] = (),
+    strict_git: bool = False,
     input: Any = None,
     capture_output: bool = False,
     timeout: float | None = None,
@@ -290,7 +380,11 @@ def run(
     (opt-in, only with ``write=True``, else ValueError)
     allows chmod/chown/utime/xattr by path, for builds (GNU ld's chmod +x, pip/npm scripts), and so
     OUTSIDE the roots too: the filter cannot see paths and Landlock has no right for them.
-    ``network=False`` refuses every ``socket()`` and ``connect()`` (and TCP by Landlock). stdin and
+    ``network=False`` refuses every ``socket()`` and ``connect()`` (and TCP by Landlock). With the network
+    on, TCP and UDP (the host's loopback included) and name resolution work, but no unix socket of the
+    host's: none by path exists in its root but those named in ``allow_unix`` (socket files), and an
+    abstract one is refused (Landlock ABI 6). ``strict_git=True`` (with ``write=True``) makes every
+    ``.git`` folder read-only whole: git writes are refused there (see docs/sandbox.md). stdin and
     stdout default to ``/dev/null`` (never this process's own: pass ``stdin=None`` or ``stdout=None`` to
     hand them over); ``env`` defaults to this process's environment, as in subprocess (``clean_env()``
     gives a reduced one). Raises ``SandboxUnavailable`` where the kernel cannot do this, unless
@@ -315,6 +409,8 @@ def run(
         extra_read=extra_read,
         path_metadata=path_metadata,
         protect=protect,
+        allow_unix=allow_unix,
+        strict_git=strict_git,
         **popen_kwargs,
     ) as process:
         try:
@@ -344,6 +440,8 @@ async def run_async(
     extra_read: Sequence[str | os.PathLike[str]] = (),
     path_metadata: bool = False,
     protect: bool | Iterable[str] = True,
+    allow_unix: Sequence[str | os.PathLike[str]] = (),
+    strict_git: bool = False,
     input: bytes | None = None,
     stdin: int | IO[Any] | None = subprocess.DEVNULL,
     stdout: int | IO[Any] | None = subprocess.PIPE,
@@ -373,6 +471,8 @@ async def run_async(
         extra_read=extra_read,
         path_metadata=path_metadata,
         protect=protect,
+        allow_unix=allow_unix,
+        strict_git=strict_git,
     )
     if confinement is not None:
         confinement = _usable(confinement, allow_unconfined)
