@@ -229,14 +229,13 @@ def _fetch(launch: Launch, environ: Mapping[str, str], timeout: float) -> None:
         reads.append(os.path.realpath(sys.base_prefix))
     reads = [p for p in dict.fromkeys(reads) if os.path.exists(p)]
     try:
-        # Package managers set modes and times on the files they unpack, by path: allowed in this step
-        # alone, where only the package's folder and the step's cache are writable.
+        # Package managers set modes and times on the files they unpack, by path: the child's own root (only
+        # the grant exists for it) lets them, on what it may write, with no blanket opt-in.
         process = popen(
             [str(launch.folder), plan.cache],
             argv,
             write=True,
             network=True,
-            path_metadata=True,
             protect=False,
             extra_read=reads,
             stdin=subprocess.DEVNULL,

@@ -10,18 +10,16 @@ And the commands wrap refuses because it cannot bound them.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
-import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..sandbox import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, popen
+from ..sandbox import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, end, popen
 
 __all__ = [
     "CONTAINER_TOOLS",
@@ -323,10 +321,7 @@ def spawn(plan: Plan, roots: Sequence[str], *, write: bool, network: bool) -> su
 
 
 def end_tree_now(process: subprocess.Popen[bytes]) -> None:
-    """End a child and everything it started (SIGKILL to its process group: it has a session of its own),
-    and reap it. The one place every retirement goes through: a roots change, a pool eviction, the end of
-    a drain, a stalled input, wrap's exit."""
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    """End a child and everything it started (``sandbox.end``: its group, and its PID namespace where the
+    kernel gives one), and reap it. The one place every retirement goes through: a roots change, a pool
+    eviction, the end of a drain, a stalled input, wrap's exit."""
+    end(process)
