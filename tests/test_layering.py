@@ -42,7 +42,15 @@ TIERS: list[tuple[str, tuple[str, ...]]] = [
 #: each other). ``__init__`` is the package's face.
 INSIDE: dict[str, list[tuple[str, ...]]] = {
     "_sys": [("posix", "linux", "landlock", "seccomp", "privileges", "attempts"), ("__init__",)],
-    "sandbox": [("_protect",), ("_plan",), ("_spawn", "_self"), ("_proof",), ("_doctor",), ("__init__",)],
+    "sandbox": [
+        ("_protect",),
+        ("_plan",),
+        ("_srt",),
+        ("_spawn", "_self"),
+        ("_proof",),
+        ("_doctor",),
+        ("__init__",),
+    ],
     "paths": [
         ("_text", "_fold"),
         ("_uri", "_index"),

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import RootSet
-from ..errors import ConfigError
+from ..errors import ConfigError, SandboxUnavailable
 from ..roots import SOURCE_UNCONFIGURED, how_to_configure
 from ._common import EXIT_OK, PROG, say
 
@@ -75,6 +75,21 @@ def add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentPar
         help="pass only PATH, HOME, LANG, TERM and MCP_ROOTS_* to the command",
     )
     run.add_argument(
+        "--sandbox",
+        choices=("auto", "native", "srt"),
+        default="auto",
+        help="the confinement: native (Landlock, seccomp, namespaces), srt (Anthropic's sandbox runtime: "
+        "macOS, or Linux without Landlock), auto (native where the kernel holds it all, else srt; default)",
+    )
+    run.add_argument(
+        "--allow-domain",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --sandbox srt: let the command reach this host (repeatable) through srt's proxy; with "
+        "srt, no other host is reachable",
+    )
+    run.add_argument(
         "--allow-unconfined",
         action="store_true",
         help="where the kernel cannot confine, run anyway (with a warning) instead of failing",
@@ -112,6 +127,10 @@ def run_command(roots: RootSet, args: argparse.Namespace) -> int:
     from .. import sandbox as _sandbox
 
     try:
+        backend = _sandbox.choose(args.sandbox)
+    except SandboxUnavailable as exc:
+        raise ConfigError(f"'{PROG} run': {exc}") from None
+    try:
         protect = _sandbox.protected_names(not args.no_protect, add=args.protect, remove=args.unprotect)
     except ValueError as exc:
         raise ConfigError(f"'{PROG} run': {exc}") from None
@@ -123,10 +142,12 @@ def run_command(roots: RootSet, args: argparse.Namespace) -> int:
                 roots.paths,
                 argv,
                 write=args.write,
-                network=not args.no_network,
+                network=not args.no_network and (backend == "native" or bool(args.allow_domain)),
                 allow_unconfined=args.allow_unconfined,
                 path_metadata=args.allow_path_metadata,
                 protect=protect,
+                sandbox=backend,
+                allow_domains=args.allow_domain,
                 stdin=None,
                 stdout=None,
                 start_new_session=True,
