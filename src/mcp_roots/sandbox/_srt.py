@@ -49,6 +49,19 @@ SRT_INSTALL = f"npm install -g @anthropic-ai/sandbox-runtime@{SRT_TESTED}" + (
 SRT_WRITABLE = ("the child's stdio and /dev/tty", "/tmp/claude", "~/.claude/debug", "~/.npm/_logs")
 #: What srt needs beside itself on Linux: its sandbox, its proxy bridge, and its file search.
 _LINUX_TOOLS = ("bwrap", "socat", "rg")
+#: Read beside the system paths: configuration runtimes read at start (Node stops without OpenSSL's), and
+#: with a network what TLS and name resolution read.
+_RUNTIME_READ = ("/etc/ssl/openssl.cnf", "/etc/gitconfig")
+_NETWORK_READ = (
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/gai.conf",
+    "/etc/host.conf",
+)
 #: Where reads are denied on macOS (Seatbelt cannot hide the system, so the user's data is denied instead).
 _MACOS_DENY_READ = ("/Users", "/Volumes", "/private/tmp", "/private/var/folders", "/tmp", "/opt", "/var")
 
@@ -143,6 +156,7 @@ def settings(
     system_paths: Sequence[str | os.PathLike[str]] | None = None,
     protect: bool | Iterable[str] = True,
     runtime_package: str = "",
+    runtime_folder: str = "",
     platform: str = sys.platform,
 ) -> dict[str, Any]:
     """srt's settings for one child: reads denied everywhere (Linux: from ``/``) and allowed back for the
@@ -161,12 +175,18 @@ def settings(
         )
     root_paths = [os.fspath(path) for path in roots]
     read = [os.fspath(path) for path in (system_paths if system_paths is not None else SYSTEM_READ_PATHS)]
-    read += [*SYSTEM_DEVICE_PATHS, *(os.fspath(path) for path in extra_read)]
+    read += [*SYSTEM_DEVICE_PATHS, *_RUNTIME_READ, *(os.fspath(path) for path in extra_read)]
+    if network:
+        read += _NETWORK_READ
     if program is not None:
         read.append(program)
         read += python_paths(program)
     if runtime_package:
         read.append(runtime_package)  # srt's own helpers (apply-seccomp) run inside the sandbox
+    if runtime_folder:
+        # srt's proxy socket: srt binds it into the sandbox before the tmpfs that hides /tmp, so the folder
+        # that holds it (srt's TMPDIR, private to this child) is allowed back, or no host is reachable.
+        read.append(runtime_folder)
     deny_write: list[str] = []
     if write:
         found = find_protected(root_paths, protected_names(protect))
@@ -251,6 +271,10 @@ def popen(
         command[0] = os.fsdecode(os.fspath(options.pop("executable")))
     program = program_of(command, options)
     root_paths = [os.fspath(path) for path in roots]
+    folder = tempfile.mkdtemp(prefix="run-", dir=_private_folder(root_paths))
+    environment = dict(options.get("env") if options.get("env") is not None else os.environ)
+    environment["TMPDIR"] = folder  # srt's own: the child gets srt's /tmp/claude
+    options["env"] = environment
     document = settings(
         root_paths,
         write=write,
@@ -262,21 +286,38 @@ def popen(
         system_paths=system_paths,
         protect=protect,
         runtime_package=runtime.package,
+        runtime_folder=folder,
     )
     path = write_settings(document, root_paths)
     if program is not None and os.sep not in command[0]:
         command[0] = program  # srt looks the command up on its own PATH otherwise
-    options.setdefault("start_new_session", True)
+    options["start_new_session"] = True  # srt, its shell and bubblewrap: one group, ended as one
     try:
-        process = subprocess.Popen([*runtime.command, "--settings", path, "--", *command], **options)
+        process = _SrtProcess([*runtime.command, "--settings", path, "--", *command], **options)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        _remove(path, folder)
         raise
-    weakref.finalize(process, _unlink, path)
+    weakref.finalize(process, _remove, path, folder)
     return process
 
 
-def _unlink(path: str) -> None:
+class _SrtProcess(subprocess.Popen[Any]):
+    """srt's process, whose signals (``kill``, ``terminate``, ``send_signal``) go to its whole group: srt
+    starts bubblewrap through a shell, so a signal to srt alone (SIGKILL above all) would leave the sandbox
+    running; bubblewrap's end takes the PID namespace and every process in it along."""
+
+    def send_signal(self, sig: int) -> None:
+        self.poll()
+        if self.returncode is None:
+            try:
+                os.killpg(self.pid, sig)
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                super().send_signal(sig)
+
+
+def _remove(path: str, folder: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(path)
+    shutil.rmtree(folder, ignore_errors=True)
