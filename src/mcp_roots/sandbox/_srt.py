@@ -272,7 +272,8 @@ def popen(
     program = program_of(command, options)
     root_paths = [os.fspath(path) for path in roots]
     folder = tempfile.mkdtemp(prefix="run-", dir=_private_folder(root_paths))
-    environment = dict(options.get("env") if options.get("env") is not None else os.environ)
+    given: Mapping[str, str] | None = options.get("env")
+    environment = dict(os.environ if given is None else given)
     environment["TMPDIR"] = folder  # srt's own: the child gets srt's /tmp/claude
     options["env"] = environment
     document = settings(
