@@ -5,6 +5,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # The TypeScript SDK client of tests/adapters/test_interop_ts.py, installed once from the lock file (offline afterwards).
 NODE_STAMP := tests/interop/node_modules/.installed
+# Anthropic's sandbox runtime (srt 0.0.83, with the Node 22 it declares) for the srt backend's tests, from its
+# own lock file; on Linux srt needs bubblewrap, socat and ripgrep (Debian packages, installed as root if missing).
+SRT_STAMP := tests/interop/srt/node_modules/.installed
+SRT_DEBS := bubblewrap socat ripgrep
 
 .PHONY: demo test compat lock-compat cli-docs lint typecheck typecheck-main typecheck-mcp1 pytest pytest-parallel pytest-table pytest-serial pytest-warm pytest-mcp1 docs bench interop scale-test lock lock-mcp1 clean
 
@@ -39,7 +43,7 @@ demo: $(DEMO_STAMP)
 # main venv's parallel run and its path table beside the mcp 1.x venv's, and last the serial tests alone.
 # --output-sync keeps each part's output in one piece.
 test:
-	$(MAKE) -j5 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP) $(COMPAT_STAMPS) $(GIT_SERVER_STAMP)
+	$(MAKE) -j5 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP) $(COMPAT_STAMPS) $(GIT_SERVER_STAMP) $(SRT_STAMP)
 	$(MAKE) -j3 --output-sync=target lint typecheck docs pytest-warm
 	$(MAKE) -j3 --output-sync=target pytest-parallel pytest-table pytest-mcp1 compat
 	$(MAKE) pytest-serial
@@ -136,7 +140,7 @@ pytest: $(STAMP) $(NODE_STAMP)
 # The path table (13,700 small rows, no waiting) runs in one process of its own beside the workers: through
 # xdist each worker would collect it and the controller would take three reports of every row.
 PATH_TABLE := tests/paths/test_path_table.py
-pytest-parallel: $(STAMP) $(NODE_STAMP)
+pytest-parallel: $(STAMP) $(NODE_STAMP) $(SRT_STAMP)
 	$(MKTMP); $(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "not serial" --ignore=$(PATH_TABLE) --basetemp="$$tmp/p"; \
 	  status=$$?; rm -rf "$$tmp"; exit $$status
 pytest-table: $(STAMP)
@@ -169,6 +173,18 @@ $(GIT_SERVER_STAMP): requirements/git-server.txt
 	$(PYTHON) -m venv $(GIT_SERVER_VENV)
 	$(GIT_SERVER_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements/git-server.txt
 	touch $(GIT_SERVER_STAMP)
+
+$(SRT_STAMP): tests/interop/srt/package.json tests/interop/srt/package-lock.json
+	@missing=; for tool in bwrap socat rg; do command -v $$tool >/dev/null 2>&1 || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing $(SRT_DEBS) (apt-get) for srt"; \
+	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	      --no-install-recommends $(SRT_DEBS) >/dev/null || exit 1; \
+	  else echo "srt needs $(SRT_DEBS): install them (Debian: apt-get install $(SRT_DEBS))"; exit 2; fi; \
+	fi
+	npm ci --prefix tests/interop/srt --no-audit --no-fund
+	touch $(SRT_STAMP)
 
 $(NODE_STAMP): tests/interop/package.json tests/interop/package-lock.json
 	npm ci --prefix tests/interop --no-audit --no-fund
@@ -235,4 +251,4 @@ lock-mcp1:
 	rm -rf .lockvenv-mcp1
 
 clean:
-	rm -rf $(VENV) $(MCP1_VENV) $(foreach e,$(COMPAT_ENDS),.venv-$(e)) $(DEMO_VENV) $(DOCS_VENV) $(GIT_SERVER_VENV) site .mypy_cache .ruff_cache .pytest_cache .hypothesis tests/interop/node_modules tests/interop/inspector/node_modules
+	rm -rf $(VENV) $(MCP1_VENV) $(foreach e,$(COMPAT_ENDS),.venv-$(e)) $(DEMO_VENV) $(DOCS_VENV) $(GIT_SERVER_VENV) site .mypy_cache .ruff_cache .pytest_cache .hypothesis tests/interop/node_modules tests/interop/inspector/node_modules tests/interop/srt/node_modules

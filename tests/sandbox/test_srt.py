@@ -296,3 +296,17 @@ def test_rootset_and_auto_pick_the_backend(tree: dict[str, Path], monkeypatch: p
     monkeypatch.setattr(sys, "platform", "win32")
     with pytest.raises(SandboxUnavailable, match="Windows"):
         _srt.choose("auto")
+
+
+def test_doctor_proves_every_srt_promise_live() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "mcp_roots", "doctor", "--sandbox", "srt"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    proven = [line for line in done.stdout.splitlines() if line.startswith("  [")]
+    assert len(proven) == 6
+    assert all(line.startswith("  [held]") for line in proven), done.stdout

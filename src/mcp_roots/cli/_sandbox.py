@@ -95,7 +95,7 @@ def add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentPar
         help="where the kernel cannot confine, run anyway (with a warning) instead of failing",
     )
     run.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARG...]")
-    command(
+    doctor = command(
         "doctor",
         "report whether the kernel can confine subprocesses, and prove each promise with a live attempt",
         "Report the Landlock ABI of this kernel (or why there is none), whether the seccomp filter, "
@@ -103,7 +103,14 @@ def add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentPar
         "attempt every promise for real (reading outside, writing .git/config, renaming .git, signals, "
         "limits and priority of this process, System V IPC, keyrings, inotify, capabilities...) with a "
         "confined child and say which mechanism held it; then the protected set and the read-only system "
-        "paths. Exit code 0 when every layer is there and every attempt was held, 1 otherwise.",
+        "paths. Exit code 0 when every layer is there and every attempt was held, 1 otherwise. With "
+        "--sandbox srt: Anthropic's sandbox runtime found (or what to install) and its promises attempted.",
+    )
+    doctor.add_argument(
+        "--sandbox",
+        choices=("auto", "native", "srt"),
+        default="native",
+        help="the backend to prove: native (default), srt, or auto (the one run and wrap would use here)",
     )
 
 
@@ -195,8 +202,11 @@ def run_forwarding_signals(spawn: Callable[[], Any]) -> int:
     return code
 
 
-def doctor_command(as_json: bool) -> tuple[str, int]:
+def doctor_command(as_json: bool, backend: str = "native") -> tuple[str, int]:
     from .. import sandbox as _sandbox
 
+    if backend != "native" and _sandbox.choose(backend) == "srt":
+        text, complete = _sandbox.srt_report(as_json)
+        return text, EXIT_OK if complete else EXIT_SANDBOX_MISSING
     text, complete = _sandbox.doctor_report(as_json, PROG)
     return text, EXIT_OK if complete else EXIT_SANDBOX_MISSING

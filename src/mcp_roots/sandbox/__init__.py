@@ -28,6 +28,7 @@ from ._srt import BACKENDS, SRT_INSTALL, SRT_TESTED, Backend, Runtime, choose, f
 if TYPE_CHECKING:
     from ._doctor import doctor_report
     from ._proof import Proof, prove
+    from ._srtproof import prove_srt, srt_report
 
 __all__ = [
     "BACKENDS",
@@ -54,14 +55,22 @@ __all__ = [
     "protected_hit",
     "protected_names",
     "prove",
+    "prove_srt",
     "run",
     "run_async",
+    "srt_report",
     "support",
     "thread_count",
 ]
 
 
 #: The proofs and the doctor's report, imported on first use.
-_LAZY = {"doctor_report": "._doctor", "Proof": "._proof", "prove": "._proof"}
+_LAZY = {
+    "doctor_report": "._doctor",
+    "Proof": "._proof",
+    "prove": "._proof",
+    "prove_srt": "._srtproof",
+    "srt_report": "._srtproof",
+}
 
 __getattr__, __dir__ = lazy_names(__name__, _LAZY)
