@@ -48,6 +48,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_srt",),
         ("_spawn", "_self"),
         ("_proof",),
+        ("_srtproof",),
         ("_doctor",),
         ("__init__",),
     ],

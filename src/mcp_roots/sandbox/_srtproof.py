@@ -127,9 +127,8 @@ def prove_srt(timeout: float = 60.0) -> list[Proof]:
             through = bool(confined.get("ok"))
             if attempt[0] == "tcp":  # refused by the kernel is 'ok' for the attempt; only a connection counts
                 through = confined.get("value") == "connected"
-            detail = (
-                f"GOT THROUGH: {confined.get('value')}" if through else f"refused ({confined.get('error') or confined.get('value')})"
-            )
+            said = confined.get("error") or confined.get("value")
+            detail = f"GOT THROUGH: {confined.get('value')}" if through else f"refused ({said})"
             if not through and not control.get("ok"):
                 detail += f"; refused unconfined too here ({control.get('error')})"
             proofs.append(Proof(promise, mechanism, test, not through, detail))
