@@ -123,3 +123,16 @@ def test_network_without_a_host_is_refused_in_one_line(world: dict[str, Path]) -
     assert done.returncode == 2
     assert "--allow-domain" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_wrap_uses_no_linux_only_interface() -> None:
+    # The portable path: wrap's own code (proxy, children, cache) works where there is no /proc, no pidfd and
+    # no prctl (macOS under srt); the Linux-only parts live in the native sandbox backend.
+    wrap = Path(__file__).resolve().parents[2] / "src" / "mcp_roots" / "wrap"
+    found = [
+        f"{module.name}: {word}"
+        for module in sorted(wrap.glob("*.py"))
+        for word in ("/proc", "pidfd", "prctl", "PR_SET_", "signalfd", "epoll")
+        if word in module.read_text()
+    ]
+    assert found == []
