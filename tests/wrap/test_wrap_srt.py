@@ -8,9 +8,10 @@ import json
 import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 
-from tests.kit import SRT_ENV, connected, hostile_argv, srt_installed, wrap_argv
+from tests.kit import SRT_ENV, connected, hostile_argv, official_command, srt_installed, wrap_argv
 
 pytestmark = pytest.mark.anyio
 SECRET = "TOP SECRET srt 41d0"
@@ -136,3 +137,33 @@ def test_wrap_uses_no_linux_only_interface() -> None:
         if word in module.read_text()
     ]
     assert found == []
+
+
+async def test_the_official_filesystem_server_under_srt_never_reaches_a_widening_root(tmp_path: Path) -> None:
+    srt_installed()
+    served, elsewhere = tmp_path / "served", tmp_path / "elsewhere"
+    for folder in (served, elsewhere):
+        folder.mkdir()
+    (elsewhere / "secret.txt").write_text(SECRET)
+    (served / "inside.txt").write_text("inside")
+    read = {"path": str(elsewhere / "secret.txt")}
+    async with connected(official_command(str(served)), [str(elsewhere)]) as host:  # the control
+        await host.initialize()
+        for _ in range(100):  # the official server applies client roots in the background
+            if str(elsewhere) in await host.text("list_allowed_directories"):
+                break
+            await anyio.sleep(0.05)
+        assert await host.text("read_text_file", read) == SECRET
+    argv = wrap_argv(
+        [served], official_command(str(served)), "--cache-dir", str(tmp_path / "c"), "--sandbox", "srt"
+    )
+    async with connected(argv, [str(elsewhere), str(served)], **SRT_ENV) as host:
+        await host.initialize()
+        for _ in range(200):
+            if str(served) in await host.text("list_allowed_directories"):
+                break
+            await anyio.sleep(0.05)
+        assert await host.text("read_text_file", {"path": str(served / "inside.txt")}) == "inside"
+        answer = await host.call("read_text_file", read)
+        assert answer["result"]["isError"] is True
+        assert SECRET not in json.dumps(answer)
