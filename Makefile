@@ -5,6 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # The TypeScript SDK client of tests/adapters/test_interop_ts.py, installed once from the lock file (offline afterwards).
 NODE_STAMP := tests/interop/node_modules/.installed
+# Anthropic's sandbox runtime (srt 0.0.83, with the Node 22 it declares) for the srt backend's tests, from its
+# own lock file; on Linux srt needs bubblewrap, socat and ripgrep (sandbox-tools installs them).
+SRT_STAMP := tests/interop/srt/node_modules/.installed
 
 .PHONY: dist demo test sandbox-tools compat lock-compat cli-docs lint typecheck typecheck-main typecheck-mcp1 pytest pytest-parallel pytest-table pytest-serial pytest-warm pytest-mcp1 docs bench interop scale-test lock lock-mcp1 clean
 
@@ -45,7 +48,7 @@ demo: $(DEMO_STAMP)
 # --output-sync keeps each part's output in one piece.
 test:
 	$(MAKE) -j5 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP) $(COMPAT_STAMPS) $(GIT_SERVER_STAMP) $(DIST_STAMP) \
-	  $(LAUNCHERS_STAMP) sandbox-tools
+	  $(LAUNCHERS_STAMP) sandbox-tools $(SRT_STAMP)
 	$(MAKE) -j3 --output-sync=target lint typecheck docs pytest-warm
 	$(MAKE) -j3 --output-sync=target pytest-parallel pytest-table pytest-mcp1 compat dist
 	$(MAKE) pytest-serial
@@ -159,7 +162,7 @@ pytest: $(STAMP) $(NODE_STAMP) $(DOCS_STAMP)
 # The path table (13,700 small rows, no waiting) runs in one process of its own beside the workers: through
 # xdist each worker would collect it and the controller would take three reports of every row.
 PATH_TABLE := tests/paths/test_path_table.py
-pytest-parallel: $(STAMP) $(NODE_STAMP) $(DOCS_STAMP)
+pytest-parallel: $(STAMP) $(NODE_STAMP) $(DOCS_STAMP) $(SRT_STAMP)
 	$(MKTMP); $(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "not serial" --ignore=$(PATH_TABLE) --basetemp="$$tmp/p"; \
 	  status=$$?; rm -rf "$$tmp"; exit $$status
 pytest-table: $(STAMP)
@@ -200,6 +203,10 @@ $(LAUNCHERS_STAMP): requirements/launchers.txt
 	$(PYTHON) -m venv $(LAUNCHERS_VENV)
 	$(LAUNCHERS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements/launchers.txt
 	touch $(LAUNCHERS_STAMP)
+
+$(SRT_STAMP): tests/interop/srt/package.json tests/interop/srt/package-lock.json | sandbox-tools
+	npm ci --prefix tests/interop/srt --no-audit --no-fund
+	touch $(SRT_STAMP)
 
 $(NODE_STAMP): tests/interop/package.json tests/interop/package-lock.json
 	npm ci --prefix tests/interop --no-audit --no-fund
@@ -289,4 +296,4 @@ lock-mcp1:
 	rm -rf .lockvenv-mcp1
 
 clean:
-	rm -rf $(VENV) $(MCP1_VENV) $(foreach e,$(COMPAT_ENDS),.venv-$(e)) $(DEMO_VENV) $(DOCS_VENV) $(GIT_SERVER_VENV) site .mypy_cache .ruff_cache .pytest_cache .hypothesis tests/interop/node_modules tests/interop/inspector/node_modules benchmarks/official2/node_modules
+	rm -rf $(VENV) $(MCP1_VENV) $(foreach e,$(COMPAT_ENDS),.venv-$(e)) $(DEMO_VENV) $(DOCS_VENV) $(GIT_SERVER_VENV) site .mypy_cache .ruff_cache .pytest_cache .hypothesis tests/interop/node_modules tests/interop/inspector/node_modules benchmarks/official2/node_modules tests/interop/srt/node_modules

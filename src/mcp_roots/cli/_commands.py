@@ -338,7 +338,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK
         if args.command in ("audit", "doctor"):
             text, code = (
-                _audit(args.target, args.json) if args.command == "audit" else doctor_command(args.json)
+                _audit(args.target, args.json)
+                if args.command == "audit"
+                else doctor_command(args.json, args.sandbox)
             )
             say(sys.stdout, text)
             return code

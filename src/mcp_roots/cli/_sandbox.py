@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import RootSet
-from ..errors import ConfigError
+from ..errors import ConfigError, SandboxUnavailable
 from ..roots import CONFIG_FILENAME, ENV_VAR, SOURCE_UNCONFIGURED
 from ._common import EXIT_OK, PROG, say
 
@@ -89,12 +89,27 @@ def add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentPar
         help="pass only PATH, HOME, LANG, TERM and MCP_ROOTS_* to the command",
     )
     run.add_argument(
+        "--sandbox",
+        choices=("auto", "native", "srt"),
+        default="auto",
+        help="the confinement: native (Landlock, seccomp, namespaces), srt (Anthropic's sandbox runtime: "
+        "macOS, or Linux without Landlock), auto (native where the kernel holds it all, else srt; default)",
+    )
+    run.add_argument(
+        "--allow-domain",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --sandbox srt: let the command reach this host (repeatable) through srt's proxy; with "
+        "srt, no other host is reachable",
+    )
+    run.add_argument(
         "--allow-unconfined",
         action="store_true",
         help="where the kernel cannot confine, run anyway (with a warning) instead of failing",
     )
     run.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARG...]")
-    command(
+    doctor = command(
         "doctor",
         "report whether the kernel can confine subprocesses, and prove each promise with a live attempt",
         "Report the Landlock ABI of this kernel (or why there is none), whether the seccomp filter, "
@@ -102,7 +117,14 @@ def add_sandbox_commands(command: Callable[[str, str, str], argparse.ArgumentPar
         "attempt every promise for real (reading outside, writing .git/config, renaming .git, signals, "
         "limits and priority of this process, System V IPC, keyrings, inotify, capabilities...) with a "
         "confined child and say which mechanism held it; then the protected set and the read-only system "
-        "paths. Exit code 0 when every layer is there and every attempt was held, 1 otherwise.",
+        "paths. Exit code 0 when every layer is there and every attempt was held, 1 otherwise. With "
+        "--sandbox srt: Anthropic's sandbox runtime found (or what to install) and its promises attempted.",
+    )
+    doctor.add_argument(
+        "--sandbox",
+        choices=("auto", "native", "srt"),
+        default="native",
+        help="the backend to prove: native (default), srt, or auto (the one run and wrap would use here)",
     )
 
 
@@ -131,6 +153,10 @@ def run_command(roots: RootSet, args: argparse.Namespace) -> int:
     from .. import sandbox as _sandbox
 
     try:
+        backend = _sandbox.choose(args.sandbox)
+    except SandboxUnavailable as exc:
+        raise ConfigError(f"'{PROG} run': {exc}") from None
+    try:
         protect = _sandbox.protected_names(not args.no_protect, add=args.protect, remove=args.unprotect)
     except ValueError as exc:
         raise ConfigError(f"'{PROG} run': {exc}") from None
@@ -142,12 +168,14 @@ def run_command(roots: RootSet, args: argparse.Namespace) -> int:
                 roots.paths,
                 argv,
                 write=args.write,
-                network=not args.no_network,
+                network=not args.no_network and (backend == "native" or bool(args.allow_domain)),
                 allow_unconfined=args.allow_unconfined,
                 path_metadata=args.allow_path_metadata,
                 protect=protect,
                 allow_unix=args.allow_unix,
                 strict_git=args.strict_git,
+                sandbox=backend,
+                allow_domains=args.allow_domain,
                 stdin=None,
                 stdout=None,
                 start_new_session=True,
@@ -197,8 +225,11 @@ def run_forwarding_signals(spawn: Callable[[], Any]) -> int:
     return code
 
 
-def doctor_command(as_json: bool) -> tuple[str, int]:
+def doctor_command(as_json: bool, backend: str = "native") -> tuple[str, int]:
     from .. import sandbox as _sandbox
 
+    if backend != "native" and _sandbox.choose(backend) == "srt":
+        text, complete = _sandbox.srt_report(as_json)
+        return text, EXIT_OK if complete else EXIT_SANDBOX_MISSING
     text, complete = _sandbox.doctor_report(as_json, PROG)
     return text, EXIT_OK if complete else EXIT_SANDBOX_MISSING

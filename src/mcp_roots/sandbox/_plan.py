@@ -37,6 +37,7 @@ __all__ = [
     "no_new_privs",
     "plan",
     "program_of",
+    "python_paths",
     "refuse_or_warn",
     "support",
 ]
@@ -267,7 +268,7 @@ class Confinement:
             seccomp.apply_to_thread(self.syscall_filter)
 
 
-def _python_paths(executable: str) -> list[str]:
+def python_paths(executable: str) -> list[str]:
     # A child running this very interpreter (a venv's python is a symlink to it) needs its installation
     # and the venv: the standard library, pyvenv.cfg, site-packages. Read-only, like the rest.
     try:
@@ -378,7 +379,7 @@ def plan(
     rules.extend((os.fspath(path), _READ) for path in extra_read)
     if program is not None:
         rules.append((program, _FS.READ_FILE | _FS.EXECUTE))
-        rules.extend((path, _READ) for path in _python_paths(program))
+        rules.extend((path, _READ) for path in python_paths(program))
     granted = _READ | (_WRITE if write else 0)
     root_paths = [os.fspath(path) for path in roots]
     rules.extend((path, granted | landlock.EXACT_PATH) for path in root_paths)

@@ -12,6 +12,7 @@ Where namespaces are allowed, first a PID and a mount namespace of their own (on
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import subprocess
@@ -24,6 +25,7 @@ from typing import IO, Any
 
 from .._sys import privileges
 from ..errors import SandboxUnavailable
+from . import _srt
 from ._plan import SYSTEM_READ_PATHS, Confinement, RootPaths, plan, program_of, refuse_or_warn
 from ._root import private_root
 from ._tree import ConfinedProcess, split_tree
@@ -68,14 +70,32 @@ def popen(
     protect: bool | Iterable[str] = True,
     allow_unix: Sequence[str | os.PathLike[str]] = (),
     strict_git: bool = False,
+    sandbox: _srt.Backend = "auto",
+    allow_domains: Sequence[str] = (),
     **popen_kwargs: Any,
 ) -> subprocess.Popen[Any]:
     """``subprocess.Popen(argv, **popen_kwargs)``, confined to ``roots`` by the kernel (see ``run``).
 
     The face of the sandbox for a caller that spawns a program of its own (``mcp-roots run``, ``wrap``):
     ``roots`` read (``write=True``: read-write, less the protected set: ``protect``), ``extra_read``
-    read-only, ``network``; the child gets a session of its own and no capability."""
+    read-only, ``network``; the child gets a session of its own and no capability. ``sandbox`` picks the
+    backend (``native``, ``srt``: Anthropic's sandbox runtime, ``auto``); ``allow_domains`` (srt only)
+    are the hosts a child with ``network=True`` may reach."""
     _own_stdio_closed(popen_kwargs)
+    if _backend(sandbox, allow_domains) == "srt":
+        return _srt.popen(
+            roots,
+            argv,
+            write=write,
+            network=network,
+            allow_domains=allow_domains,
+            system_paths=system_paths,
+            extra_read=extra_read,
+            protect=protect,
+            allow_unix=[os.fspath(path) for path in allow_unix],
+            strict_git=strict_git,
+            popen_kwargs=popen_kwargs,
+        )
     confinement = plan(
         roots,
         write=write,
@@ -92,6 +112,16 @@ def popen(
     if confinement is None:
         return subprocess.Popen(argv, **popen_kwargs)
     return spawn_confined(_usable(confinement, allow_unconfined), argv, popen_kwargs)
+
+
+def _backend(sandbox: str, allow_domains: Sequence[str]) -> str:
+    chosen = _srt.choose(sandbox)
+    if allow_domains and chosen != "srt":
+        raise SandboxUnavailable(
+            "allow_domains (--allow-domain) filters the network by host name, which only the srt backend "
+            "does: pass sandbox='srt' (--sandbox srt), or network=True for every host"
+        )
+    return chosen
 
 
 def _usable(confinement: Confinement, allow_unconfined: bool) -> Confinement:
@@ -361,6 +391,8 @@ def run(
     protect: bool | Iterable[str] = True,
     allow_unix: Sequence[str | os.PathLike[str]] = (),
     strict_git: bool = False,
+    sandbox: _srt.Backend = "auto",
+    allow_domains: Sequence[str] = (),
     input: Any = None,
     capture_output: bool = False,
     timeout: float | None = None,
@@ -388,7 +420,9 @@ def run(
     stdout default to ``/dev/null`` (never this process's own: pass ``stdin=None`` or ``stdout=None`` to
     hand them over); ``env`` defaults to this process's environment, as in subprocess (``clean_env()``
     gives a reduced one). Raises ``SandboxUnavailable`` where the kernel cannot do this, unless
-    ``allow_unconfined=True`` (then a warning, once per reason).
+    ``allow_unconfined=True`` (then a warning, once per reason). ``sandbox="srt"`` confines through
+    Anthropic's sandbox runtime instead (see ``popen``); ``"auto"`` (the default) picks native where this
+    kernel holds every native layer, else srt where it is installed.
     """
     if input is not None:
         if popen_kwargs.get("stdin") is not None:
@@ -411,6 +445,8 @@ def run(
         protect=protect,
         allow_unix=allow_unix,
         strict_git=strict_git,
+        sandbox=sandbox,
+        allow_domains=allow_domains,
         **popen_kwargs,
     ) as process:
         try:
@@ -442,6 +478,8 @@ async def run_async(
     protect: bool | Iterable[str] = True,
     allow_unix: Sequence[str | os.PathLike[str]] = (),
     strict_git: bool = False,
+    sandbox: _srt.Backend = "auto",
+    allow_domains: Sequence[str] = (),
     input: bytes | None = None,
     stdin: int | IO[Any] | None = subprocess.DEVNULL,
     stdout: int | IO[Any] | None = subprocess.PIPE,
@@ -461,28 +499,48 @@ async def run_async(
             raise ValueError("stdin and input arguments may not both be used.")
         stdin = subprocess.PIPE
     options: dict[str, Any] = {"cwd": cwd, "env": env, "stdin": stdin, "stdout": stdout, "stderr": stderr}
-    confinement = plan(
-        roots,
-        write=write,
-        network=network,
-        allow_unconfined=allow_unconfined,
-        program=program_of(command, options),
-        system_paths=system_paths,
-        extra_read=extra_read,
-        path_metadata=path_metadata,
-        protect=protect,
-        allow_unix=allow_unix,
-        strict_git=strict_git,
-    )
-    if confinement is not None:
-        confinement = _usable(confinement, allow_unconfined)
+    srt_spawn: Any = None
+    confinement: Confinement | None = None
+    if _backend(sandbox, allow_domains) == "srt":
+        srt_spawn = functools.partial(
+            _srt.popen,
+            roots,
+            command,
+            write=write,
+            network=network,
+            allow_domains=allow_domains,
+            system_paths=system_paths,
+            extra_read=extra_read,
+            protect=protect,
+            allow_unix=[os.fspath(p) for p in allow_unix],
+            strict_git=strict_git,
+            popen_kwargs=dict(options, start_new_session=True),
+        )
+    else:
+        confinement = plan(
+            roots,
+            write=write,
+            network=network,
+            allow_unconfined=allow_unconfined,
+            program=program_of(command, options),
+            system_paths=system_paths,
+            extra_read=extra_read,
+            path_metadata=path_metadata,
+            protect=protect,
+            allow_unix=allow_unix,
+            strict_git=strict_git,
+        )
+        if confinement is not None:
+            confinement = _usable(confinement, allow_unconfined)
     lock = threading.Lock()
     started: list[subprocess.Popen[bytes]] = []
     cancelled = False
 
     def spawn_and_wait() -> tuple[int, bytes | None, bytes | None]:
-        if confinement is None:
-            process: subprocess.Popen[bytes] = subprocess.Popen(command, **options)
+        if srt_spawn is not None:
+            process: subprocess.Popen[bytes] = srt_spawn()
+        elif confinement is None:
+            process = subprocess.Popen(command, **options)
         else:
             process = spawn_confined(confinement, command, options)
         with lock:

@@ -18,13 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError, SandboxUnavailable
-from ..sandbox import popen
+from ..sandbox import Backend, choose, popen
 from ._plan import make_plan
 
 __all__ = ["FETCH_TIMEOUT", "NETWORK_ENV", "Launch", "launch_of"]
 
 #: Seconds the fetch step may take in all.
 FETCH_TIMEOUT = 300.0
+#: The hosts each launcher's fetch step reaches under the srt backend when no --allow-domain names them.
+REGISTRIES: dict[str, tuple[str, ...]] = {
+    "npx": ("registry.npmjs.org",),
+    "uvx": ("pypi.org", "files.pythonhosted.org"),
+    "pipx run": ("pypi.org", "files.pythonhosted.org"),
+}
 #: What the fetch step keeps of wrap's environment: how this machine reaches a registry (proxies, the
 #: certificates a proxy signs with, the registry or index to use), never a token.
 NETWORK_ENV = (
@@ -202,7 +208,14 @@ def launch_of(argv: Sequence[str], base: str | os.PathLike[str]) -> Launch | Non
     return Launch(launcher, spec, command, tuple(rest), folder)
 
 
-def fetch(launch: Launch, environ: Mapping[str, str], timeout: float = FETCH_TIMEOUT) -> None:
+def fetch(
+    launch: Launch,
+    environ: Mapping[str, str],
+    timeout: float = FETCH_TIMEOUT,
+    *,
+    sandbox: Backend = "auto",
+    allow_domains: Sequence[str] = (),
+) -> None:
     """Fetch the package into its folder, confined: network on, the folder (and the step's own cache)
     writable, the launcher and the system readable, nothing of the user's. ConfigError naming the launcher
     and what it said when it fails or takes longer than ``timeout``. Two wraps starting the same package
@@ -211,11 +224,16 @@ def fetch(launch: Launch, environ: Mapping[str, str], timeout: float = FETCH_TIM
     with open(launch.folder.parent / f"{launch.folder.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not launch.fetched:
-            _fetch(launch, environ, timeout)
+            _fetch(launch, environ, timeout, sandbox, allow_domains)
 
 
-def _fetch(launch: Launch, environ: Mapping[str, str], timeout: float) -> None:
+def _fetch(
+    launch: Launch, environ: Mapping[str, str], timeout: float, sandbox: Backend, allow_domains: Sequence[str]
+) -> None:
     argv = launch.fetch_argv()
+    backend = choose(sandbox)
+    # Under srt the network is by host name: the operator's --allow-domain, else the launcher's registry.
+    domains = (list(allow_domains) or list(REGISTRIES[launch.launcher])) if backend == "srt" else []
     plan = make_plan(argv, network=True, cache_base=str(launch.folder.parent / ".steps"), environ=environ)
     launch.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     for sub in ("home", "tmp", "npm", "uv"):
@@ -237,6 +255,8 @@ def _fetch(launch: Launch, environ: Mapping[str, str], timeout: float) -> None:
             write=True,
             network=True,
             protect=False,
+            sandbox=backend,
+            allow_domains=domains,
             extra_read=reads,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..sandbox import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, end, popen
+from ..sandbox import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, Backend, end, popen
 
 __all__ = [
     "CONTAINER_TOOLS",
@@ -74,6 +74,8 @@ class Plan:
     env: Mapping[str, str]
     reasons: Mapping[str, str] = field(default_factory=dict)
     skipped: tuple[str, ...] = ()
+    sandbox: Backend = "auto"  # the backend: native, srt or auto (mcp_roots.sandbox)
+    allow_domains: tuple[str, ...] = ()  # srt: the hosts the server may reach
 
     def describe(self, ceiling: Sequence[str], write: bool, network: bool) -> str:
         """The whole policy, for ``--print-policy``."""
@@ -81,7 +83,8 @@ class Plan:
             f"command: {' '.join(self.argv)}",
             f"roots: the client's roots clipped to the ceiling ({', '.join(ceiling)}), "
             f"{'read-write' if write else 'read-only'}; none before the client has sent them",
-            f"network: {'allowed' if network else 'refused (no sockets)'}",
+            f"network: {_network_words(network, self.allow_domains)}",
+            f"sandbox: {self.sandbox}",
             f"private cache (read-write, persistent): {self.cache}",
             "read-only for the runtime and its code:",
         ]
@@ -93,6 +96,12 @@ class Plan:
         lines += [f"not granted (too wide): {path}" for path in self.skipped]
         lines.append("environment: " + ", ".join(f"{k}={v}" for k, v in sorted(self.env.items())))
         return "\n".join(lines)
+
+
+def _network_words(network: bool, domains: Sequence[str]) -> str:
+    if domains:
+        return "only " + ", ".join(domains) + " (srt's proxy)"
+    return "allowed" if network else "refused (no sockets)"
 
 
 def refuse_container(argv: Sequence[str]) -> None:
@@ -310,6 +319,8 @@ def spawn(plan: Plan, roots: Sequence[str], *, write: bool, network: bool) -> su
         list(plan.argv),
         write=write,
         network=network,
+        sandbox=plan.sandbox,
+        allow_domains=plan.allow_domains,
         extra_read=list(plan.read),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -17,10 +17,11 @@ import subprocess
 import sys
 import typing
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 from .. import RootSet, clip_to_ceiling, fallback_roots
 from ..errors import ConfigError, RootsError, SandboxUnavailable
-from ..sandbox import support
+from ..sandbox import BACKENDS, SRT_INSTALL, Runtime, choose, find_srt, support
 from ._launch import fetch, launch_of
 from ._options import DEFAULT_MAX_MESSAGE_BYTES, Options
 from ._plan import cache_base, end_tree_now, make_plan, prepare_cache, refuse_container, spawn
@@ -78,6 +79,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--read-only", action="store_true", help="the roots are read-only for the server")
     parser.add_argument("--network", action="store_true", help="let the server open sockets (default: none)")
+    parser.add_argument(
+        "--sandbox",
+        choices=BACKENDS,
+        default="auto",
+        help="the confinement: native (Landlock, seccomp, namespaces), srt (Anthropic's sandbox runtime: "
+        "macOS, or Linux without Landlock), auto (native where the kernel holds it all, else srt; default)",
+    )
+    parser.add_argument(
+        "--allow-domain",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --sandbox srt: let the server reach this host (repeatable; *.example.com allowed), "
+        "through srt's proxy; implies --network",
+    )
     parser.add_argument(
         "--allow-container",
         action="store_true",
@@ -145,10 +161,11 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
     fallback: RootSet | None = None
     if args.roots:
         fallback = clip_to_ceiling(fallback_roots(_folders(args.roots)), ceiling)
+    network = args.network or bool(args.allow_domain)
     launch = launch_of(command, cache_base(args.cache_dir))
     if launch is not None:
         if not launch.fetched and not args.print_policy:
-            fetch(launch, os.environ)
+            fetch(launch, os.environ, sandbox=args.sandbox, allow_domains=args.allow_domain)
         if launch.fetched:
             command = launch.server_argv()
     plan = make_plan(
@@ -156,15 +173,16 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
         extra_read=args.read,
         env_names=args.env,
         cache_base=args.cache_dir,
-        network=args.network,
+        network=network,
         ceiling=[str(p) for p in ceiling.paths],
     )
+    plan = replace(plan, sandbox=args.sandbox, allow_domains=tuple(args.allow_domain))
     options = Options(
         plan=plan,
         ceiling=ceiling,
         fallback=fallback,
         write=not args.read_only,
-        network=args.network,
+        network=network,
         drain=args.drain,
         start_timeout=args.start_timeout,
         max_in_flight=args.max_in_flight,
@@ -176,6 +194,28 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
     if fallback is not None:
         policy += f"\nroots for a client that sends none: {fallback.describe()}"
     return options, policy
+
+
+def _with_backend(options: Options) -> Options:
+    """``options`` with the backend resolved once (``auto`` picked), or ConfigError naming what is missing."""
+    backend = choose(options.plan.sandbox)
+    if backend == "native":
+        kernel = support()
+        if not kernel.complete:
+            raise ConfigError(
+                f"wrap: this kernel cannot confine the server: {kernel.reason or kernel.filter_reason}; "
+                f"install srt ({SRT_INSTALL}) and pass --sandbox srt"
+            )
+    else:
+        runtime = find_srt()
+        if not isinstance(runtime, Runtime):
+            raise ConfigError(f"wrap: {runtime}")
+        if options.network and not options.plan.allow_domains:
+            raise ConfigError(
+                "wrap: with --sandbox srt the server reaches the network by host name only: "
+                "name each host with --allow-domain NAME"
+            )
+    return replace(options, plan=replace(options.plan, sandbox=backend))
 
 
 def _folders(values: Sequence[str]) -> list[str]:
@@ -217,11 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.print_policy:
             sys.stdout.write(policy + "\n")
             return EXIT_OK
-        kernel = support()
-        if not kernel.complete:
-            raise ConfigError(
-                f"wrap: this kernel cannot confine the server: {kernel.reason or kernel.filter_reason}"
-            )
+        options = _with_backend(options)
         prepare_cache(options.plan)
         with _claim_stdio() as (wire_in, wire_out):
             first = _start_first(options)
