@@ -914,6 +914,16 @@ SRT_ENV = {
 }
 
 
+@contextlib.contextmanager
+def srt_tmp() -> Iterator[Path]:
+    """A scratch folder srt can grant: under /tmp, never /dev/shm (srt mounts a /dev of its own)."""
+    folder = Path(tempfile.mkdtemp(prefix="mcp-roots-srt-test-", dir="/tmp")).resolve()
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def srt_installed() -> None:
     """Fail (never skip) when the pinned srt is missing: make test installs it."""
     if not (SRT_MODULES / ".installed").exists():

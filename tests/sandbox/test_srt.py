@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from mcp_roots import RootSet, sandbox
 from mcp_roots.errors import SandboxUnavailable
 from mcp_roots.sandbox import _srt
-from tests.kit import SRT_ENV, srt_installed
+from tests.kit import SRT_ENV, srt_installed, srt_tmp
 
 SECRET = "srt secret 5b1e"
 #: A marker no other process has in its command line: the detached daemon's sleep.
@@ -29,6 +30,12 @@ def srt(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in SRT_ENV.items():
         monkeypatch.setenv(name, value)
     _srt.find_srt.cache_clear()
+
+
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    with srt_tmp() as folder:  # srt cannot grant a folder under /dev/shm, where make test's tmp_path lies
+        yield folder
 
 
 @pytest.fixture
@@ -192,6 +199,11 @@ def test_allow_domain_lets_the_registry_through_and_refuses_another_host(tree: d
     assert "REFUSED" in refused.stdout, refused.stdout + refused.stderr
 
 
+def test_a_root_under_dev_is_refused_in_words() -> None:
+    with pytest.raises(SandboxUnavailable, match="a /dev of its own"):
+        sandbox.run(["/dev/shm"], ["true"], sandbox="srt", network=False)
+
+
 def test_network_without_named_hosts_is_refused_in_words() -> None:
     with pytest.raises(SandboxUnavailable, match="--allow-domain"):
         sandbox.run(["/tmp"], ["true"], sandbox="srt", network=True)
@@ -310,3 +322,31 @@ def test_doctor_proves_every_srt_promise_live() -> None:
     proven = [line for line in done.stdout.splitlines() if line.startswith("  [")]
     assert len(proven) == 6
     assert all(line.startswith("  [held]") for line in proven), done.stdout
+
+
+def test_srt_leaves_nothing_in_a_root_and_starts_beside_an_existing_claude_folder(
+    tree: dict[str, Path],
+) -> None:
+    # srt makes placeholders for its own denies in a writable working folder: never in the user's root.
+    (tree["root"] / ".claude").mkdir()
+    (tree["root"] / ".claude" / "settings.json").write_text("{}")
+    before = sorted(p.name for p in tree["root"].iterdir())
+    process = sandbox.popen(
+        [str(tree["root"])],
+        ["/bin/sh", "-c", "pwd; echo started; exec sleep 30"],
+        sandbox="srt",
+        write=True,
+        network=False,
+        cwd=tree["root"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == str(tree["root"])  # the folder asked for
+        assert process.stdout.readline().strip() == "started"
+        assert sorted(p.name for p in tree["root"].iterdir()) == before
+    finally:
+        process.kill()
+        process.wait()
+    assert (tree["root"] / ".claude" / "settings.json").read_text() == "{}"

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
 
-from tests.kit import SRT_ENV, connected, hostile_argv, official_command, srt_installed, wrap_argv
+from tests.kit import SRT_ENV, connected, hostile_argv, official_command, srt_installed, srt_tmp, wrap_argv
 
 pytestmark = pytest.mark.anyio
 SECRET = "TOP SECRET srt 41d0"
@@ -21,6 +22,12 @@ INSIDE = "INSIDE B srt 8e77"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # wrap runs in a process of its own
+
+
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    with srt_tmp() as folder:  # srt cannot grant a folder under /dev/shm, where make test's tmp_path lies
+        yield folder
 
 
 @pytest.fixture

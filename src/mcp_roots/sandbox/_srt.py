@@ -34,6 +34,7 @@ __all__ = [
     "choose",
     "find_srt",
     "popen",
+    "scratch_bases",
     "settings",
 ]
 
@@ -175,6 +176,12 @@ def settings(
             "to reach " + ", ".join(os.fspath(path) for path in allow_unix)
         )
     root_paths = [os.fspath(path) for path in roots]
+    under_dev = [path for path in root_paths if os.path.realpath(path).startswith("/dev/")]
+    if under_dev and platform == "linux":
+        raise SandboxUnavailable(
+            f"srt mounts a /dev of its own, so {', '.join(under_dev)} cannot be granted under srt: "
+            "use --sandbox native (sandbox='native')"
+        )
     read = [os.fspath(path) for path in (system_paths if system_paths is not None else SYSTEM_READ_PATHS)]
     read += [*SYSTEM_DEVICE_PATHS, *_RUNTIME_READ, *(os.fspath(path) for path in extra_read)]
     if network:
@@ -221,6 +228,13 @@ _folder_lock = threading.Lock()
 _folders: list[str] = []
 
 
+def scratch_bases() -> list[str]:
+    """Where a folder srt can grant may be made: the temporary folder unless it lies under /dev (srt mounts
+    a /dev of its own, which hides it), then /tmp and /var/tmp."""
+    bases = [tempfile.gettempdir(), "/tmp", "/var/tmp"]
+    return [b for b in dict.fromkeys(bases) if not os.path.realpath(b).startswith("/dev/")]
+
+
 def _private_folder(roots: Sequence[str]) -> str:
     def inside(path: str) -> bool:
         real = os.path.realpath(path)
@@ -230,7 +244,7 @@ def _private_folder(roots: Sequence[str]) -> str:
         for folder in _folders:
             if not inside(folder):
                 return folder
-        for base in (os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir(), os.path.expanduser("~")):
+        for base in (os.environ.get("XDG_RUNTIME_DIR"), *scratch_bases(), os.path.expanduser("~")):
             if base and os.path.isdir(base) and not inside(base):
                 folder = tempfile.mkdtemp(prefix="mcp-roots-srt-", dir=base)
                 _folders.append(folder)
@@ -302,6 +316,14 @@ def popen(
     if program is not None and os.sep not in command[0]:
         command[0] = program  # srt looks the command up on its own PATH otherwise
     options["start_new_session"] = True  # srt, its shell and bubblewrap: one group, ended as one
+    # srt makes placeholders for its mandatory denies (.mcp.json, .vscode, .claude/commands...) in its
+    # working folder when that is writable: in a user's root they would appear there while the child runs,
+    # and clash with the protected set's denyWrite of an existing .claude. srt starts in its private folder
+    # instead (read-only for the child: no placeholder) and the child changes into the folder asked for.
+    cwd = options.pop("cwd", None)
+    wanted = os.fsdecode(os.fspath(cwd)) if cwd is not None else os.getcwd()
+    options["cwd"] = folder
+    command = ["/bin/sh", "-c", 'cd "$1" 2>/dev/null; shift; exec "$@"', "sh", wanted, *command]
     try:
         process = _SrtProcess([*runtime.command, "--settings", path, "--", *command], **options)
     except BaseException:

@@ -93,7 +93,7 @@ def prove_srt(timeout: float = 60.0) -> list[Proof]:
     script = attempts.__file__
     command = [sys.executable, "-I", "-S", script]
     proofs: list[Proof] = []
-    with tempfile.TemporaryDirectory(prefix="mcp-roots-doctor-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="mcp-roots-doctor-", dir=_srt.scratch_bases()[0]) as scratch:
         base = Path(scratch).resolve()
         root, outside = base / "root", base / "outside"
         (root / ".git" / "hooks").mkdir(parents=True)
