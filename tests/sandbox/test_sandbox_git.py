@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,7 +57,7 @@ def places(tmp_path: Path) -> tuple[Path, Path, Path]:
     return repo, monitor, mark
 
 
-def child(root: Path, script: str, **options: object) -> subprocess.CompletedProcess[str]:
+def child(root: Path, script: str, **options: Any) -> subprocess.CompletedProcess[str]:
     """A confined shell in ``root`` (read-write), with git's environment."""
     return RootSet.from_paths([root]).run(
         ["sh", "-c", script],

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,7 +81,7 @@ def daemon(tmp_path: Path) -> Iterator[dict[str, str]]:
 
 
 def _try(
-    argv_roots: RootSet | None, family: str, where: str, **options: object
+    argv_roots: RootSet | None, family: str, where: str, **options: Any
 ) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-c", CONNECT, family, where]
     if argv_roots is None:
