@@ -75,6 +75,8 @@ class RootsGuard:
     ``strict=True`` makes a tool with path-like parameters that are neither guarded nor exempted refuse
     every call; ``expand_user=True`` expands ``~`` and ``file://`` path arguments instead of refusing them;
     ``confine=True`` confines the server process itself with Landlock to the ceiling (or the fallback roots).
+    ``fallback_until_roots=True``: a client's empty roots list keeps the fallback roots until it has sent a
+    non-empty one; after that an empty list revokes every root (the official filesystem server's rule).
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class RootsGuard:
         expand_user: bool = False,
         confine: bool = False,
         allow_home: bool = False,
+        fallback_until_roots: bool = False,
     ) -> None:
         if isinstance(ceiling, (str, os.PathLike)):
             ceiling = [ceiling]  # one path, not a sequence of one-character paths
@@ -124,6 +127,7 @@ class RootsGuard:
             strict=strict,
             expand_user=expand_user,
             how_to_configure=advice,
+            fallback_until_roots=fallback_until_roots,
         )
         # One adapter per framework this guard was installed on (a guard may serve several servers).
         self._adapters: dict[type, Adapter] = {}
