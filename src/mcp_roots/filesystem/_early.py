@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+import anyio
+
 from ._cachefile import StartupFile, is_answer_to
 from ._stdio import StdinLines, StdoutWriter, write_all
 
@@ -42,6 +44,8 @@ logger = logging.getLogger("mcp_roots")
 
 #: The messages a recording looks at before it gives up (a host sends initialize and tools/list first).
 _RECORD_MESSAGES = 16
+#: How long a client that leaves at once keeps the SDK running to answer the checks of the lists given early.
+_CHECK_SECONDS = 10.0
 #: The modules the SDK side of serve needs, imported by ``SdkLoader`` while the early answers are given.
 _SDK_MODULES = ("mcp_roots.filesystem._server", "mcp.server.stdio")
 _READ_CHUNK = 64 * 1024
@@ -221,6 +225,7 @@ class Recorder:
         self._replay_left = 0 if handover is None else len(handover.replay)
         self._checks: dict[str, str] = {}
         self._check_lines: list[str] = []
+        self._all_checked: anyio.Event | None = None
         for method in () if handover is None else handover.lists:
             ident = f"mcp-roots-check-{secrets.token_hex(16)}"
             self._checks[ident] = method
@@ -232,13 +237,24 @@ class Recorder:
     async def __anext__(self) -> str:
         if self._check_lines and not self._replay_left:
             return self._check_lines.pop(0)
-        line = await self._stdin.__anext__()
+        try:
+            line = await self._stdin.__anext__()
+        except StopAsyncIteration:
+            if self._checks:  # the client left at once: the SDK still answers the checks before it stops
+                with anyio.move_on_after(_CHECK_SECONDS):
+                    await self._checked().wait()
+            raise
         if self._replay_left:
             self._replay_left -= 1
         if self._seen < _RECORD_MESSAGES or self._open:
             self._seen += 1
             self._look_in(_parse(line))
         return line
+
+    def _checked(self) -> anyio.Event:
+        if self._all_checked is None:
+            self._all_checked = anyio.Event()
+        return self._all_checked
 
     def _stop_recording(self) -> None:
         self._seen = _RECORD_MESSAGES
@@ -289,6 +305,8 @@ class Recorder:
                 method = self._checks.pop(message["id"], None) if isinstance(message["id"], str) else None
                 if method is not None:
                     self._drop(method, message, self._handover.lists[method])
+                    if not self._checks:
+                        self._checked().set()
                     return len(text)
         if self._open:
             self._look_out(_parse(text))

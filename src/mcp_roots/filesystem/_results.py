@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from typing import IO, Annotated, Any, TypedDict, TypeVar
+from typing import IO, Annotated, Literal, NotRequired, TypedDict, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -49,10 +49,32 @@ class TextResult(TypedDict):
     content: str
 
 
-class MediaResult(TypedDict):
-    """read_media_file's structured result: the content block(s) it returned."""
+class MediaBlock(TypedDict):
+    """An image or audio block, as the official server declares it."""
 
-    content: list[dict[str, Any]]
+    type: Literal["image", "audio"]
+    data: str
+    mimeType: str
+
+
+class BlobResource(TypedDict):
+    uri: str
+    mimeType: NotRequired[str]
+    blob: str
+
+
+class ResourceBlock(TypedDict):
+    """An embedded resource block (any other file), as the official server declares it."""
+
+    type: Literal["resource"]
+    resource: BlobResource
+
+
+class MediaResult(TypedDict):
+    """read_media_file's structured result: the content block(s) it returned, declared as the official
+    server declares them (the image/audio/resource union)."""
+
+    content: list[MediaBlock | ResourceBlock]
 
 
 TextOutput = Annotated[CallToolResult, TextResult]

@@ -9,11 +9,25 @@ from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import RequestStateSecurity
 
-from .. import RootsGuard
+from .. import RootsGuard, __version__
+from ..adapters import lowlevel_of
 from . import _listing, _reading, _writing
 from ._toolbox import Settings, Toolbox
 
 __all__ = ["build_server"]
+
+#: The SDK's handlers for what serve does not have (prompts, resources): left out, so that serve declares
+#: only the tools capability, and a client asking for them gets "Method not found" (as from the official
+#: server).
+_NOT_SERVED = (
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+)
 
 _INSTRUCTIONS = (
     "Files in the allowed directories (see list_allowed_directories). Paths may be absolute or relative "
@@ -47,11 +61,15 @@ def build_server(
     )
     server = MCPServer(
         name,
+        version=__version__,
         instructions=_INSTRUCTIONS,
         request_state_security=request_state_security,
         token_verifier=token_verifier,
         auth=auth,
     )
+    handlers = lowlevel_of(server)._request_handlers
+    for method in _NOT_SERVED:
+        handlers.pop(method, None)
     guard.install(server)
     box = Toolbox(guard, settings or Settings(), server)
     # The official server's order: reading, writing, then listing tools.
