@@ -7,10 +7,11 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from typing import IO, Annotated, Literal, NotRequired, TypedDict, TypeVar
+from typing import IO, Annotated, Literal, TypedDict, TypeVar
 
 import anyio
 import anyio.to_thread
+import typing_extensions as te
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 from .. import FileTooLarge, RootsError, RootSet
@@ -49,7 +50,7 @@ class TextResult(TypedDict):
     content: str
 
 
-class MediaBlock(TypedDict):
+class MediaBlock(te.TypedDict):  # pydantic reads nested ones on Python 3.11
     """An image or audio block, as the official server declares it."""
 
     type: Literal["image", "audio"]
@@ -57,20 +58,20 @@ class MediaBlock(TypedDict):
     mimeType: str
 
 
-class BlobResource(TypedDict):
+class BlobResource(te.TypedDict):  # pydantic reads nested ones on Python 3.11
     uri: str
-    mimeType: NotRequired[str]
+    mimeType: te.NotRequired[str]
     blob: str
 
 
-class ResourceBlock(TypedDict):
+class ResourceBlock(te.TypedDict):  # pydantic reads nested ones on Python 3.11
     """An embedded resource block (any other file), as the official server declares it."""
 
     type: Literal["resource"]
     resource: BlobResource
 
 
-class MediaResult(TypedDict):
+class MediaResult(te.TypedDict):  # pydantic reads nested ones on Python 3.11
     """read_media_file's structured result: the content block(s) it returned, declared as the official
     server declares them (the image/audio/resource union)."""
 
