@@ -106,3 +106,39 @@ def test_a_relative_folder_is_the_working_folders(served: Path, tmp_path: Path) 
         assert server.close() == 0
     finally:
         server.proc.kill()
+
+
+ARGUMENT_ERRORS = [
+    ("read_text_file", {"path": 5}, "path must be a string, not an integer"),
+    ("read_text_file", {"path": "note.txt", "head": "2"}, "head must be a number, not a string"),
+    ("read_text_file", {}, "path is required"),
+    ("read_text_file", {"path": "note.txt", "head": 1.5}, "head must be a whole number of lines, not 1.5"),
+    ("read_multiple_files", {"paths": "note.txt"}, "paths must be an array, not a string"),
+    ("edit_file", {"path": "note.txt", "edits": [{"oldText": "a"}]}, "edits[0].newText is required"),
+    (
+        "search_files",
+        {"path": ".", "pattern": "x", "excludePatterns": [1]},
+        "excludePatterns[0] must be a string",
+    ),
+]
+
+
+def test_argument_errors_are_in_the_schemas_words(served: Path, tmp_path: Path) -> None:
+    """A bad argument is named with the rule its schema states, never a validator's internals (its type
+    names, its documentation URL)."""
+    server = Serve([str(served)], tmp_path / "cache")
+    try:
+        server.send(initialize())
+        server.answer(0, [])
+        server.send(
+            INITIALIZED, *(call(i, name, args) for i, (name, args, _) in enumerate(ARGUMENT_ERRORS, 1))
+        )
+        for ident, (name, _, words) in enumerate(ARGUMENT_ERRORS, 1):
+            said = text(server.answer(ident, [str(served)]))
+            assert words in said, said
+            assert name in said or "whole number" in said
+            for internal in ("http", "pydantic", "validation error", " int", "type="):
+                assert internal not in said, said
+        assert server.close() == 0
+    finally:
+        server.proc.kill()

@@ -4,14 +4,18 @@ on one toolbox (reading, writing, listing), guarded by the ``RootsGuard`` given.
 
 from __future__ import annotations
 
+from typing import Any
+
 from mcp.server import MCPServer
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import RequestStateSecurity
+from mcp_types import CallToolResult, TextContent
 
 from .. import RootsGuard, __version__
 from ..adapters import lowlevel_of
 from . import _listing, _reading, _writing
+from ._arguments import argument_error
 from ._toolbox import Settings, Toolbox
 
 __all__ = ["build_server"]
@@ -76,4 +80,28 @@ def build_server(
     _reading.register(box)
     _writing.register(box)
     _listing.register(box)
+    _check_arguments(server)
     return server
+
+
+def _check_arguments(server: MCPServer) -> None:
+    """Put the check of a call's arguments against its tool's input schema before the SDK's own: a bad
+    argument is refused in the schema's words (``path must be a string, not a number``), not in pydantic's."""
+    lowlevel = lowlevel_of(server)
+    entry = lowlevel.get_request_handler("tools/call")
+    if entry is None:
+        return
+    call_next = entry.handler
+    schemas: dict[str, dict[str, Any]] = {}
+
+    async def checked(ctx: Any, params: Any) -> Any:
+        if not schemas:
+            schemas.update({tool.name: tool.input_schema for tool in await server.list_tools()})
+        schema = schemas.get(params.name)
+        if schema is not None:
+            error = argument_error(params.name, schema, params.arguments or {})
+            if error is not None:
+                return CallToolResult(content=[TextContent(type="text", text=error)], is_error=True)
+        return await call_next(ctx, params)
+
+    lowlevel.add_request_handler("tools/call", entry.params_type, checked)
