@@ -4,6 +4,7 @@ on one toolbox (reading, writing, listing), guarded by the ``RootsGuard`` given.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from mcp.server import MCPServer
@@ -85,23 +86,22 @@ def build_server(
 
 
 def _check_arguments(server: MCPServer) -> None:
-    """Put the check of a call's arguments against its tool's input schema before the SDK's own: a bad
-    argument is refused in the schema's words (``path must be a string, not a number``), not in pydantic's."""
-    lowlevel = lowlevel_of(server)
-    entry = lowlevel.get_request_handler("tools/call")
-    if entry is None:
-        return
-    call_next = entry.handler
+    """Check a call's arguments against its tool's input schema before anything else reads them (first in
+    the server's middleware, before the guard's): a bad argument is refused in the schema's words
+    (``path must be a string, not an integer``), not in a validator's."""
     schemas: dict[str, dict[str, Any]] = {}
 
-    async def checked(ctx: Any, params: Any) -> Any:
-        if not schemas:
-            schemas.update({tool.name: tool.input_schema for tool in await server.list_tools()})
-        schema = schemas.get(params.name)
-        if schema is not None:
-            error = argument_error(params.name, schema, params.arguments or {})
-            if error is not None:
-                return CallToolResult(content=[TextContent(type="text", text=error)], is_error=True)
-        return await call_next(ctx, params)
+    async def checked(ctx: Any, call_next: Any) -> Any:
+        params = ctx.params
+        if ctx.method == "tools/call" and isinstance(params, Mapping):
+            if not schemas:
+                schemas.update({tool.name: tool.input_schema for tool in await server.list_tools()})
+            name, arguments = params.get("name"), params.get("arguments")
+            schema = schemas.get(name) if isinstance(name, str) else None
+            if isinstance(name, str) and schema is not None and isinstance(arguments, Mapping | None):
+                error = argument_error(name, schema, arguments or {})
+                if error is not None:
+                    return CallToolResult(content=[TextContent(type="text", text=error)], is_error=True)
+        return await call_next(ctx)
 
-    lowlevel.add_request_handler("tools/call", entry.params_type, checked)
+    server.middleware.insert(0, checked)
