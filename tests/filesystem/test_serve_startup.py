@@ -461,13 +461,13 @@ def test_a_cache_folder_not_the_users_own_is_not_used(served: Path, tmp_path: Pa
         if os.geteuid() != 0:
             pytest.fail("needs root to give the folder to another user (the suite runs as root here)")
         os.chown(cache / "mcp-roots", 65534, 65534)
-    for _ in range(2):
-        run = start(served, cache)
+    runs = [start(served, cache) for _ in range(2)]
+    assert sorted(p.name for p in victim.iterdir()) == before
+    for run in runs:
         assert len(run["tools/list"]["tools"]) == 14
         assert run["exit"] == 0
         assert "start-up cache in" in run["stderr"]
         assert "is not used" in run["stderr"]
-    assert sorted(p.name for p in victim.iterdir()) == before
     assert list((cache / "mcp-roots").glob("**/*.json")) == [] or how == "mcp_roots_is_a_symlink"
     if how == "mcp_roots_is_a_symlink":
         assert list((victim / "serve").iterdir()) == []
