@@ -141,3 +141,37 @@ def test_argument_errors_are_in_the_schemas_words(served: Path, tmp_path: Path) 
         assert server.close() == 0
     finally:
         server.proc.kill()
+
+
+def test_control_characters_of_a_clients_path_are_escaped_in_what_serve_writes(
+    served: Path, tmp_path: Path
+) -> None:
+    """A path with terminal escapes (ESC, BEL, a C1 CSI): every answer naming it shows them as \\xNN."""
+    hostile = "a\x1b[31mb\x07c\x9b2J"
+    calls = [
+        ("write_file", {"path": str(served / f"{hostile}.txt"), "content": "x"}),
+        ("create_directory", {"path": str(served / f"{hostile}.d")}),
+        (
+            "move_file",
+            {"source": str(served / f"{hostile}.txt"), "destination": str(served / f"{hostile}.m")},
+        ),
+        ("read_text_file", {"path": f"/etc/{hostile}"}),
+        ("read_text_file", {"path": str(served / f"{hostile}.missing")}),
+    ]
+    server = Serve([str(served)], tmp_path / "cache", log_level="INFO")
+    try:
+        server.send(initialize())
+        server.answer(0, [])
+        server.send(INITIALIZED)
+        for ident, (name, args) in enumerate(calls, 1):  # one at a time: the move needs the write done
+            server.send(call(ident, name, args))
+            said = text(server.answer(ident, [str(served)]))
+            assert "\\x1b[31mb\\x07c\\x9b2J" in said, said
+            assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in said), said
+        assert server.close() == 0
+        assert server.proc.stderr is not None
+        logged = server.proc.stderr.read().decode(errors="replace")
+        assert "\x1b" not in logged
+        assert "\x07" not in logged
+    finally:
+        server.proc.kill()

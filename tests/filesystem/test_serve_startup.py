@@ -29,10 +29,14 @@ SERVE = serve_command()
 class Serve:
     """One ``mcp-roots serve`` process on pipes, spoken to line by line as a host does."""
 
-    def __init__(self, args: list[str], cache: Path, cwd: Path | None = None) -> None:
+    def __init__(
+        self, args: list[str], cache: Path, cwd: Path | None = None, log_level: str | None = None
+    ) -> None:
         env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
         pipe = subprocess.PIPE
-        self.proc = subprocess.Popen([*SERVE, *args], stdin=pipe, stdout=pipe, stderr=pipe, env=env, cwd=cwd)
+        level = [] if log_level is None else ["--log-level", log_level]
+        command = [*SERVE, *level, *args]
+        self.proc = subprocess.Popen(command, stdin=pipe, stdout=pipe, stderr=pipe, env=env, cwd=cwd)
         self.answers: dict[int, dict[str, Any]] = {}
 
     def send(self, *messages: dict[str, Any]) -> None:

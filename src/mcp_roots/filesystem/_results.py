@@ -33,6 +33,7 @@ __all__ = [
     "read_capped",
     "read_stream",
     "run_blocking",
+    "shown",
     "too_large",
     "writes",
 ]
@@ -95,6 +96,16 @@ def writes(*, destructive: bool, idempotent: bool) -> ToolAnnotations:
 
 class ToolFailure(Exception):
     """A tool cannot do what was asked; the message is the one line the client reads."""
+
+
+#: C0 and C1 control characters (and DEL), each shown as ``\xNN``: a path a client sent may carry terminal
+#: escapes, and a text that names it must not replay them on whoever reads it.
+_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+def shown(path: str) -> str:
+    """``path`` for a message: its control characters escaped (``\x1b``), everything else as it is."""
+    return path.translate(_CONTROLS)
 
 
 def ok(text: str) -> CallToolResult:
