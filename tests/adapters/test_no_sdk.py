@@ -1,6 +1,6 @@
 """`import mcp_roots`, the path guard, RootsGuard's construction and the CLI work where no MCP SDK can be
 imported: a real interpreter in which a meta-path finder refuses `mcp`, `mcp_types` and `fastmcp` before
-mcp_roots is imported (see docs/design.md, "The server layer", for why this is a faithful stand-in for a venv
+mcp_roots is imported (see docs/design.md, "The tiers", for why this is a faithful stand-in for a venv
 without them)."""
 
 from __future__ import annotations

@@ -316,7 +316,7 @@ class RootSet:
             "MCP_ROOTS_COUNT": str(len(self._roots)),
         }
 
-    # -- race-free operations (bodies by verb: _open, _write, _dirs, _remove, _rename; see docs/design.md) --
+    # -- race-free operations (bodies by verb: _open, _write, _dirs, _remove, _rename; design/paths.md) --
 
     def open(
         self,

@@ -11,8 +11,8 @@ The fast lanes (:meth:`Router.fast`, :meth:`Router.read_fast`, :meth:`Router.can
 common path -- :func:`common_path`, the one test they all make, and :meth:`Router.at` with them -- and answer
 None for anything else, or wherever the general route must word the answer; they hold the root descriptor
 through :class:`RootDescriptors`, as the general route does. ``MCP_ROOTS_SELF_CHECK`` re-does their answers
-by the name walk (:meth:`Router.canonical`; ``_beneath`` for the opens). See docs/design.md, "The hot path,
-once".
+by the name walk (:meth:`Router.canonical`; ``_beneath`` for the opens). See docs/design/paths.md, "The hot
+path, once".
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ class Router:
 
     def absolute(self, path: object) -> str:
         """The checked text of ``path``, a relative path joined to the first root."""
-        if _WINDOWS:  # pragma: no cover - see docs/design.md
+        if _WINDOWS:  # pragma: no cover - see docs/design/paths.md
             raise NotImplementedError("the race-free RootSet operations are not available on Windows yet")
         text = checked_text(path)
         if not text.startswith("/"):
@@ -398,7 +398,7 @@ class Router:
         A path with no '.', '..' or empty component that the kernel looks up from '/' without meeting a
         single symlink (openat2 RESOLVE_NO_SYMLINKS) is its own canonical form: that is the answer, in one
         system call. Otherwise one openat2(O_PATH) beneath its root and the kernel's name for the
-        descriptor. See docs/design.md, "Hot paths"."""
+        descriptor. See docs/design/paths.md, "The hot path, once"."""
         current = strategy()
         if current.openat2 is None or not self.index:
             return None
