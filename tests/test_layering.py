@@ -103,7 +103,17 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("__init__",),
     ],
     "filesystem": [
-        ("_globs", "_text", "_state", "_auth", "_budget", "_uvicorn", "_sessions"),
+        (
+            "_globs",
+            "_text",
+            "_state",
+            "_auth",
+            "_budget",
+            "_uvicorn",
+            "_sessions",
+            "_cachefile",
+            "_arguments",
+        ),
         ("_walk", "_results"),
         ("_toolbox",),
         ("_listing", "_reading", "_writing"),

@@ -66,6 +66,9 @@ class RootsGuard:
         expand_user: Expand ``~`` and ``file://`` path arguments instead of refusing them.
         confine: Confine this process with Landlock to the ceiling (or to the fallback roots).
         allow_home: Accept the home folder itself as a fallback root.
+        fallback_until_roots: A client's empty roots list keeps the fallback roots until it has sent a
+            non-empty one; after that an empty list revokes every root (the official filesystem server's
+            rule).
     """
 
     def __init__(
@@ -84,6 +87,7 @@ class RootsGuard:
         expand_user: bool = False,
         confine: bool = False,
         allow_home: bool = False,
+        fallback_until_roots: bool = False,
     ) -> None:
         if isinstance(ceiling, (str, os.PathLike)):
             ceiling = [ceiling]  # one path, not a sequence of one-character paths
@@ -120,6 +124,7 @@ class RootsGuard:
             strict=strict,
             expand_user=expand_user,
             how_to_configure=advice,
+            fallback_until_roots=fallback_until_roots,
         )
         # One adapter per framework this guard was installed on (a guard may serve several servers).
         self._adapters: dict[type, SdkPort] = {}

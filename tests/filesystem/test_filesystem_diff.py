@@ -183,7 +183,7 @@ def _norm_property(prop: dict[str, Any]) -> dict[str, Any]:
         assert len(arms) == 1, prop
         prop = {**prop, **arms[0]}
     kind = prop.get("type")
-    out: dict[str, Any] = {"type": "integer" if kind == "number" else kind}  # we accept whole numbers only
+    out: dict[str, Any] = {"type": kind}
     for key in ("enum", "description"):
         if key in prop:
             out[key] = prop[key]
@@ -215,6 +215,9 @@ def check_tools(official: list[dict[str, Any]], ours: list[dict[str, Any]]) -> N
                     prop,
                 )
         assert set(mine[name]["outputSchema"]["properties"]) == set(tool["outputSchema"]["properties"]), name
+        if name == "read_media_file":  # the content blocks: the image/audio/resource union, as declared there
+            items = repr(mine[name]["outputSchema"])
+            assert {"image", "audio", "resource"} <= set(re.findall(r"'(image|audio|resource)'", items))
         assert mine[name]["outputSchema"]["required"] == tool["outputSchema"]["required"], name
 
 

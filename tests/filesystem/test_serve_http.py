@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
+import secrets
 import shutil
 import socket
 import subprocess
@@ -183,7 +185,7 @@ def test_the_access_log_follows_the_log_level(tree: Path, tmp_path: Path, level:
         log = server.stderr()
     assert ('"POST /mcp HTTP/1.1" 200' in log) is logged, log
     if not logged:
-        assert log == ""
+        assert [line.split(":")[0] for line in log.splitlines()] == ["mcp-roots serve"] * 3, log
 
 
 # --- a process of another user ---------------------------------------------------------------------------
@@ -340,3 +342,128 @@ def test_one_token_filling_its_sessions_does_not_lock_out_another(
             closed = httpx2.delete(server.url, headers={**a, "Mcp-Session-Id": opened[0]}, timeout=30)
             assert closed.status_code < 300
             assert initialize(server.url, a).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"Mcp-Method": "initialize"},
+        {"Mcp-Method": "initialize", "MCP-Protocol-Version": "2025-11-25"},
+        {"MCP-Protocol-Version": "2025-06-18"},
+    ],
+    ids=["mcp_method", "mcp_method_and_handshake_version", "handshake_version"],
+)
+def test_no_header_steps_around_the_per_token_bound(
+    tree: Path, tmp_path: Path, extra: dict[str, str]
+) -> None:
+    """Every request that opens a session counts, as the SDK decides it (by MCP-Protocol-Version): an
+    Mcp-Method header, which the SDK does not look at, opens one like any other."""
+    token_file, a, b = _two_tokens(tmp_path)
+    flags = ("--max-sessions", "12", "--max-sessions-per-token", "3")
+    with launch_http(serve_command("--token-file", str(token_file), *flags), str(tree)) as server:
+        answers = [initialize(server.url, {**a, **extra}) for _ in range(6)]
+        opened = [answer for answer in answers if answer.headers.get("mcp-session-id")]
+        assert len(opened) == 3, [answer.status_code for answer in answers]
+        assert [answer.status_code for answer in answers[3:]] == [503] * 3
+        assert initialize(server.url, b).headers.get("mcp-session-id")
+
+
+def test_a_token_rewritten_in_place_with_the_same_size_and_times_is_seen(tree: Path, tmp_path: Path) -> None:
+    """cp -p, touch -r, or two writes in one clock tick: same inode, size, mode and mtime, new content."""
+    token_file, old = write_token(tmp_path)
+    with launch_http(serve_command("--token-file", str(token_file)), str(tree)) as server:
+        assert call(server.url, "list_allowed_directories", {}, {"Authorization": f"Bearer {old}"}).is_success
+        before = token_file.stat()
+        new = secrets.token_urlsafe(32)
+        assert len(new) == len(old)
+        with token_file.open("r+") as rewrite:
+            rewrite.write(new + "\n")
+        os.utime(token_file, ns=(before.st_atime_ns, before.st_mtime_ns))
+        after = token_file.stat()
+        assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+            before.st_ino,
+            before.st_size,
+            before.st_mtime_ns,
+        )
+        refused = call(server.url, "list_allowed_directories", {}, {"Authorization": f"Bearer {old}"})
+        assert refused.status_code == 401
+        assert call(server.url, "list_allowed_directories", {}, {"Authorization": f"Bearer {new}"}).is_success
+
+
+@pytest.mark.parametrize("how", ["another_owner", "folder_others_can_write", "a_symlink"])
+def test_a_token_file_another_user_controls_is_refused_at_start(tree: Path, tmp_path: Path, how: str) -> None:
+    folder = tmp_path / "config"
+    folder.mkdir(mode=0o700)
+    token_file, _ = write_token(folder)
+    if how == "another_owner":
+        if os.geteuid() != 0:
+            pytest.fail("needs root to give the file to another user (the suite runs as root here)")
+        os.chown(token_file, 65534, 65534)
+        reason = "it belongs to another user (uid 65534); make your own"
+    elif how == "folder_others_can_write":
+        folder.chmod(0o777)
+        reason = f"other users may write its folder {folder} (mode 0777) and so replace it"
+    else:
+        target = tmp_path / "elsewhere"
+        token_file.rename(target)
+        token_file.symlink_to(target)
+        reason = "it is a symlink; give the file itself"
+    done = _serve_fails("--http", "0", "--token-file", str(token_file), str(tree))
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"mcp-roots: error: token file {token_file}: {reason}"), line
+
+
+def test_a_token_file_of_another_user_moved_over_it_lets_nobody_in(tree: Path, tmp_path: Path) -> None:
+    """Another user's file (mode 0600, their own token) renamed over the token file: nobody gets in, the
+    reason is logged once however many requests come."""
+    if os.geteuid() != 0:
+        pytest.fail("needs root to make a file of another user (the suite runs as root here)")
+    token_file, token = write_token(tmp_path)
+    with launch_http(serve_command("--token-file", str(token_file)), str(tree)) as server:
+        assert call(
+            server.url, "list_allowed_directories", {}, {"Authorization": f"Bearer {token}"}
+        ).is_success
+        (tmp_path / "theirs").mkdir()
+        planted, theirs = write_token(tmp_path / "theirs")
+        planted.write_text(f"{token}\n{theirs}\n")
+        os.chown(planted, 65534, 65534)
+        os.replace(planted, token_file)
+        for presented in (token, theirs, token):
+            answer = call(
+                server.url, "list_allowed_directories", {}, {"Authorization": f"Bearer {presented}"}
+            )
+            assert answer.status_code == 401
+        time.sleep(0.2)
+        assert server.stderr().count("belongs to another user") == 1, server.stderr()
+
+
+def test_serve_says_where_it_listens_its_token_file_and_ready_on_stderr_only(
+    tree: Path, tmp_path: Path
+) -> None:
+    token_file, token = write_token(tmp_path)
+    proc = subprocess.Popen(
+        serve_command("--http", "0", "--token-file", str(token_file), "--log-level", "INFO", str(tree)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stderr is not None
+        said: list[str] = []
+        while not said or said[-1] != "mcp-roots serve: ready":
+            line = proc.stderr.readline().decode()
+            assert line, f"serve ended: {said}"
+            if line.startswith("mcp-roots serve: ") and " INFO " not in line[:30]:
+                said.append(line.rstrip("\n"))
+        url = said[0].removeprefix("mcp-roots serve: serving ")
+        assert re.fullmatch(r"http://127\.0\.0\.1:[0-9]+/mcp", url), said
+        assert said[1:] == [
+            f"mcp-roots serve: token file {token_file} (clients send 'Authorization: Bearer TOKEN' with a "
+            "token from it)",
+            "mcp-roots serve: ready",
+        ]
+        assert call(url, "list_allowed_directories", {}, {"Authorization": f"Bearer {token}"}).is_success
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert out == b""

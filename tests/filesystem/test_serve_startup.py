@@ -29,11 +29,14 @@ SERVE = serve_command()
 class Serve:
     """One ``mcp-roots serve`` process on pipes, spoken to line by line as a host does."""
 
-    def __init__(self, args: list[str], cache: Path) -> None:
+    def __init__(
+        self, args: list[str], cache: Path, cwd: Path | None = None, log_level: str | None = None
+    ) -> None:
         env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
-        self.proc = subprocess.Popen(
-            [*SERVE, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
-        )
+        pipe = subprocess.PIPE
+        level = [] if log_level is None else ["--log-level", log_level]
+        command = [*SERVE, *level, *args]
+        self.proc = subprocess.Popen(command, stdin=pipe, stdout=pipe, stderr=pipe, env=env, cwd=cwd)
         self.answers: dict[int, dict[str, Any]] = {}
 
     def send(self, *messages: dict[str, Any]) -> None:
@@ -107,11 +110,14 @@ def start(served: Path, cache: Path, *extra: str) -> dict[str, Any]:
         listed = server.answer(1, [str(served)])
         server.send(call(2, "read_text_file", {"path": str(served / "note.txt")}))
         read = server.answer(2, [str(served)])
+        code = server.close()
+        assert server.proc.stderr is not None
         return {
             "initialize": init["result"],
             "tools/list": listed["result"],
             "read": read,
-            "exit": server.close(),
+            "exit": code,
+            "stderr": server.proc.stderr.read().decode(errors="replace"),
         }
     except BaseException:
         server.proc.kill()
@@ -163,6 +169,12 @@ def test_the_answers_come_from_the_file_while_the_sdk_answers_the_calls(served: 
     second = start(served, cache)
     assert second["tools/list"]["tools"][0]["description"] == "poisoned"
     assert second["read"]["result"]["content"][0]["text"] == "hello\n"
+    # The SDK, once in, is asked the list given early; its answer differs, so the file goes.
+    assert "the SDK's answer to tools/list differs" in second["stderr"]
+    assert not file.exists()
+    third = start(served, cache)
+    assert third["tools/list"]["tools"][0]["description"] != "poisoned"
+    assert recorded(cache) == [file]
 
 
 def test_an_initialize_the_sdk_answers_otherwise_is_logged_and_the_file_removed(
@@ -197,8 +209,12 @@ def test_a_file_that_is_not_exactly_as_written_is_not_used(served: Path, tmp_pat
     [file] = recorded(cache)
 
     poison(file)
-    # The control: as the server writes it, the edited file is used.
+    poisoned = file.read_bytes()
+    # The control: as the server writes it, the edited file is used (and then removed, as the SDK differs).
     assert start(served, cache)["tools/list"]["tools"][0]["description"] == "poisoned"
+    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, poisoned)
+    os.close(fd)
     if how == "others_can_write":
         file.chmod(0o622)
     elif how == "a_symlink":
@@ -231,33 +247,33 @@ def test_another_command_line_has_its_own_answers(served: Path, tmp_path: Path) 
 
 
 def ask_every_list(served: Path, cache: Path) -> dict[str, Any]:
-    """A host that asks for every list at once after initialize (Claude Desktop asks three): the answers."""
+    """A host that asks for every list at once after initialize (Claude Desktop asks three): the answers
+    (their result or error)."""
     server = Serve([str(served)], cache)
     server.send(initialize())
     server.answer(0, [str(served)])
     server.send(INITIALIZED, *({"jsonrpc": "2.0", "id": i, "method": m} for i, m in enumerate(LISTS, 1)))
-    answers = {m: server.answer(i, [str(served)])["result"] for i, m in enumerate(LISTS, 1)}
+    answers = {}
+    for i, m in enumerate(LISTS, 1):
+        answer = server.answer(i, [str(served)])
+        answers[m] = answer.get("result", answer.get("error"))
     assert server.close() == 0
     return answers
 
 
 def test_the_lists_a_host_asks_at_start_are_recorded_and_given(served: Path, tmp_path: Path) -> None:
+    """serve has tools only: tools/list is recorded and given from the file; the other lists are "Method not
+    found" (serve declares no prompts or resources), from the SDK each time, never recorded."""
     cache = tmp_path / "cache"
     start(served, cache)  # a host that asks for tools/list only
     [file] = recorded(cache)
+    first = ask_every_list(served, cache)
     assert set(json.loads(file.read_text())["answers"][LEGACY]) == {"initialize", "tools/list"}
-    first = ask_every_list(served, cache)  # tools/list from the file; the SDK answers the others
-    assert set(json.loads(file.read_text())["answers"][LEGACY]) == {"initialize", *LISTS}
-
-    def a_prompt_from_the_file(answers: dict[str, Any]) -> None:
-        answers["prompts/list"]["prompts"].append({"name": "from-the-file"})
-
-    edit(file, a_prompt_from_the_file)
-    second = ask_every_list(served, cache)
-    assert [p["name"] for p in second["prompts/list"]["prompts"]] == ["from-the-file"]
-    assert {m: a for m, a in second.items() if m != "prompts/list"} == {
-        m: a for m, a in first.items() if m != "prompts/list"
-    }
+    assert len(first["tools/list"]["tools"]) == 14
+    for method in LISTS[1:]:
+        assert first[method]["code"] == -32601, first[method]
+    assert ask_every_list(served, cache) == first
+    assert recorded(cache) == [file]
 
 
 def test_messages_back_to_back_each_get_one_answer(served: Path, tmp_path: Path) -> None:
@@ -373,3 +389,103 @@ async def test_the_sdks_client_on_both_eras(
                 result = await client.call_tool("read_text_file", {"path": str(served / "note.txt")})
         assert len(names) == 14
         assert "hello" in str(result.content[0])
+
+
+def answers_to(server: Serve, count: int) -> list[dict[str, Any]]:
+    """The next ``count`` answers, whatever their ids, the server's roots/list answered on the way."""
+    assert server.proc.stdout is not None
+    answers: list[dict[str, Any]] = []
+    while len(answers) < count:
+        message = json.loads(server.proc.stdout.readline())
+        if message.get("method") == "roots/list":
+            server.send({"jsonrpc": "2.0", "id": message["id"], "result": {"roots": []}})
+        elif "method" not in message:
+            answers.append(message)
+    return answers
+
+
+def test_a_reused_id_records_nothing(served: Path, tmp_path: Path) -> None:
+    """ping and tools/list under one id, before either is answered: which answer is which cannot be told,
+    so nothing is recorded, and the next start lists every tool."""
+    cache = tmp_path / "cache"
+    server = Serve([str(served)], cache)
+    server.send(initialize())
+    server.answer(0, [])
+    server.send(INITIALIZED, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, tools_list(1))
+    assert server.proc.stdout is not None
+    answers = answers_to(server, 2)
+    assert sorted(len(a["result"].get("tools", ())) for a in answers) == [0, 14]
+    assert server.close() == 0
+    for file in recorded(cache):  # a file may hold initialize; never ping's answer as tools/list
+        assert "tools/list" not in json.loads(file.read_text())["answers"][LEGACY]
+    later = start(served, cache)
+    assert len(later["tools/list"]["tools"]) == 14
+    assert len(start(served, cache)["tools/list"]["tools"]) == 14
+
+
+def test_an_id_the_sdk_may_read_as_another_records_nothing(served: Path, tmp_path: Path) -> None:
+    """1.0 and 1: not the same JSON, maybe the same id to the SDK's parser: nothing recorded."""
+    cache = tmp_path / "cache"
+    server = Serve([str(served)], cache)
+    server.send(initialize())
+    server.answer(0, [])
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    server.send(INITIALIZED, {"jsonrpc": "2.0", "id": 1.0, "method": "ping"}, tools_list(1), ping)
+    server.answer(1, [])  # the SDK answers 1, and drops 1.0 (this one's own parser may not)
+    server.answer(2, [])
+    assert server.close() == 0
+    assert len(start(served, cache)["tools/list"]["tools"]) == 14
+
+
+VICTIM_FILES = 40
+
+
+@pytest.mark.parametrize(
+    "how", ["serve_is_a_symlink", "mcp_roots_is_a_symlink", "others_can_write", "another_owner"]
+)
+def test_a_cache_folder_not_the_users_own_is_not_used(served: Path, tmp_path: Path, how: str) -> None:
+    """A cache folder another user controls: serve neither writes, renames nor prunes there (the victim's
+    files stay, none is added), logs why, and starts without the cache."""
+    cache = tmp_path / "cache"
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    for number in range(VICTIM_FILES):
+        (victim / f"{number:032x}.json").write_text("{}")
+        (victim / f"notes-{number}.json").write_text("{}")
+    before = sorted(p.name for p in victim.iterdir())
+    (cache / "mcp-roots").mkdir(parents=True)
+    if how == "serve_is_a_symlink":
+        (cache / "mcp-roots" / "serve").symlink_to(victim)
+    elif how == "mcp_roots_is_a_symlink":
+        (cache / "mcp-roots").rmdir()
+        (victim / "serve").mkdir()
+        (cache / "mcp-roots").symlink_to(victim)
+        before = sorted(p.name for p in victim.iterdir())
+    elif how == "others_can_write":
+        (cache / "mcp-roots").chmod(0o777)
+    else:
+        if os.geteuid() != 0:
+            pytest.fail("needs root to give the folder to another user (the suite runs as root here)")
+        os.chown(cache / "mcp-roots", 65534, 65534)
+    runs = [start(served, cache) for _ in range(2)]
+    assert sorted(p.name for p in victim.iterdir()) == before
+    for run in runs:
+        assert len(run["tools/list"]["tools"]) == 14
+        assert run["exit"] == 0
+        assert "start-up cache in" in run["stderr"]
+        assert "is not used" in run["stderr"]
+    assert list((cache / "mcp-roots").glob("**/*.json")) == [] or how == "mcp_roots_is_a_symlink"
+    if how == "mcp_roots_is_a_symlink":
+        assert list((victim / "serve").iterdir()) == []
+
+
+def test_serve_prunes_only_its_own_files(served: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    folder = cache / "mcp-roots" / "serve"
+    folder.mkdir(parents=True, mode=0o700)
+    (cache / "mcp-roots").chmod(0o700)
+    for number in range(VICTIM_FILES):
+        (folder / f"notes-{number}.json").write_text("{}")
+        os.utime(folder / f"notes-{number}.json", (0, 0))
+    start(served, cache)
+    assert len(list(folder.glob("notes-*.json"))) == VICTIM_FILES

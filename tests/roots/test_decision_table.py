@@ -189,3 +189,63 @@ async def test_the_precheck_runs_before_any_wait_or_question(dirs: dict[str, Pat
     with pytest.raises(PathOutsideRoots):
         await guard.roots_for(modern(True), outside)
     assert client.asked == 0
+
+
+class Lists:
+    """Answers ``roots/list`` with the next of its lists (the last one again once they run out)."""
+
+    def __init__(self, *lists: list[Path]) -> None:
+        self.lists = list(lists)
+
+    async def send(self, connection: object, waiting: Sequence[Any]) -> object:
+        given = self.lists.pop(0) if len(self.lists) > 1 else self.lists[0]
+        return {"roots": [{"uri": path_to_uri(path)} for path in given]}
+
+
+async def roots_in_turn(guard: GuardPolicy, client: Lists, turns: int) -> list[list[Path] | str]:
+    """The roots of one call after each of the client's answers (a list_changed between them), or the
+    refusal's text."""
+    connection = Connection()
+    guard.connections.open(connection, client.send, declared=True, list_changed=True)
+    seen: list[list[Path] | str] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: guard.connections.serve(connection, cannot_ask=None, send_now=True))
+        for turn in range(turns):
+            if turn:
+                guard.connections.changed(connection)
+            try:
+                seen.append(paths(await guard.roots_for(legacy(connection, True, None))))
+            except RootsUnavailable as exc:
+                seen.append(str(exc))
+        tg.cancel_scope.cancel()
+    return seen
+
+
+@pytest.mark.parametrize("until_roots", [False, True])
+async def test_an_empty_list_before_any_roots_keeps_the_fallback(
+    dirs: dict[str, Path], until_roots: bool
+) -> None:
+    """The official filesystem server's rule (``fallback_until_roots``): a client that answers an empty
+    list (the MCP Inspector does) keeps the command-line folders until it lists one; after that, an empty
+    list revokes, with a refusal that says so. Without the option (the control), the first empty list
+    leaves no roots at all."""
+    guard = policy(dirs["fallback"])
+    guard.fallback_until_roots = until_roots
+    seen = await roots_in_turn(guard, Lists([], [], [dirs["client"]], []), 4)
+    if until_roots:
+        assert seen[:3] == [[dirs["fallback"]], [dirs["fallback"]], [dirs["client"]]]
+        assert isinstance(seen[3], str)
+        assert "revoked every folder" in seen[3]
+    else:
+        assert seen == [[], [], [dirs["client"]], []]
+
+
+async def test_a_list_clipped_to_nothing_is_not_an_empty_list(dirs: dict[str, Path]) -> None:
+    """A non-empty list whose roots all lie outside the ceiling is no empty list: the fallback does not come
+    back (that would widen what the client asked for)."""
+    guard = policy(dirs["ceiling"] / "inside", ceiling=dirs["ceiling"])
+    guard.fallback_until_roots = True
+    seen = await roots_in_turn(guard, Lists([dirs["client"]], []), 2)
+    assert seen[0] == []
+    assert isinstance(seen[1], str)
+    assert "revoked every folder" in seen[1]

@@ -4,11 +4,14 @@ Checked by the SDK's own bearer-auth hooks on every method of the endpoint.
 
 # The file holds one token per line (``#`` comments and blank lines ignored; several lines let a token be
 # rotated without a gap). It is created with a random token, mode 0600, when it does not exist; one readable
-# by other users is refused. It is re-read whenever it changes (inode, size or modification time), so a token
-# is rotated by rewriting the file; a file that cannot be read any more, or holds no token, lets nobody in.
+# by other users is refused, and so is one another user owns, a symlink, or one in a folder another user can
+# write. Its content is read again at every request (a rewrite is seen whatever times the writer set), so a
+# token is rotated by rewriting the file; a file that cannot be read any more, or holds no token, lets nobody
+# in.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import logging
@@ -27,6 +30,8 @@ logger = logging.getLogger("mcp_roots")
 
 #: A shorter token could be guessed; a generated one is 43 characters (32 random bytes, URL-safe base64).
 MIN_TOKEN_CHARS = 32
+#: The most of a token file read: far more than any list of tokens needs.
+_MAX_FILE_BYTES = 64 * 1024
 
 
 def default_token_path() -> Path:
@@ -62,7 +67,8 @@ class TokenFile:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._seen: tuple[int, int, int, int] | None = None
+        self._content: bytes | None = None
+        self._problem: str | None = None
         self._tokens: tuple[bytes, ...] = ()
         self._reported: str | None = None  # the problem last logged: each one is logged once
         problem = self._load()
@@ -70,35 +76,55 @@ class TokenFile:
             raise ConfigError(f"token file {self.path}: {problem}")
 
     def _load(self) -> str | None:
-        """Read the file if it changed; the reason it gives no tokens, or None."""
+        """Read the file (its content, every time: a rewrite that keeps its size and times is seen too); the
+        reason it gives no tokens, or None."""
+        problem, data = self._read()
+        if problem is not None:
+            self._content, self._problem, self._tokens = None, problem, ()
+            return problem
+        if data != self._content:
+            self._content = data
+            self._problem, self._tokens = _parse(data)
+        return self._problem
+
+    def _read(self) -> tuple[str | None, bytes]:
+        folder = self.path.parent
         try:
-            info = os.stat(self.path)
+            where = os.stat(folder)
         except OSError as exc:
-            self._seen, self._tokens = None, ()
-            return f"cannot read it: {exc.strerror or exc}"
-        seen = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_mode)
-        if seen == self._seen:
-            return None
-        self._seen, self._tokens = seen, ()
-        if info.st_mode & 0o077:
+            return f"cannot read its folder {folder}: {exc.strerror or exc}", b""
+        if where.st_uid not in (os.geteuid(), 0):
+            return f"its folder {folder} belongs to another user (uid {where.st_uid})", b""
+        if where.st_mode & 0o022:
             return (
-                f"other users may read or write it (mode {stat.S_IMODE(info.st_mode):04o}); "
-                f"make it private: chmod 600 {self.path}"
-            )
+                f"other users may write its folder {folder} (mode {stat.S_IMODE(where.st_mode):04o}) and so "
+                "replace it; keep it in a folder of your own"
+            ), b""
         try:
-            text = self.path.read_bytes()
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError as exc:
-            return f"cannot read it: {exc.strerror or exc}"
-        tokens = [line.strip() for line in text.splitlines()]
-        tokens = [token for token in tokens if token and not token.startswith(b"#")]
-        short = [token for token in tokens if len(token) < MIN_TOKEN_CHARS]
-        if short or not tokens:
-            return (
-                f"each token must be at least {MIN_TOKEN_CHARS} characters of secret randomness "
-                '(make one with: python -c "import secrets; print(secrets.token_urlsafe(32))")'
-            )
-        self._tokens = tuple(tokens)
-        return None
+            if exc.errno == errno.ELOOP:
+                return "it is a symlink; give the file itself", b""
+            return f"cannot read it: {exc.strerror or exc}", b""
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return "not a regular file", b""
+            if info.st_uid != os.geteuid():
+                return f"it belongs to another user (uid {info.st_uid}); make your own", b""
+            if info.st_mode & 0o077:
+                return (
+                    f"other users may read or write it (mode {stat.S_IMODE(info.st_mode):04o}); "
+                    f"make it private: chmod 600 {self.path}"
+                ), b""
+            data = os.read(fd, _MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            return f"cannot read it: {exc.strerror or exc}", b""
+        finally:
+            os.close(fd)
+        if len(data) > _MAX_FILE_BYTES:
+            return f"longer than {_MAX_FILE_BYTES} bytes: not a token file", b""
+        return None, data
 
     def credential(self, presented: str) -> str | None:
         """The credential ``presented`` is (a name for its token), or None; every token is compared, each
@@ -119,3 +145,15 @@ class TokenFile:
     async def verify_token(self, token: str) -> AccessToken | None:
         name = self.credential(token)
         return None if name is None else AccessToken(token=name, client_id=name, scopes=[])
+
+
+def _parse(text: bytes) -> tuple[str | None, tuple[bytes, ...]]:
+    tokens = [line.strip() for line in text.splitlines()]
+    tokens = [token for token in tokens if token and not token.startswith(b"#")]
+    short = [token for token in tokens if len(token) < MIN_TOKEN_CHARS]
+    if short or not tokens:
+        return (
+            f"each token must be at least {MIN_TOKEN_CHARS} characters of secret randomness "
+            '(make one with: python -c "import secrets; print(secrets.token_urlsafe(32))")'
+        ), ()
+    return None, tuple(tokens)

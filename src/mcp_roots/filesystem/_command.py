@@ -291,6 +291,9 @@ def _guard(args: argparse.Namespace) -> RootsGuard:
     project = getattr(args, "project", None)
     roots = (args.dirs or []) + (_split(getattr(args, "roots", None), "--roots") or [])
     ceiling = _split(args.ceiling, "--ceiling")
+    # A relative folder is the working folder's, as the official server takes it: resolved once, at start.
+    roots = [os.path.abspath(os.path.expanduser(root)) for root in roots]
+    ceiling = None if ceiling is None else [os.path.abspath(os.path.expanduser(root)) for root in ceiling]
     if not roots and ceiling is None and ENV_VAR not in os.environ and project is None:
         raise ConfigError(
             "mcp-roots serve needs the directories it may serve: mcp-roots serve DIR..., --roots A,B, "
@@ -315,6 +318,7 @@ def _guard(args: argparse.Namespace) -> RootsGuard:
         ceiling=ceiling if ceiling is not None else fallback,
         confine=args.confine,
         expand_user=True,
+        fallback_until_roots=True,
         **timeout,
     )
 

@@ -24,35 +24,31 @@ Given from serve's own earlier answers while a thread imports the SDK.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import importlib
-import importlib.util
 import json
 import logging
 import os
+import secrets
 import select
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeGuard
 
+import anyio
+
+from ._cachefile import StartupFile, is_answer_to
 from ._stdio import StdinLines, StdoutWriter, write_all
 
 __all__ = ["LISTS", "Handover", "Recorder", "SdkLoader", "StartupFile", "answer_early"]
 
 logger = logging.getLogger("mcp_roots")
 
-_FORMAT = 1
-_MAX_FILE_BYTES = 4 * 1024 * 1024
-_MAX_VERSIONS = 8
-_MAX_FILES = 32
 #: The messages a recording looks at before it gives up (a host sends initialize and tools/list first).
 _RECORD_MESSAGES = 16
-#: The distributions whose installed version and files the answers depend on.
-_SDK_PACKAGES = ("mcp", "mcp_types", "pydantic", "pydantic_core")
+#: How long a client that leaves at once keeps the SDK running to answer the checks of the lists given early.
+_CHECK_SECONDS = 10.0
 #: The modules the SDK side of serve needs, imported by ``SdkLoader`` while the early answers are given.
 _SDK_MODULES = ("mcp_roots.filesystem._server", "mcp.server.stdio")
 _READ_CHUNK = 64 * 1024
@@ -66,143 +62,6 @@ _KNOWN = frozenset(("initialize", *LISTS))
 
 def _is_id(value: object) -> TypeGuard[int | str]:
     return isinstance(value, (int, str)) and not isinstance(value, bool)
-
-
-class StartupFile:
-    """The file that holds one serve command line's recorded answers, named by their digest."""
-
-    def __init__(self, path: Path, key: str) -> None:
-        self.path = path
-        self.key = key
-
-    @classmethod
-    def for_command(cls, options: Mapping[str, Any], base: str | None = None) -> StartupFile:
-        """The file for a serve run with these ``options`` (the parsed command line)."""
-        if base is None:
-            cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-            base = os.path.join(cache, "mcp-roots", "serve")
-        digest = hashlib.sha256()
-        shown = sorted((name, repr(value)) for name, value in options.items())
-        digest.update(json.dumps([sys.version, sys.executable, shown]).encode("utf-8", "surrogateescape"))
-        for item in _fingerprints():
-            digest.update(item.encode("utf-8", "surrogateescape") + b"\0")
-        key = digest.hexdigest()
-        return cls(Path(base) / f"{key[:32]}.json", key)
-
-    def load(self) -> dict[str, dict[str, Any]]:
-        """The recorded answers by the protocol version the client asked for; empty when there are none or
-        the file is not trusted (a reason at debug level)."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except OSError:
-            return {}
-        try:
-            info = os.fstat(fd)
-            if not (
-                (info.st_mode & 0o170000) == 0o100000
-                and info.st_uid == os.geteuid()
-                and not info.st_mode & 0o022
-                and info.st_size <= _MAX_FILE_BYTES
-            ):
-                logger.debug("serve: not using %s: not a regular file only this user can write", self.path)
-                return {}
-            data = os.read(fd, _MAX_FILE_BYTES + 1)
-        except OSError:
-            return {}
-        finally:
-            os.close(fd)
-        try:
-            stored = json.loads(data)
-            answers = stored["answers"]
-            if stored["format"] != _FORMAT or stored["key"] != self.key or not isinstance(answers, dict):
-                raise ValueError("another format or key")
-            for version, recorded in answers.items():
-                if not (
-                    isinstance(version, str)
-                    and isinstance(recorded, dict)
-                    and isinstance(recorded.get("initialize"), dict)
-                    and isinstance(recorded.get("tools/list"), dict)
-                    and all(m in _KNOWN and isinstance(r, dict) for m, r in recorded.items())
-                ):
-                    raise ValueError(f"answers for {version!r} incomplete")
-        except (ValueError, KeyError, TypeError) as exc:
-            logger.debug("serve: not using %s: %s", self.path, exc)
-            return {}
-        return answers
-
-    def save(self, answers: Mapping[str, Mapping[str, Any]]) -> None:
-        """Write ``answers`` (merged over what the file holds, request by request), 0600, by rename; keep the
-        folder to the newest files. Best effort: a folder that cannot be written (a confined server) only
-        costs speed."""
-        merged = self.load()
-        for version, recorded in answers.items():
-            merged[version] = {**merged.get(version, {}), **recorded}
-        if len(merged) > _MAX_VERSIONS:
-            return
-        text = json.dumps({"format": _FORMAT, "key": self.key, "answers": merged}, ensure_ascii=False)
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        try:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
-            fd = os.open(temporary, flags, 0o600)
-            try:
-                write_all(fd, text.encode("utf-8", "surrogateescape"))
-            finally:
-                os.close(fd)
-            os.replace(temporary, self.path)
-            _prune(self.path.parent)
-        except OSError as exc:
-            logger.debug("serve: start-up answers not kept in %s: %s", self.path, exc)
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-
-    def discard(self) -> None:
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
-
-
-def _fingerprints() -> Iterable[str]:
-    """What the answers depend on besides the command line: the stat of every file of mcp-roots, and each
-    SDK distribution's installed version and record (a new install rewrites its RECORD)."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    folders = [here]
-    while folders:
-        with os.scandir(folders.pop()) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False) and entry.name != "__pycache__":
-                    folders.append(entry.path)
-                elif entry.name.endswith(".py"):
-                    info = entry.stat()
-                    yield f"{entry.path}:{info.st_mtime_ns}:{info.st_size}"
-    listed: dict[str, list[str]] = {}
-    for name in _SDK_PACKAGES:
-        spec = importlib.util.find_spec(name)
-        if spec is None or not spec.origin:
-            yield f"{name}:absent"
-            continue
-        parent = os.path.dirname(os.path.dirname(spec.origin))
-        if parent not in listed:
-            try:
-                listed[parent] = sorted(n for n in os.listdir(parent) if n.endswith(".dist-info"))
-            except OSError:
-                listed[parent] = []
-        prefix = name.replace("_", "-").lower() + "-"
-        for dist in listed[parent]:
-            if dist.replace("_", "-").lower().startswith(prefix) and dist[len(prefix)].isdigit():
-                try:
-                    info = os.stat(os.path.join(parent, dist, "RECORD"))
-                except OSError:
-                    yield f"{name}:{dist}:no record"
-                else:
-                    yield f"{name}:{dist}:{info.st_mtime_ns}:{info.st_size}:{info.st_ino}"
-        yield f"{name}:{spec.origin}"
-
-
-def _prune(folder: Path) -> None:
-    files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-    for old in files[_MAX_FILES:]:
-        with contextlib.suppress(OSError):
-            old.unlink()
 
 
 class SdkLoader:
@@ -242,6 +101,8 @@ class Handover:
     replay: list[str] = field(default_factory=list)
     initialize_id: int | str | None = None
     given: dict[str, Any] | None = None
+    #: the list answers given early, by method: the SDK is asked each one again and must agree
+    lists: dict[str, Any] = field(default_factory=dict)
 
 
 def answer_early(
@@ -293,6 +154,7 @@ def answer_early(
                 ):
                     if not _answer(wire_out, ident, answers[version][method]):
                         return _stop(lines, handover, pending)
+                    handover.lists[method] = answers[version][method]
                     pending.pop(0)
                     continue
                 else:
@@ -335,7 +197,12 @@ def _stop(lines: StdinLines, handover: Handover, pending: list[str]) -> Handover
 class Recorder:
     """The SDK's stdin and stdout for serve, as ``StdinLines`` and ``StdoutWriter`` are, that also record the
     answers to ``initialize`` and the ``LISTS`` that ``file`` lacks for the version the client asked for,
-    and drop the SDK's answer to an ``initialize`` already given early."""
+    and check every answer given early against the SDK's (a different one: logged, the file removed).
+
+    An answer is recorded only when it is the SDK's answer to the very request recorded: a message it cannot
+    read, an id that is not a plain integer or string, or an id sent again before its answer, and nothing
+    more of this connection is recorded.
+    """
 
     def __init__(
         self,
@@ -351,68 +218,124 @@ class Recorder:
         self._recorded = recorded or {}
         self._handover = handover
         self._seen = 0 if file is not None else _RECORD_MESSAGES
-        self._asked: dict[int | str, str] = {}
+        #: the client's requests not answered yet (by their id's JSON), while anything is recorded
+        self._open: set[str] = set()
+        self._asked: dict[str, str] = {}
         self._version: str | None = None
         self._got: dict[str, Any] = {}
+        # The requests that ask the SDK the lists given early, sent after the replayed lines, under ids no
+        # client can know; their answers are compared and never reach the client.
+        self._replay_left = 0 if handover is None else len(handover.replay)
+        self._checks: dict[str, str] = {}
+        self._check_lines: list[str] = []
+        self._all_checked: anyio.Event | None = None
+        for method in () if handover is None else handover.lists:
+            ident = f"mcp-roots-check-{secrets.token_hex(16)}"
+            self._checks[ident] = method
+            self._check_lines.append(json.dumps({"jsonrpc": "2.0", "id": ident, "method": method}) + "\n")
 
     def __aiter__(self) -> Recorder:
         return self
 
     async def __anext__(self) -> str:
-        line = await self._stdin.__anext__()
-        if self._seen < _RECORD_MESSAGES:
+        if self._check_lines and not self._replay_left:
+            return self._check_lines.pop(0)
+        try:
+            line = await self._stdin.__anext__()
+        except StopAsyncIteration:
+            if self._checks:  # the client left at once: the SDK still answers the checks before it stops
+                with anyio.move_on_after(_CHECK_SECONDS):
+                    await self._checked().wait()
+            raise
+        if self._replay_left:
+            self._replay_left -= 1
+        if self._seen < _RECORD_MESSAGES or self._open:
             self._seen += 1
             self._look_in(_parse(line))
         return line
 
+    def _checked(self) -> anyio.Event:
+        if self._all_checked is None:
+            self._all_checked = anyio.Event()
+        return self._all_checked
+
+    def _stop_recording(self) -> None:
+        self._seen = _RECORD_MESSAGES
+        self._asked.clear()
+        self._open.clear()
+
     def _look_in(self, message: dict[str, Any]) -> None:
-        ident = message.get("id")
-        method = message.get("method")
+        if not message:  # not JSON-RPC as this module reads it: what the SDK makes of it is unknown
+            self._stop_recording()
+            return
+        if "method" not in message or "id" not in message:
+            return  # a notification, or the client's answer to a request of the server's
+        ident = message["id"]
+        key = json.dumps(ident)
+        if not _is_id(ident) or key in self._open:
+            self._stop_recording()
+            return
+        method = message["method"]
         params = message.get("params")
-        if not _is_id(ident):
+        within = self._seen <= _RECORD_MESSAGES
+        if within:
+            self._open.add(key)
+        if not within:
             return
         if method == "initialize" and isinstance(params, dict) and self._version is None:
             requested = params.get("protocolVersion")
             if isinstance(requested, str) and len(requested) <= 32:
                 self._version = requested
                 if "initialize" not in self._recorded.get(requested, {}):
-                    self._asked[ident] = "initialize"
+                    self._asked[key] = "initialize"
         elif (
             method in LISTS
             and params in (None, {})
             and self._version is not None
             and method not in self._recorded.get(self._version, {})
         ):
-            self._asked[ident] = method
+            self._asked[key] = method
 
     async def write(self, text: str) -> int:
-        if self._handover is not None and self._handover.initialize_id is not None:
+        if self._handover is not None and (self._handover.initialize_id is not None or self._checks):
             message = _parse(text)
-            if message.get("id") == self._handover.initialize_id and "method" not in message:
-                self._drop(message)
-                return len(text)
-        if self._asked:
+            if "method" not in message and message.get("id") is not None:
+                if message["id"] == self._handover.initialize_id:
+                    self._drop("initialize", message, self._handover.given)
+                    self._handover.initialize_id = None
+                    self._open.discard(json.dumps(message["id"]))
+                    return len(text)
+                method = self._checks.pop(message["id"], None) if isinstance(message["id"], str) else None
+                if method is not None:
+                    self._drop(method, message, self._handover.lists[method])
+                    if not self._checks:
+                        self._checked().set()
+                    return len(text)
+        if self._open:
             self._look_out(_parse(text))
         return await self._stdout.write(text)
 
-    def _drop(self, message: dict[str, Any]) -> None:
-        assert self._handover is not None
-        if message.get("result") != self._handover.given:
+    def _drop(self, method: str, message: dict[str, Any], given: Any) -> None:
+        """The SDK's answer to a request answered early: not sent again; a different one is logged and the
+        file removed."""
+        if message.get("result") != given:
             logger.warning(
-                "serve: the SDK's answer to initialize differs from the one recorded in %s, which was "
-                "given; the file is removed and the next start records it again",
+                "serve: the SDK's answer to %s differs from the one recorded in %s, which was given; the "
+                "file is removed and the next start records it again",
+                method,
                 None if self._file is None else self._file.path,
             )
             if self._file is not None:
                 self._file.discard()
-        self._handover.initialize_id = None
 
     def _look_out(self, message: dict[str, Any]) -> None:
-        ident = message.get("id")
-        # A request of the server's own (roots/list) may carry the id of one of the client's.
-        method = self._asked.pop(ident, None) if _is_id(ident) and "method" not in message else None
+        if "method" in message or "id" not in message:
+            return  # a request of the server's own (roots/list) may carry the id of one of the client's
+        key = json.dumps(message["id"])
+        self._open.discard(key)
+        method = self._asked.pop(key, None)
         result = message.get("result")
-        if method is None or self._version is None or not isinstance(result, dict):
+        if method is None or self._version is None or not is_answer_to(method, result):
             return
         self._got[method] = result
         whole = {**self._recorded.get(self._version, {}), **self._got}

@@ -11,6 +11,7 @@ import logging
 import resource
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,9 +98,10 @@ class _Readiness:
     """ASGI middleware: ``GET /ready`` answers 200 once the app has started (its lifespan) and until it
     stops, else 503; the answer carries nothing else. Every other request goes on to the app."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, on_ready: Callable[[], None] | None = None) -> None:
         self.app = app
         self.ready = False
+        self.on_ready = on_ready
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -113,9 +115,11 @@ class _Readiness:
 
     def _watch_send(self, send: Send) -> Send:
         async def watched(message: Message) -> None:
+            await send(message)
             if message["type"] == "lifespan.startup.complete":
                 self.ready = True
-            await send(message)
+                if self.on_ready is not None:
+                    self.on_ready()
 
         return watched
 
@@ -132,7 +136,13 @@ class _Readiness:
 class HttpService:
     """The app, its budget and its limits, and the run of uvicorn on a bound socket."""
 
-    def __init__(self, server: MCPServer, options: HttpOptions, budget: AnswerBudget | None = None) -> None:
+    def __init__(
+        self,
+        server: MCPServer,
+        options: HttpOptions,
+        budget: AnswerBudget | None = None,
+        on_ready: Callable[[], None] | None = None,
+    ) -> None:
         check_uvicorn()
         self.options = options
         self.budget = budget or AnswerBudget()
@@ -147,7 +157,7 @@ class HttpService:
         app.user_middleware.append(
             Middleware(SessionQuota, per_credential=quota, idle_seconds=options.idle_seconds)
         )
-        self.readiness = _Readiness(AnswerAccounting(app, self.budget))
+        self.readiness = _Readiness(AnswerAccounting(app, self.budget), on_ready)
         self.app: ASGIApp = self.readiness
         level = options.log_level.upper()
         self.config = uvicorn_config(

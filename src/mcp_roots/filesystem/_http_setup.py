@@ -5,6 +5,7 @@ the connection limits, the session table's bounds, the answer budget; each bad v
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import socket
 from collections.abc import Callable
@@ -30,6 +31,10 @@ from ._uvicorn import ConnectionLimits
 __all__ = ["HttpSetup"]
 
 
+def print_nothing(text: str) -> None:
+    """The default ``say``: nothing is shown."""
+
+
 def _seconds(value: float | None, flag: str, default: float) -> float:
     if value is None:
         return default
@@ -53,6 +58,7 @@ class HttpSetup:
     options: HttpOptions
     tokens: TokenFile | None  # None: --allow-unauthenticated
     budget: AnswerBudget
+    say: Callable[[str], None] = print_nothing
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, *, say: Callable[[str], None]) -> HttpSetup:
@@ -88,10 +94,22 @@ class HttpSetup:
             idle_seconds=_seconds(args.session_idle_timeout, "--session-idle-timeout", DEFAULT_IDLE_SECONDS),
             log_level=args.log_level,
         )
-        return cls(options, tokens, AnswerBudget(process, session))
+        return cls(options, tokens, AnswerBudget(process, session), say)
 
     def service(self, server: MCPServer) -> HttpService:
-        return HttpService(server, self.options, self.budget)
+        ready = functools.partial(self.say, "mcp-roots serve: ready")
+        return HttpService(server, self.options, self.budget, on_ready=ready)
 
     def bind(self) -> socket.socket:
-        return bind(self.options.host, self.options.port)
+        """The listening socket; says the URL and who may use it (one line each, on stderr)."""
+        sock = bind(self.options.host, self.options.port)
+        host, port = sock.getsockname()[:2]
+        self.say(f"mcp-roots serve: serving http://{host}:{port}/mcp")
+        if self.tokens is None:
+            self.say("mcp-roots serve: no token (--allow-unauthenticated): every local user can use it")
+        else:
+            self.say(
+                f"mcp-roots serve: token file {self.tokens.path} (clients send 'Authorization: Bearer TOKEN' "
+                "with a token from it)"
+            )
+        return sock

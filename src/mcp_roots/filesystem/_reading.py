@@ -5,6 +5,7 @@ read_media_file and read_multiple_files, each read capped in bytes.
 from __future__ import annotations
 
 import base64
+import math
 import os
 import posixpath
 import threading
@@ -174,6 +175,10 @@ def refusal_line(roots: RootSet, given: str) -> str:
     return f"Access denied: {given!r} is outside the allowed roots ({roots.describe(3)})"
 
 
+_TAIL = "If provided, returns only the last N lines of the file"
+_HEAD = "If provided, returns only the first N lines of the file"
+
+
 def register(box: Toolbox) -> None:
     """Put the reading tools on ``box``'s server."""
     guard, settings = box.guard, box.settings
@@ -189,12 +194,14 @@ def register(box: Toolbox) -> None:
     async def read_text_file(
         path: str,
         ctx: Context,
-        tail: Annotated[int, Field(description="If provided, returns only the last N lines of the file")] = 0,
-        head: Annotated[
-            int, Field(description="If provided, returns only the first N lines of the file")
-        ] = 0,
+        tail: Annotated[float, Field(description=_TAIL)] = 0,
+        head: Annotated[float, Field(description=_HEAD)] = 0,
     ) -> TextOutput:
-        return await read_text(await guard.roots(ctx), settings, path, tail, head, answers_of(ctx))
+        # Numbers, as the official server declares them; a count of lines must be a whole one.
+        for name, value in (("head", head), ("tail", tail)):
+            if not (math.isfinite(value) and value == int(value)):
+                return failure(f"{name} must be a whole number of lines, not {value:g}")
+        return await read_text(await guard.roots(ctx), settings, path, int(tail), int(head), answers_of(ctx))
 
     @box.tool(
         "read_media_file",

@@ -7,10 +7,11 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from typing import IO, Annotated, Any, TypedDict, TypeVar
+from typing import IO, Annotated, Literal, TypedDict, TypeVar
 
 import anyio
 import anyio.to_thread
+import typing_extensions as te
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 from .. import FileTooLarge, RootsError, RootSet
@@ -32,6 +33,7 @@ __all__ = [
     "read_capped",
     "read_stream",
     "run_blocking",
+    "shown",
     "too_large",
     "writes",
 ]
@@ -49,10 +51,32 @@ class TextResult(TypedDict):
     content: str
 
 
-class MediaResult(TypedDict):
-    """read_media_file's structured result: the content block(s) it returned."""
+class MediaBlock(te.TypedDict):  # pydantic reads nested ones on Python 3.11
+    """An image or audio block, as the official server declares it."""
 
-    content: list[dict[str, Any]]
+    type: Literal["image", "audio"]
+    data: str
+    mimeType: str
+
+
+class BlobResource(te.TypedDict):  # pydantic reads nested ones on Python 3.11
+    uri: str
+    mimeType: te.NotRequired[str]
+    blob: str
+
+
+class ResourceBlock(te.TypedDict):  # pydantic reads nested ones on Python 3.11
+    """An embedded resource block (any other file), as the official server declares it."""
+
+    type: Literal["resource"]
+    resource: BlobResource
+
+
+class MediaResult(te.TypedDict):  # pydantic reads nested ones on Python 3.11
+    """read_media_file's structured result: the content block(s) it returned, declared as the official
+    server declares them (the image/audio/resource union)."""
+
+    content: list[MediaBlock | ResourceBlock]
 
 
 TextOutput = Annotated[CallToolResult, TextResult]
@@ -72,6 +96,16 @@ def writes(*, destructive: bool, idempotent: bool) -> ToolAnnotations:
 
 class ToolFailure(Exception):
     """A tool cannot do what was asked; the message is the one line the client reads."""
+
+
+#: C0 and C1 control characters (and DEL), each shown as ``\xNN``: a path a client sent may carry terminal
+#: escapes, and a text that names it must not replay them on whoever reads it.
+_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+def shown(path: str) -> str:
+    """``path`` for a message: its control characters escaped (``\x1b``), everything else as it is."""
+    return path.translate(_CONTROLS)
 
 
 def ok(text: str) -> CallToolResult:

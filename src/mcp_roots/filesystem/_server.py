@@ -4,16 +4,35 @@ on one toolbox (reading, writing, listing), guarded by the ``RootsGuard`` given.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from mcp.server import MCPServer
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import RequestStateSecurity
+from mcp_types import CallToolResult, TextContent
 
-from .. import RootsGuard
+from .. import RootsGuard, __version__
+from ..adapters import lowlevel_of
 from . import _listing, _reading, _writing
+from ._arguments import argument_error
 from ._toolbox import Settings, Toolbox
 
 __all__ = ["build_server"]
+
+#: The SDK's handlers for what serve does not have (prompts, resources): left out, so that serve declares
+#: only the tools capability, and a client asking for them gets "Method not found" (as from the official
+#: server).
+_NOT_SERVED = (
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+)
 
 _INSTRUCTIONS = (
     "Files in the allowed directories (see list_allowed_directories). Paths may be absolute or relative "
@@ -54,15 +73,42 @@ def build_server(
     )
     server = MCPServer(
         name,
+        version=__version__,
         instructions=_INSTRUCTIONS,
         request_state_security=request_state_security,
         token_verifier=token_verifier,
         auth=auth,
     )
+    handlers = lowlevel_of(server)._request_handlers
+    for method in _NOT_SERVED:
+        handlers.pop(method, None)
     guard.install(server)
     box = Toolbox(guard, settings or Settings(), server)
     # The official server's order: reading, writing, then listing tools.
     _reading.register(box)
     _writing.register(box)
     _listing.register(box)
+    _check_arguments(server)
     return server
+
+
+def _check_arguments(server: MCPServer) -> None:
+    """Check a call's arguments against its tool's input schema before anything else reads them (first in
+    the server's middleware, before the guard's): a bad argument is refused in the schema's words
+    (``path must be a string, not an integer``), not in a validator's."""
+    schemas: dict[str, dict[str, Any]] = {}
+
+    async def checked(ctx: Any, call_next: Any) -> Any:
+        params = ctx.params
+        if ctx.method == "tools/call" and isinstance(params, Mapping):
+            if not schemas:
+                schemas.update({tool.name: tool.input_schema for tool in await server.list_tools()})
+            name, arguments = params.get("name"), params.get("arguments")
+            schema = schemas.get(name) if isinstance(name, str) else None
+            if isinstance(name, str) and schema is not None and isinstance(arguments, Mapping | None):
+                error = argument_error(name, schema, arguments or {})
+                if error is not None:
+                    return CallToolResult(content=[TextContent(type="text", text=error)], is_error=True)
+        return await call_next(ctx)
+
+    server.middleware.insert(0, checked)

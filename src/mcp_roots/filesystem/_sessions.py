@@ -3,28 +3,41 @@ One client flooding it does not lock out the clients of another token.
 """
 
 # ``SessionQuota`` is Starlette middleware inside the SDK's app, after its bearer authentication (the
-# request's
-# ``user`` names the credential). It learns a session from the ``Mcp-Session-Id`` of the answer to a request
-# that carried none, forgets it on a successful DELETE, a 404 for it, or when it has been idle as long as the
-# SDK's idle timeout, and answers 503 to a request that would open one more session for a credential at its
-# bound. The SDK's own table bound (``--max-sessions``) still holds for all credentials together.
+# request's ``user`` names the credential). It learns a session from the ``Mcp-Session-Id`` of the answer to a
+# request that carried none, forgets it on a successful DELETE, a 404 for it, or when it has been idle as long
+# as the SDK's idle timeout, and answers 503 to a request that would open one more session for a credential
+# at its bound: any request without ``Mcp-Session-Id`` that the SDK routes to the legacy era, as the SDK
+# decides it (no ``MCP-Protocol-Version``, or a handshake version there), whatever its method or other
+# headers. The SDK's own table bound (``--max-sessions``) still holds for all credentials together.
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["SessionQuota"]
+__all__ = ["SessionQuota", "opens_session"]
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
+    """The first value of header ``name`` (lower case), as the SDK reads it."""
     for key, value in scope.get("headers", ()):
         if key == name:
             return bytes(value)
     return None
+
+
+def opens_session(scope: Scope) -> bool:
+    """Whether the SDK's stateful streamable-HTTP manager opens a legacy session for this request: no
+    session id, and no ``MCP-Protocol-Version`` or a handshake-era one (any other goes to the stateless
+    2026-07-28 entry). The same reading as the SDK's: the first value of each header."""
+    if _header(scope, b"mcp-session-id") is not None:
+        return False
+    version = _header(scope, b"mcp-protocol-version")
+    return version is None or version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
 
 
 class SessionQuota:
@@ -67,11 +80,7 @@ class SessionQuota:
         if session is not None:
             if session in table:
                 table[session] = self.clock()
-        elif (
-            scope["method"] == "POST"
-            and _header(scope, b"mcp-method") is None  # a 2026-07-28 request opens no session
-            and len(table) >= self.per_credential
-        ):
+        elif opens_session(scope) and len(table) >= self.per_credential:
             message = (
                 f"Too many open sessions for this credential ({self.per_credential}); close one (DELETE) "
                 "or let one go idle"

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from .. import RootSet
 from . import _text
-from ._results import TextOutput, ToolFailure, ok, read_capped, run_blocking, writes
+from ._results import TextOutput, ToolFailure, ok, read_capped, run_blocking, shown, writes
 from ._toolbox import Settings, Toolbox
 
 __all__ = ["EditOperation", "register"]
@@ -55,7 +55,7 @@ def move(roots: RootSet, source: str, destination: str) -> None:
     try:
         roots.rename(source, destination, replace=False)
     except FileExistsError:
-        raise ToolFailure(f"Destination already exists: {destination}") from None
+        raise ToolFailure(f"Destination already exists: {shown(destination)}") from None
 
 
 def register(box: Toolbox) -> None:
@@ -79,7 +79,7 @@ def register(box: Toolbox) -> None:
     async def write_file(path: str, content: str, ctx: Context) -> TextOutput:
         roots = await writable(ctx)
         result = await run_blocking(lambda _: roots.write_text(path, content), path)
-        return result if isinstance(result, CallToolResult) else ok(f"Successfully wrote to {path}")
+        return result if isinstance(result, CallToolResult) else ok(f"Successfully wrote to {shown(path)}")
 
     @box.tool(
         "edit_file",
@@ -111,7 +111,9 @@ def register(box: Toolbox) -> None:
     async def create_directory(path: str, ctx: Context) -> TextOutput:
         roots = await writable(ctx)
         result = await run_blocking(lambda _: roots.mkdir(path, parents=True, exist_ok=True), path)
-        return result if isinstance(result, CallToolResult) else ok(f"Successfully created directory {path}")
+        if isinstance(result, CallToolResult):
+            return result
+        return ok(f"Successfully created directory {shown(path)}")
 
     @box.tool(
         "move_file",
@@ -126,4 +128,4 @@ def register(box: Toolbox) -> None:
         result = await run_blocking(lambda _: move(roots, source, destination), source)
         if isinstance(result, CallToolResult):
             return result
-        return ok(f"Successfully moved {source} to {destination}")
+        return ok(f"Successfully moved {shown(source)} to {shown(destination)}")

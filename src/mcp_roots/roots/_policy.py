@@ -15,12 +15,14 @@ It never imports an MCP SDK, an adapter or the broker.
 #     2026-07-28  none        -                                    the fallback (said once), or refused
 #     2026-07-28  roots       the request carried roots            the client's answer, checked, clipped
 #     2026-07-28  roots       none carried, the port can ask       ask the client (NeedRoots)
-#   2026-07-28  roots       none carried, the port cannot ask    refused, the port's reason (fastmcp 4: reads)
-#   legacy      -           the adapter proves it never saw it   refused: guard.install(server) was not called
-#   legacy      -           its lifecycle runs                   its fresh roots (started, waited for, served)
+#     2026-07-28  roots       none carried, the port cannot ask    refused, the port's reason (fastmcp 4)
+#     legacy      -           the adapter proves it never saw it   refused: guard.install() was not called
+#     legacy      roots       an empty list, none before it        the fallback (fallback_until_roots)
+#     legacy      roots       an empty list after a non-empty one  refused: revoked (fallback_until_roots)
+#     legacy      -           its lifecycle runs                   its fresh roots (started, waited for)
 #     legacy      unknown     no handshake (stateless HTTP)        the fallback (said once), or refused
 #     legacy      -           not opened, seen                     opened now (mcp 1.x), then as above
-#   legacy      roots       not opened, seen unknown             refused: guard.install(server) was not called
+#     legacy      roots       not opened, seen unknown             refused: guard.install() was not called
 #     legacy      none        not opened, seen unknown             the fallback (said once), or refused
 #
 # Roots sent with a request that cannot carry them (a legacy connection, a client without the capability) are
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import weakref
 from collections.abc import Awaitable, Callable
 
 from ..errors import GuardNotInstalled, RootsError, RootsUnavailable
@@ -69,6 +72,14 @@ def note_deprecation() -> None:
 NOT_INSTALLED = (
     "guard.install(server) was not called: this tool is guarded by mcp-roots (@guard.paths) but the "
     "server it runs on was never wired to the guard, so it refuses every call"
+)
+
+
+#: The source of an empty roots answer, where ``fallback_until_roots`` tells it from one clipped to nothing.
+EMPTY_LIST = "client (an empty list)"
+REVOKED = (
+    "the client's roots list is now empty: it has revoked every folder it granted before, so every path is "
+    "refused until it lists one again"
 )
 
 
@@ -139,8 +150,13 @@ class GuardPolicy:
         strict: bool = False,
         expand_user: bool = False,
         how_to_configure: str = "",
+        fallback_until_roots: bool = False,
     ) -> None:
         self.fallback = fallback
+        #: an empty roots list keeps the fallback until the client sends a non-empty one (the official
+        #: filesystem server's rule); after that an empty list revokes every root, with a refusal saying so
+        self.fallback_until_roots = fallback_until_roots
+        self._granted: weakref.WeakSet[RootsCache] = weakref.WeakSet()
         self.strict = strict
         self.expand_user = expand_user
         self.how_to_configure = how_to_configure
@@ -193,7 +209,7 @@ class GuardPolicy:
         if state is None or not state.cache_started:
             return None
         roots = state.cache.fresh_now()
-        return None if roots is None else self._served(roots)
+        return None if roots is None else self._served(roots, state.cache)
 
     async def roots_for(self, facts: RequestFacts, precheck: Callable[[], object] | None = None) -> RootSet:
         """The roots the request ``facts`` describes gets (the table above), or :class:`NeedRoots` (ask the
@@ -233,7 +249,7 @@ class GuardPolicy:
             state = self.connections.open(
                 facts.connection, facts.send, declared=facts.declared, list_changed=facts.list_changed
             )
-        return self._served(await self.connections.fresh(state, facts.request))
+        return self._served(await self.connections.fresh(state, facts.request), state.cache)
 
     async def answered_roots(self, facts: RequestFacts) -> RootSet | None:
         """The roots the request carried, where it may carry them (2026-07-28, a client with the roots
@@ -265,7 +281,7 @@ class GuardPolicy:
         cache = RootsCache(
             fetch,
             fallback=self.fallback,
-            transform=self.clip,
+            transform=self._clip_answer if self.fallback_until_roots else self.clip,
             debounce=self.debounce,
             max_wait=self.max_wait,
             timeout=self.timeout,
@@ -281,10 +297,25 @@ class GuardPolicy:
             raise RootsUnavailable(NO_FOLDERS)
         return self.fallback
 
-    def _served(self, roots: RootSet) -> RootSet:
+    def _served(self, roots: RootSet, cache: RootsCache | None = None) -> RootSet:
         """``roots`` as a connection's cache handed them out, or RootsUnavailable when they are the
-        fallback and none is configured."""
-        return self._fallback_or_refuse() if roots.source == SOURCE_UNCONFIGURED else roots
+        fallback and none is configured; with ``fallback_until_roots``, an empty client list is the
+        fallback until the connection's client has sent a non-empty one, then a refusal."""
+        if roots.source == SOURCE_UNCONFIGURED:
+            return self._fallback_or_refuse()
+        if cache is not None and self.fallback_until_roots:
+            if roots.source == EMPTY_LIST:
+                if cache not in self._granted:
+                    self._say_fallback("empty-list", "the client's roots list is empty (none sent before)")
+                    return self._fallback_or_refuse()
+                raise RootsUnavailable(REVOKED)
+            if roots.source == "client":
+                self._granted.add(cache)
+        return roots
+
+    def _clip_answer(self, roots: RootSet) -> RootSet:
+        """A client's answer clipped to the ceiling; an empty one marked (``EMPTY_LIST``)."""
+        return RootSet.empty(source=EMPTY_LIST) if not roots else self.clip(roots)
 
     def _say_fallback(self, key: str, who: str) -> None:
         if self.fallback.source == SOURCE_UNCONFIGURED:
