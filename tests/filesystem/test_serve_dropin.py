@@ -107,7 +107,7 @@ def test_a_relative_folder_is_the_working_folders(served: Path, tmp_path: Path) 
         server.proc.kill()
 
 
-ARGUMENT_ERRORS = [
+ARGUMENT_ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("read_text_file", {"path": 5}, "path must be a string, not an integer"),
     ("read_text_file", {"path": "note.txt", "head": "2"}, "head must be a number, not a string"),
     ("read_text_file", {}, "path is required"),
