@@ -1,8 +1,7 @@
-"""The file that keeps one serve command line's start-up answers, in a cache folder of the user's own.
+"""The file that keeps one serve command line's start-up answers, in a cache folder of the user's own."""
 
-Every read, write, rename and prune is done through a descriptor of a folder checked first; a folder that is
-not the user's own (a symlink serve did not make, another owner, writable by others) is not used at all.
-"""
+# Every read, write, rename and prune is done through a descriptor of a folder checked first; a folder that is
+# not the user's own (a symlink serve did not make, another owner, writable by others) is not used at all.
 
 from __future__ import annotations
 
