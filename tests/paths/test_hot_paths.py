@@ -30,18 +30,31 @@ def strategy(request: pytest.FixtureRequest) -> Iterator[str]:
         yield name
 
 
+#: This test's scratch folder: the descriptors counted are those open on it (what RootSet opens there).
+_SCOPE: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _descriptor_scope(tmp_path: Path) -> Iterator[None]:
+    _SCOPE[:] = [str(tmp_path.resolve())]
+    yield
+    _SCOPE.clear()
+
+
 def open_fds() -> int:
-    """Descriptors of this process open on files and folders (what RootSet opens); pipes, sockets and
-    anonymous inodes are left out: other tests' subprocess pipes and pidfds in this worker close on their
-    own threads' time, which no test here controls."""
+    """Descriptors of this process open on this test's scratch folder: another test's objects in the same
+    worker (subprocess pipes, pidfds, files of its own) close on their own threads' time, which no test here
+    controls, and are not counted."""
     gc.collect()  # descriptors of objects that earlier tests dropped close now, not mid-test
-    targets = []
+    scope = _SCOPE[0]
+    count = 0
     for name in os.listdir("/proc/self/fd"):
         try:
-            targets.append(os.readlink(f"/proc/self/fd/{name}"))
+            target = os.readlink(f"/proc/self/fd/{name}")
         except OSError:  # closed meanwhile (the listing's own descriptor among them)
             continue
-    return sum(1 for target in targets if target.startswith("/"))
+        count += target == scope or target.startswith(scope + "/")
+    return count
 
 
 # --- open() for reading builds the builtin's file object ------------------------------------------------
