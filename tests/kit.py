@@ -641,13 +641,18 @@ async def _py_calls(server: Any, calls: Sequence[Call], kwargs: dict[str, Any], 
 
 
 def ts_session(
-    target: list[str] | HttpServer, calls: Sequence[Call], roots: Sequence[Path] | None = None
+    target: list[str] | HttpServer,
+    calls: Sequence[Call],
+    roots: Sequence[Path] | None = None,
+    settle: tuple[str, dict[str, Any], str] | None = None,
 ) -> dict[str, Any]:
-    """The session through the official TypeScript SDK client (tests/interop/fs_session.mjs)."""
+    """The session through the official TypeScript SDK client (tests/interop/fs_session.mjs); ``settle``:
+    (tool, arguments, text) called first until its answer holds the text (bounded)."""
     spec: dict[str, Any] = {
         "roots": None if roots is None else [str(r) for r in roots],
         "calls": [[name, args] for name, args in calls],
         "deadline": _SESSION_DEADLINE,
+        "settle": None if settle is None else list(settle),
     }
     if isinstance(target, HttpServer):
         spec.update(transport="http", url=target.url, headers=target.headers)

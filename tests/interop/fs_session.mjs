@@ -5,7 +5,8 @@
 // SPEC: {"transport": "stdio"|"http", "command": [argv...] (stdio), "url": "..." (http),
 //        "headers": {name: value} (http: sent on every request, e.g. the bearer token of mcp-roots serve),
 //        "roots": [dir...] or null (null: no roots capability), "calls": [[tool, args], ...],
-//        "deadline": seconds}
+//        "deadline": seconds, "settle": [tool, args, text] (optional: before the calls, call the tool until its
+//        answer holds text, within 30 s: a server that applies client roots in the background)}
 // Prints one JSON object: {"tools": [...tools/list...], "results": [{isError, content, structured}...]}.
 // Nothing here decides pass or fail; the Python tests assert on the output.
 import { readFileSync } from "node:fs";
@@ -43,6 +44,15 @@ const transport =
       });
 await client.connect(transport);
 const tools = (await client.listTools()).tools;
+if (spec.settle) {
+  const [name, args, want] = spec.settle;
+  const until = Date.now() + 30000;
+  while (Date.now() < until) {
+    const r = await client.callTool({ name, arguments: args }, undefined, { timeout: 60000 });
+    if ((r.content ?? []).some((c) => typeof c.text === "string" && c.text.includes(want))) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
 const results = [];
 for (const [name, args] of spec.calls) {
   try {
