@@ -286,7 +286,9 @@ def test_client_roots_widen_the_official_server_but_never_ours(tmp_path: Path) -
         t = FsTree.make(tmp_path / label)
         these = [(n, {k: v.replace("{}", label) for k, v in a.items()}) for n, a in calls]
         # The official server applies client roots in the background after `initialized`: wait for them.
-        settle = ("list_allowed_directories", {}, str(t.outside.resolve())) if label == "official" else None
+        settle: tuple[str, dict[str, Any], str] | None = None
+        if label == "official":
+            settle = ("list_allowed_directories", {}, str(t.outside.resolve()))
         results[label] = ts_session(command(str(t.root)), these, [t.outside], settle)["results"]
     official, ours = results["official"], results["ours"]
     assert text(official[0]).endswith(str((tmp_path / "official" / "outside").resolve()))
