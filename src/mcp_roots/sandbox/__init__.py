@@ -30,6 +30,7 @@ from ._plan import (
     clean_env,
     no_new_privs,
     support,
+    system_read_paths,
 )
 from ._protect import MAX_FOLDERS, PROTECTED, Protected, find_protected, protected_hit, protected_names
 from ._self import confine_process
@@ -76,6 +77,7 @@ __all__ = [
     "run_async",
     "srt_report",
     "support",
+    "system_read_paths",
     "thread_count",
     "tree_command",
 ]

@@ -40,6 +40,7 @@ __all__ = [
     "python_paths",
     "refuse_or_warn",
     "support",
+    "system_read_paths",
 ]
 
 logger = logging.getLogger("mcp_roots.sandbox")
@@ -85,6 +86,17 @@ NETWORK_READ_PATHS: tuple[str, ...] = (
     "/etc/gai.conf",
     "/etc/host.conf",
 )
+
+
+def system_read_paths(
+    network: bool, system_paths: Sequence[str | os.PathLike[str]] | None = None
+) -> list[str]:
+    """What any child reads to run, whichever backend confines it: ``system_paths`` where given, else
+    ``SYSTEM_READ_PATHS`` and, with the network on, ``NETWORK_READ_PATHS``."""
+    if system_paths is None:
+        return [*SYSTEM_READ_PATHS, *(NETWORK_READ_PATHS if network else ())]
+    return [os.fspath(path) for path in system_paths]
+
 
 # Devices a program may read and write: shells redirect to /dev/null (with O_TRUNC) all the time.
 SYSTEM_DEVICE_PATHS: tuple[str, ...] = ("/dev/null", "/dev/zero", "/dev/full")
@@ -371,9 +383,7 @@ def plan(
             )
             notes.append("network not confined")
     rules: list[tuple[str, int]] = []
-    if system_paths is None:
-        system_paths = (*SYSTEM_READ_PATHS, *(NETWORK_READ_PATHS if network else ()))
-    for path in system_paths:
+    for path in system_read_paths(network, system_paths):
         rules.append((os.fspath(path), _READ))
     rules.extend((path, _DEVICE) for path in SYSTEM_DEVICE_PATHS)
     rules.extend((os.fspath(path), _READ) for path in extra_read)

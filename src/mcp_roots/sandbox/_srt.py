@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from ..errors import SandboxUnavailable
-from ._plan import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, RootPaths, program_of, python_paths
+from ._plan import SYSTEM_DEVICE_PATHS, RootPaths, program_of, python_paths, system_read_paths
 from ._protect import find_protected, protected_names
 
 __all__ = [
@@ -50,19 +50,6 @@ SRT_INSTALL = f"npm install -g @anthropic-ai/sandbox-runtime@{SRT_TESTED}" + (
 SRT_WRITABLE = ("the child's stdio and /dev/tty", "/tmp/claude", "~/.claude/debug", "~/.npm/_logs")
 #: What srt needs beside itself on Linux: its sandbox, its proxy bridge, and its file search.
 _LINUX_TOOLS = ("bwrap", "socat", "rg")
-#: Read beside the system paths: configuration runtimes read at start (Node stops without OpenSSL's), and
-#: with a network what TLS and name resolution read.
-_RUNTIME_READ = ("/etc/ssl/openssl.cnf", "/etc/gitconfig")
-_NETWORK_READ = (
-    "/etc/ssl",
-    "/etc/ca-certificates",
-    "/etc/pki",
-    "/etc/resolv.conf",
-    "/etc/hosts",
-    "/etc/nsswitch.conf",
-    "/etc/gai.conf",
-    "/etc/host.conf",
-)
 #: Where reads are denied on macOS (Seatbelt cannot hide the system, so the user's data is denied instead).
 _MACOS_DENY_READ = ("/Users", "/Volumes", "/private/tmp", "/private/var/folders", "/tmp", "/opt", "/var")
 
@@ -182,10 +169,8 @@ def settings(
             f"srt mounts a /dev of its own, so {', '.join(under_dev)} cannot be granted under srt: "
             "use --sandbox native (sandbox='native')"
         )
-    read = [os.fspath(path) for path in (system_paths if system_paths is not None else SYSTEM_READ_PATHS)]
-    read += [*SYSTEM_DEVICE_PATHS, *_RUNTIME_READ, *(os.fspath(path) for path in extra_read)]
-    if network:
-        read += _NETWORK_READ
+    read = system_read_paths(network, system_paths)  # the native plan's, one list for both backends
+    read += [*SYSTEM_DEVICE_PATHS, *(os.fspath(path) for path in extra_read)]
     if program is not None:
         read.append(program)
         read += python_paths(program)

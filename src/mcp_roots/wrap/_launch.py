@@ -234,7 +234,7 @@ def _fetch(
     backend = choose(sandbox)
     # Under srt the network is by host name: the operator's --allow-domain, else the launcher's registry.
     domains = (list(allow_domains) or list(REGISTRIES[launch.launcher])) if backend == "srt" else []
-    plan = make_plan(argv, network=True, cache_base=str(launch.folder.parent / ".steps"), environ=environ)
+    plan = make_plan(argv, cache_base=str(launch.folder.parent / ".steps"), environ=environ)
     launch.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     for sub in ("home", "tmp", "npm", "uv"):
         os.makedirs(os.path.join(plan.cache, sub), mode=0o700, exist_ok=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..sandbox import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, Backend, end, popen
+from ..sandbox import SYSTEM_DEVICE_PATHS, Backend, end, popen, system_read_paths
 
 __all__ = [
     "CONTAINER_TOOLS",
@@ -40,11 +40,10 @@ _CONTAINER_VERBS = frozenset({"run", "exec", "start", "create", "compose", "up",
 #: into the private cache folder.
 KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "TZ")
 _SHEBANG_MAX = 256
-#: Files beside the sandbox's system paths that runtimes read at start (Node reads OpenSSL's configuration:
-#: refused, Node stops with status 13; git stops on an unreadable /etc/gitconfig; Python's mimetypes, which
-#: FastMCP imports, raises on an unreadable /etc/mime.types), and what name resolution reads with network.
-RUNTIME_FILES = ("/etc/ssl/openssl.cnf", "/etc/gitconfig", "/etc/mime.types")
-NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/host.conf")
+#: Files a served runtime reads at start beyond the sandbox's own plan (its system paths, which hold
+#: OpenSSL's configuration and /etc/gitconfig, and the name resolution files with the network on): Python's
+#: mimetypes, which FastMCP imports, raises on an unreadable /etc/mime.types.
+RUNTIME_FILES = ("/etc/mime.types",)
 #: An argument ending so names code (granted read with its package root); any other file is data.
 CODE_SUFFIXES = (
     ".py",
@@ -89,9 +88,8 @@ class Plan:
             "read-only for the runtime and its code:",
         ]
         lines += [f"  {path}  ({self.reasons.get(path, 'system')})" for path in self.read]
-        lines.append(
-            "read-only system paths: " + ", ".join(p for p in SYSTEM_READ_PATHS if os.path.exists(p))
-        )
+        system = system_read_paths(network)  # the sandbox's own plan, name resolution with the network
+        lines.append("read-only system paths: " + ", ".join(p for p in system if os.path.exists(p)))
         lines.append("devices: " + ", ".join(SYSTEM_DEVICE_PATHS))
         lines += [f"not granted (too wide): {path}" for path in self.skipped]
         lines.append("environment: " + ", ".join(f"{k}={v}" for k, v in sorted(self.env.items())))
@@ -214,7 +212,6 @@ def make_plan(
     env_names: Sequence[str] = (),
     cache_base: str | None = None,
     environ: Mapping[str, str] | None = None,
-    network: bool = False,
     ceiling: Sequence[str] = (),
 ) -> Plan:
     """The plan for ``argv``: the program (found on PATH) and every argument naming a code file (a script's
@@ -277,11 +274,9 @@ def make_plan(
             arg = os.path.abspath(arg)
             runtime(arg)
         absolute.append(arg)
-    for path in (*RUNTIME_FILES, *(NETWORK_FILES if network else ())):
+    for path in RUNTIME_FILES:
         if os.path.isfile(path):
-            reasons[path] = (
-                "read by runtimes at start" if path in RUNTIME_FILES else "name resolution (--network)"
-            )
+            reasons[path] = "read by runtimes at start"
     for path in extra_read:
         if not os.path.exists(path):
             raise ConfigError(f"wrap: --read {path!r} does not exist")

@@ -173,7 +173,6 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
         extra_read=args.read,
         env_names=args.env,
         cache_base=args.cache_dir,
-        network=network,
         ceiling=[str(p) for p in ceiling.paths],
     )
     plan = replace(plan, sandbox=args.sandbox, allow_domains=tuple(args.allow_domain))
