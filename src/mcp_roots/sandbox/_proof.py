@@ -21,7 +21,7 @@ from .._sys import attempts
 from ..errors import SandboxUnavailable
 from ._spawn import mount_namespace, run
 
-__all__ = ["Proof", "prove"]
+__all__ = ["Proof", "outcome", "prove"]
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,8 @@ _ATTEMPTS: tuple[tuple[str, str, str, bool, bool, tuple[str, ...]], ...] = (
 )
 
 
-def _outcome(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
+def outcome(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    """What an attempt said (its last JSON line), or its refusal read off stderr."""
     try:
         said: dict[str, object] = json.loads(result.stdout.strip().splitlines()[-1])
         return said
@@ -286,11 +287,11 @@ def _attempts(
     for promise, mechanism, test, write, network, attempt in _ATTEMPTS:
         mechanism = mechanism.format(**names)
         argv = [*command, *(part.format(**fill) for part in attempt)]
-        control = _outcome(subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False))
+        control = outcome(subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False))
         if attempt[0] == "daemon":
             control = _left(control, fill["mark"])
         try:
-            confined = _outcome(
+            confined = outcome(
                 run(
                     [root],
                     argv,

@@ -17,7 +17,7 @@ from pathlib import Path
 from .._sys import attempts
 from ..errors import SandboxUnavailable
 from . import _srt
-from ._proof import Proof
+from ._proof import Proof, outcome
 
 __all__ = ["prove_srt", "srt_report"]
 
@@ -41,14 +41,6 @@ _ATTEMPTS: tuple[tuple[str, str, str, bool, tuple[str, ...]], ...] = (
     ),
     ("signal this process", "srt PID namespace (Linux)", "test_srt.py", False, ("kill", "{me}")),
 )
-
-
-def _said(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    try:
-        said: dict[str, object] = json.loads(result.stdout.strip().splitlines()[-1])
-        return said
-    except (ValueError, IndexError):
-        return {"ok": False, "error": (result.stderr.strip().splitlines() or ["no answer"])[-1][:200]}
 
 
 def _tree_ends(root: Path, timeout: float) -> Proof:
@@ -107,7 +99,7 @@ def prove_srt(timeout: float = 60.0) -> list[Proof]:
         fill = {"me": str(os.getpid()), "root": str(root), "outside": str(outside), "port": port}
         for promise, mechanism, test, write, attempt in _ATTEMPTS:
             argv = [*command, *(part.format(**fill) for part in attempt)]
-            control = _said(
+            control = outcome(
                 subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
             )
             try:
@@ -123,7 +115,7 @@ def prove_srt(timeout: float = 60.0) -> list[Proof]:
             except (SandboxUnavailable, OSError, subprocess.SubprocessError) as exc:
                 proofs.append(Proof(promise, mechanism, test, None, f"not tried: {exc}"))
                 continue
-            confined = _said(subprocess.CompletedProcess(argv, process.returncode, out, err))
+            confined = outcome(subprocess.CompletedProcess(argv, process.returncode, out, err))
             through = bool(confined.get("ok"))
             if attempt[0] == "tcp":  # refused by the kernel is 'ok' for the attempt; only a connection counts
                 through = confined.get("value") == "connected"
