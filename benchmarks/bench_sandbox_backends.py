@@ -22,7 +22,7 @@ from pathlib import Path
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_wrap import HOSTILE, PYTHON, measure
+from bench_wrap import HOSTILE, PYTHON, measure, wrapped
 
 from mcp_roots import sandbox
 
@@ -92,20 +92,7 @@ def main(spawns: int, calls: int, starts: int) -> None:
             anyio.run(measure, server, [a, b], ("peek", {}), calls, starts, None)
         ]
         for backend in backends:
-            argv = [
-                PYTHON,
-                "-m",
-                "mcp_roots",
-                "wrap",
-                "--ceiling",
-                str(ceiling),
-                "--cache-dir",
-                str(base / f"cache-{backend}"),
-                "--sandbox",
-                backend,
-                "--",
-                *server,
-            ]
+            argv = wrapped(server, ceiling, base / f"cache-{backend}", "--sandbox", backend)
             columns.append(anyio.run(measure, argv, [a, b], ("peek", {}), calls, starts, [a]))
         for key in ("start-up ms", "p50 call ms", "roots change ms"):
             rows.append((f"wrap: {key}", [column.get(key, float("nan")) for column in columns]))

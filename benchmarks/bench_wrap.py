@@ -96,7 +96,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def wrapped(argv: list[str], ceiling: Path, cache: Path) -> list[str]:
+def wrapped(argv: list[str], ceiling: Path, cache: Path, *options: str) -> list[str]:
     return [
         PYTHON,
         "-m",
@@ -106,6 +106,7 @@ def wrapped(argv: list[str], ceiling: Path, cache: Path) -> list[str]:
         str(ceiling),
         "--cache-dir",
         str(cache),
+        *options,
         "--",
         *argv,
     ]

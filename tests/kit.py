@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import gc
 import importlib.util
 import json
 import os
@@ -307,6 +308,22 @@ KERNEL_REFUSALS = (
     "Directory nonexistent",
     "Read-only file system",
 )
+
+
+def open_fds(folder: Path) -> int:
+    """Descriptors of this process open on ``folder`` or beneath it (what a RootSet there opens): another
+    test's objects in the same worker (subprocess pipes, pidfds, files of its own) close at their own time,
+    which no test controls, and are not counted."""
+    gc.collect()  # descriptors of objects that earlier tests dropped close now, not mid-test
+    scope = str(folder.resolve())
+    count = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:  # closed meanwhile (the listing's own descriptor among them)
+            continue
+        count += target == scope or target.startswith(scope + "/")
+    return count
 
 
 def kernel_refused(text: str | bytes) -> bool:
@@ -778,11 +795,15 @@ class Host:
         self.sample_text = "sampled!"
         self._next = 0
         self._buffer = b""
+        # The reader task answers the server's requests while a test sends its own: one writer at a time
+        # (trio refuses two tasks sending on one stream at once).
+        self._sending = anyio.Lock()
 
     async def send(self, message: dict[str, Any]) -> None:
         """Write one JSON-RPC message (``jsonrpc`` added) as a line."""
         assert self.process.stdin is not None
-        await self.process.stdin.send((json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode())
+        async with self._sending:
+            await self.process.stdin.send((json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode())
 
     async def request(
         self, method: str, params: Any = None, *, id_: object = None, limit: float = 30

@@ -25,6 +25,7 @@ from mcp_roots.paths._descriptors import MAX_OPEN_ROOTS
 from mcp_roots.paths._fold import folding_for
 from mcp_roots.paths._index import RootIndex
 from tests.corpus import STRATEGIES, strategy_in_force
+from tests.kit import open_fds
 
 
 @pytest.fixture(params=STRATEGIES)
@@ -54,33 +55,6 @@ def must_not_hang(seconds: float = 5.0) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
-
-
-#: This test's scratch folder: the descriptors counted are those open on it (what RootSet opens there).
-_SCOPE: list[str] = []
-
-
-@pytest.fixture(autouse=True)
-def _descriptor_scope(tmp_path: Path) -> Iterator[None]:
-    _SCOPE[:] = [str(tmp_path.resolve())]
-    yield
-    _SCOPE.clear()
-
-
-def open_fds() -> int:
-    """Descriptors of this process open on this test's scratch folder: another test's objects in the same
-    worker (subprocess pipes, pidfds, files of its own) close on their own threads' time, which no test here
-    controls, and are not counted."""
-    gc.collect()  # descriptors of objects that earlier tests dropped close now, not mid-test
-    scope = _SCOPE[0]
-    count = 0
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:  # closed meanwhile (the listing's own descriptor among them)
-            continue
-        count += target == scope or target.startswith(scope + "/")
-    return count
 
 
 # --- special files -------------------------------------------------------------------------------------
@@ -373,27 +347,27 @@ def test_no_descriptor_leaks(tree: Path, strategy: str) -> None:
     dirs = [tree / f"r{i}" for i in range(5)]
     for d in dirs:
         d.mkdir()
-    baseline = open_fds()
+    baseline = open_fds(tree)
     with RootSet.from_paths(dirs) as roots:
         for _ in range(3):
             for d in dirs:
                 exercise(roots, d)
-        assert open_fds() == baseline + len(dirs)  # one descriptor per root, opened once
-    assert open_fds() == baseline
+        assert open_fds(tree) == baseline + len(dirs)  # one descriptor per root, opened once
+    assert open_fds(tree) == baseline
     exercise(roots, dirs[0])  # usable after close(): opens its root again
     roots.close()
-    assert open_fds() == baseline
+    assert open_fds(tree) == baseline
 
 
 def test_replaced_root_sets_release_their_descriptors(tree: Path, strategy: str) -> None:
-    baseline = open_fds()
+    baseline = open_fds(tree)
     for _ in range(50):  # what the roots lifecycle does: a new RootSet on every refresh, the old dropped
         roots = RootSet.from_paths([tree / "root"])
         exercise(roots, tree / "root")
         roots.with_source("copy").read_text("f")
     del roots
     gc.collect()
-    assert open_fds() == baseline
+    assert open_fds(tree) == baseline
 
 
 def test_open_root_descriptors_are_bounded(tree: Path, strategy: str) -> None:
@@ -401,13 +375,13 @@ def test_open_root_descriptors_are_bounded(tree: Path, strategy: str) -> None:
     for d in dirs:
         d.mkdir()
         (d / "f").write_text(d.name)
-    baseline = open_fds()
+    baseline = open_fds(tree)
     roots = RootSet.from_paths(dirs)
     for d in dirs:
         assert roots.read_text(d / "f") == d.name
-    assert open_fds() <= baseline + MAX_OPEN_ROOTS
+    assert open_fds(tree) <= baseline + MAX_OPEN_ROOTS
     roots.close()
-    assert open_fds() == baseline
+    assert open_fds(tree) == baseline
 
 
 # --- strategy fallback -----------------------------------------------------------------------------------

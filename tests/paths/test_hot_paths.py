@@ -5,7 +5,6 @@ it refuses, and leak no descriptor."""
 from __future__ import annotations
 
 import errno
-import gc
 import io
 import os
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from mcp_roots.paths._canonical import canonicalize
 from mcp_roots.paths._descriptors import RootDescriptors, open_root
 from mcp_roots.paths._router import common_path
 from tests.corpus import STRATEGIES, strategy_in_force
+from tests.kit import open_fds
 
 needs_openat2 = pytest.mark.skipif(linux.OPENAT2 is None, reason="openat2 is not available here")
 
@@ -28,33 +28,6 @@ needs_openat2 = pytest.mark.skipif(linux.OPENAT2 is None, reason="openat2 is not
 def strategy(request: pytest.FixtureRequest) -> Iterator[str]:
     with strategy_in_force(request.param) as name:
         yield name
-
-
-#: This test's scratch folder: the descriptors counted are those open on it (what RootSet opens there).
-_SCOPE: list[str] = []
-
-
-@pytest.fixture(autouse=True)
-def _descriptor_scope(tmp_path: Path) -> Iterator[None]:
-    _SCOPE[:] = [str(tmp_path.resolve())]
-    yield
-    _SCOPE.clear()
-
-
-def open_fds() -> int:
-    """Descriptors of this process open on this test's scratch folder: another test's objects in the same
-    worker (subprocess pipes, pidfds, files of its own) close on their own threads' time, which no test here
-    controls, and are not counted."""
-    gc.collect()  # descriptors of objects that earlier tests dropped close now, not mid-test
-    scope = _SCOPE[0]
-    count = 0
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:  # closed meanwhile (the listing's own descriptor among them)
-            continue
-        count += target == scope or target.startswith(scope + "/")
-    return count
 
 
 # --- open() for reading builds the builtin's file object ------------------------------------------------
@@ -103,7 +76,7 @@ def test_a_failing_read_open_leaks_no_descriptor(tmp_path: Path, strategy: str) 
     roots = RootSet.from_paths([tmp_path])
     roots.contains(tmp_path / "f")
     roots.open(tmp_path / "f", "rb").close()  # the root descriptor is open from here on
-    before = open_fds()
+    before = open_fds(tmp_path)
     with pytest.raises(LookupError):
         roots.open(tmp_path / "f", "r", encoding="no-such-codec")
     with pytest.raises(IsADirectoryError) as info:
@@ -119,7 +92,7 @@ def test_a_failing_read_open_leaks_no_descriptor(tmp_path: Path, strategy: str) 
         roots.open(tmp_path / "f", "rb", newline="")  # an empty newline is one too
     with pytest.raises(TypeError):
         roots.open(tmp_path / "f", "rb", -1.0)  # type: ignore[call-overload]  # as the builtin: not an int
-    assert open_fds() == before
+    assert open_fds(tmp_path) == before
 
 
 def test_o_nonblock_stays_only_where_it_changes_nothing(tmp_path: Path) -> None:
@@ -163,7 +136,7 @@ def test_the_one_frame_read_opens_what_the_general_path_opens_and_nothing_else(t
     router = roots._router
     assert router.read_fast(root / "f") is None  # the descriptor is not open yet (hold: no I/O)
     assert roots.read_text(root / "f") == "one"  # Router.fast opens it (acquire)
-    before = open_fds()
+    before = open_fds(tmp_path)
     for path, text in ((root / "f", "one"), (deep / "f", "nine")):
         hit = router.read_fast(str(path))
         assert hit is not None, path
@@ -189,7 +162,7 @@ def test_the_one_frame_read_opens_what_the_general_path_opens_and_nothing_else(t
         with roots.open(spelling, "rb") as f:
             assert f.name == spelling
             assert f.read() == content
-    assert open_fds() == before
+    assert open_fds(tmp_path) == before
     assert roots.read_text(root / "link") == "one"
     with pytest.raises(InvalidPath, match="FIFO"):
         roots.open(deep / "fifo", "rb")
@@ -198,7 +171,7 @@ def test_the_one_frame_read_opens_what_the_general_path_opens_and_nothing_else(t
     with _beneath.forced("openat2", self_check=True):  # the self-check re-does every answer: not here
         assert router.read_fast(str(deep / "f")) is None
         assert roots.read_text(deep / "f") == "nine"
-    assert open_fds() == before
+    assert open_fds(tmp_path) == before
 
 
 def test_the_read_lane_takes_root_paths_of_different_lengths(tmp_path: Path) -> None:
@@ -223,10 +196,10 @@ def test_the_read_lane_takes_root_paths_of_different_lengths(tmp_path: Path) -> 
             assert os.read(fd, 100) == text.encode()
         finally:
             os.close(fd)
-    before = open_fds()
+    before = open_fds(tmp_path)
     for other in (short, longer, short / "d", f"{short}/", tmp_path / "a-long" / "f"):
         assert router.read_fast(str(other)) is None, other
-    assert open_fds() == before
+    assert open_fds(tmp_path) == before
     roots.close()
 
 
@@ -266,12 +239,12 @@ def test_common_path_is_the_one_test_every_lane_makes(tmp_path: Path) -> None:
         raise AssertionError(f"a lane ran its op for a path it should leave: {args!r}")
 
     assert roots.read_text(root / "d" / "f") == "x"  # the root's descriptor is open: the lanes could run
-    before = open_fds()
+    before = open_fds(tmp_path)
     for path in refused:
         assert router.read_fast(path) is None, path
         assert router.fast(path, never, os.O_RDONLY, 0) is None, path
         assert router.canonical_fast(path) is None, path
-    assert open_fds() == before
+    assert open_fds(tmp_path) == before
     with roots.open(f"{top}//d/f", "rb") as f:  # the general route answers what the lanes leave
         assert f.read() == b"x"
     assert roots.resolve(f"{top}/./d/../d/f") == root / "d" / "f"
@@ -281,11 +254,11 @@ def test_root_descriptors_hold_acquire_release_and_retire(tmp_path: Path) -> Non
     """``hold`` never opens (any path may be asked), ``acquire`` opens a root once, ``close`` retires: a
     descriptor still held stays open until its last holder releases it, and is then closed."""
     descriptors = RootDescriptors()
-    before = open_fds()
+    before = open_fds(tmp_path)
     assert descriptors.hold(str(tmp_path)) is None  # not open: hold opens nothing
-    assert open_fds() == before
+    assert open_fds(tmp_path) == before
     held = descriptors.acquire(str(tmp_path))
-    assert open_fds() == before + 1
+    assert open_fds(tmp_path) == before + 1
     again = descriptors.hold(str(tmp_path))
     assert again is held
     assert held.holders == [None, None]
@@ -297,7 +270,7 @@ def test_root_descriptors_hold_acquire_release_and_retire(tmp_path: Path) -> Non
     assert descriptors.hold(str(tmp_path)) is None  # retired: no longer handed out
     descriptors.release(held)  # the last holder closes it
     assert held.closed
-    assert open_fds() == before
+    assert open_fds(tmp_path) == before
 
 
 # --- contains(): one lookup without symlinks, the same answer as the name walk ---------------------------

@@ -175,28 +175,21 @@ def test_allow_domain_lets_the_registry_through_and_refuses_another_host(tree: d
             [sys.executable, "-c", _fetch(url)], capture_output=True, text=True, check=False
         )
         assert "REACHED" in bare.stdout, bare.stdout + bare.stderr
-    python = "/usr/bin/python3"
     domains = ["registry.npmjs.org", *_intercepted("registry.npmjs.org")]
-    through = sandbox.run(
-        [str(tree["root"])],
-        [python, "-c", _fetch(allowed)],
-        sandbox="srt",
-        allow_domains=domains,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert "REACHED" in through.stdout, through.stdout + through.stderr
-    refused = sandbox.run(
-        [str(tree["root"])],
-        [python, "-c", _fetch(other)],
-        sandbox="srt",
-        allow_domains=domains,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert "REFUSED" in refused.stdout, refused.stdout + refused.stderr
+    said = {
+        url: sandbox.run(
+            [str(tree["root"])],
+            ["/usr/bin/python3", "-c", _fetch(url)],
+            sandbox="srt",
+            allow_domains=domains,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        for url in (allowed, other)
+    }
+    assert "REACHED" in said[allowed].stdout, said[allowed].stdout + said[allowed].stderr
+    assert "REFUSED" in said[other].stdout, said[other].stdout + said[other].stderr
 
 
 def test_a_root_under_dev_is_refused_in_words() -> None:
