@@ -14,7 +14,6 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable, Mapping
 
-from .. import sandbox
 from .._sys import linux
 from ..errors import PathOutsideRoots, ReadOnlyPath
 from ._root import Root
@@ -73,6 +72,8 @@ class WriteRule:
         if self._read_only:
             self._check_access(text, name, holder)
         if self._protect is not None:
+            from .. import sandbox  # loaded by the sets that protect, not by every import of the layer
+
             canonical = self._router.canonical(text)
             root_path = self._router.index.above(canonical)
             hit = root_path and sandbox.protected_hit(root_path, canonical, self._protect, holder=holder)
