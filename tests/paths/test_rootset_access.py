@@ -334,3 +334,21 @@ def test_a_refusal_is_a_path_outside_roots_with_the_path_and_the_rule(world: Pat
         f"Access denied: {str(world / 'ro' / 'f')!r} is under the read-only root {str(world / 'ro')!r}; "
         "it cannot be written"
     )
+
+
+def test_a_read_only_file_root_is_read_and_never_rewritten(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("old")
+    notes = tmp_path.resolve() / "notes.txt"
+    roots = RootSet([Root.from_path(notes, access="read")])
+    assert roots.read_text(notes) == "old"
+    writes: list[Callable[[], object]] = [
+        lambda: roots.write_text(notes, "new"),
+        lambda: roots.open(notes, "w").close(),
+        lambda: os.close(roots.open_fd(notes, os.O_WRONLY | os.O_TRUNC)),
+    ]
+    for write in writes:
+        with pytest.raises(ReadOnlyPath, match=r"notes\.txt'; it cannot be written"):
+            write()
+    assert notes.read_text() == "old"
+    roots.with_access("read-write").write_text(notes, "new")  # the control
+    assert notes.read_text() == "new"
