@@ -55,8 +55,8 @@ class WriteRule:
     def _where(self, text: str, name: bool) -> tuple[str, str]:
         """Where a write to ``text`` acts, canonical: the folder (or file) it changes, and the name it
         changes there. ``name``: the operation acts on the final name itself (mkdir, remove, rename), not
-        followed: it changes the name's parent. Else the file the path leads to is both."""
-        if name and not ending(text):
+        followed (a trailing '/' too), in its parent. Else the file the path leads to is both."""
+        if name and ending(text) != "/.":
             parts = split(text)
             if parts and parts[-1] != "..":
                 parent = self._router.canonical("/" + "/".join(parts[:-1]))
