@@ -130,17 +130,17 @@ class UnknownMethods:
 
     def note(self, method: str) -> None:
         """Log ``method`` (a client's text: escaped, cut to 100 characters) unless it was logged before."""
-        if method in self.seen or len(self.seen) > self.most:
+        name = method[:100]  # what is kept of a name a client chose: 32 of these at most
+        if name in self.seen or len(self.seen) > self.most:
             return
-        self.seen.add(method)
+        self.seen.add(name)
         if len(self.seen) > self.most:
             logger.warning(
-                "a client asked for more than %d methods serve does not have; no more are logged", self.most
+                "a client asked for more than %d methods serve does not answer; no more are logged", self.most
             )
         else:
             logger.warning(
-                "a client asked for %s, which serve does not have (answered: Method not found)",
-                ascii(method[:100]),
+                "a client asked for %s, a method serve does not answer (-32601; logged once)", ascii(name)
             )
 
     async def log_once(self, ctx: Any, call_next: Any) -> Any:
