@@ -26,6 +26,9 @@ async def test_an_unknown_method_or_prompt_is_method_not_found_and_logged_once(t
                     assert answer["error"]["code"] == -32601, answer  # Method not found, never 0
             assert len(warnings_about(log, "'prompts/get'")) == 1, log.read_text()
             assert len(warnings_about(log, "'no/such/method'")) == 1, log.read_text()
+            answer = await host.request("x" * 100_000, {})
+            assert answer["error"]["code"] == -32601
+            assert max(len(line) for line in warnings_about(log, "'xxx")) < 300  # a name is cut, never whole
 
 
 async def test_a_client_cannot_flood_the_log_with_method_names(tmp_path: Path) -> None:
