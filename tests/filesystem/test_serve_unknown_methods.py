@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx2
 import pytest
 
-from tests.kit import connected, stdio_serve_command
-
-pytestmark = pytest.mark.anyio
+from tests.kit import connected, serve_http, stdio_serve_command
 
 
 def warnings_about(log: Path, word: str) -> list[str]:
     return [line for line in log.read_text().splitlines() if "WARNING" in line and word in line]
 
 
+@pytest.mark.anyio
 async def test_an_unknown_method_or_prompt_is_method_not_found_and_logged_once(tmp_path: Path) -> None:
     log = tmp_path / "stderr"
     with log.open("wb") as stderr:
@@ -31,6 +31,7 @@ async def test_an_unknown_method_or_prompt_is_method_not_found_and_logged_once(t
             assert max(len(line) for line in warnings_about(log, "'xxx")) < 300  # a name is cut, never whole
 
 
+@pytest.mark.anyio
 async def test_a_client_cannot_flood_the_log_with_method_names(tmp_path: Path) -> None:
     log = tmp_path / "stderr"
     with log.open("wb") as stderr:
@@ -45,3 +46,24 @@ async def test_a_client_cannot_flood_the_log_with_method_names(tmp_path: Path) -
     assert "no more are logged" in lines[-1]
     assert "\x1b" not in log.read_text()  # a client's control characters are escaped, never written raw
     assert "'flood/0\\x1b[2J'" in lines[0]
+
+
+def test_over_http_on_2026_07_28_too(tmp_path: Path) -> None:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "prompts/get",
+        "Mcp-Name": "nope",
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": {"name": "nope", "_meta": meta}}
+    with serve_http(str(tmp_path)) as server:
+        for _ in range(3):
+            answer = httpx2.post(server.url, headers={**headers, **server.headers}, json=body, timeout=30)
+            assert answer.json()["error"]["code"] == -32601, answer.text
+        assert len(warnings_about(server.log, "'prompts/get'")) == 1, server.stderr()
