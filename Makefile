@@ -8,6 +8,9 @@ NODE_STAMP := tests/interop/node_modules/.installed
 # Anthropic's sandbox runtime (srt 0.0.83, with the Node 22 it declares) for the srt backend's tests, from its
 # own lock file; on Linux srt needs bubblewrap, socat and ripgrep (sandbox-tools installs them).
 SRT_STAMP := tests/interop/srt/node_modules/.installed
+# The official MCP conformance suite (@modelcontextprotocol/conformance, with the Node 22 it needs) as an outside
+# referee of serve --http and a guarded fixture server (tests/filesystem/test_official_conformance.py).
+CONFORMANCE_STAMP := tests/interop/conformance/node_modules/.installed
 
 .PHONY: dist demo test sandbox-tools compat lock-compat cli-docs lint typecheck typecheck-main typecheck-mcp1 pytest pytest-parallel pytest-table pytest-serial pytest-warm pytest-mcp1 docs bench interop scale-test lock lock-mcp1 clean
 
@@ -48,7 +51,7 @@ demo: $(DEMO_STAMP)
 # --output-sync keeps each part's output in one piece.
 test:
 	$(MAKE) -j5 $(STAMP) $(MCP1_STAMP) $(DOCS_STAMP) $(NODE_STAMP) $(COMPAT_STAMPS) $(GIT_SERVER_STAMP) $(DIST_STAMP) \
-	  $(LAUNCHERS_STAMP) sandbox-tools $(SRT_STAMP)
+	  $(LAUNCHERS_STAMP) sandbox-tools $(SRT_STAMP) $(CONFORMANCE_STAMP)
 	$(MAKE) -j3 --output-sync=target lint typecheck docs pytest-warm
 	$(MAKE) -j3 --output-sync=target pytest-parallel pytest-table pytest-mcp1 compat dist
 	$(MAKE) pytest-serial
@@ -162,7 +165,7 @@ pytest: $(STAMP) $(NODE_STAMP) $(DOCS_STAMP)
 # The path table (13,700 small rows, no waiting) runs in one process of its own beside the workers: through
 # xdist each worker would collect it and the controller would take three reports of every row.
 PATH_TABLE := tests/paths/test_path_table.py
-pytest-parallel: $(STAMP) $(NODE_STAMP) $(DOCS_STAMP) $(SRT_STAMP)
+pytest-parallel: $(STAMP) $(NODE_STAMP) $(DOCS_STAMP) $(SRT_STAMP) $(CONFORMANCE_STAMP)
 	$(MKTMP); $(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "not serial" --ignore=$(PATH_TABLE) --basetemp="$$tmp/p"; \
 	  status=$$?; rm -rf "$$tmp"; exit $$status
 pytest-table: $(STAMP)
@@ -207,6 +210,10 @@ $(LAUNCHERS_STAMP): requirements/launchers.txt
 $(SRT_STAMP): tests/interop/srt/package.json tests/interop/srt/package-lock.json | sandbox-tools
 	npm ci --prefix tests/interop/srt --no-audit --no-fund
 	touch $(SRT_STAMP)
+
+$(CONFORMANCE_STAMP): tests/interop/conformance/package.json tests/interop/conformance/package-lock.json
+	npm ci --prefix tests/interop/conformance --no-audit --no-fund
+	touch $(CONFORMANCE_STAMP)
 
 $(NODE_STAMP): tests/interop/package.json tests/interop/package-lock.json
 	npm ci --prefix tests/interop --no-audit --no-fund
@@ -296,4 +303,4 @@ lock-mcp1:
 	rm -rf .lockvenv-mcp1
 
 clean:
-	rm -rf $(VENV) $(MCP1_VENV) $(foreach e,$(COMPAT_ENDS),.venv-$(e)) $(DEMO_VENV) $(DOCS_VENV) $(GIT_SERVER_VENV) site .mypy_cache .ruff_cache .pytest_cache .hypothesis tests/interop/node_modules tests/interop/inspector/node_modules benchmarks/official2/node_modules tests/interop/srt/node_modules
+	rm -rf $(VENV) $(MCP1_VENV) $(foreach e,$(COMPAT_ENDS),.venv-$(e)) $(DEMO_VENV) $(DOCS_VENV) $(GIT_SERVER_VENV) site .mypy_cache .ruff_cache .pytest_cache .hypothesis tests/interop/node_modules tests/interop/inspector/node_modules benchmarks/official2/node_modules tests/interop/srt/node_modules tests/interop/conformance/node_modules

@@ -1,16 +1,16 @@
 """Replicas behind HAProxy, both protocol eras, HAProxy reloaded and a replica killed: isolation proven.
 
 Starts N replicas of an mcp-roots HTTP server on 127.0.0.1 and HAProxy with deploy/haproxy.cfg in front of
-them, then runs legacy-era sessions (stateful, sticky on Mcp-Session-Id) and 2026-07-28 clients (stateless,
+them, then runs legacy-era sessions (stateful, routed by Mcp-Session-Id) and 2026-07-28 clients (stateless,
 multi-round-trip roots/list) at once from several client processes, each session with its own root, reading
 its own file and its neighbours' (which must be refused). Every request carries the servers' bearer token
 (--token-file, as deployed). Halfway through the measured window it reloads HAProxy (`haproxy -sf OLD`, as
-`systemctl reload` does): the stick table goes to the new process through the `peers` section, so no legacy
-session may fail. Then it kills one replica: its legacy sessions end, re-initialize elsewhere and have their
-roots fetched again. `--phases one,balancer` also runs the same
-load against one process, for comparison. It prints calls/s and p50/p99 per call, errors by kind, memory per
-session per replica, cross-session grants (must be 0) and the sessions that recovered, and exits 1 if
-isolation or recovery failed. Everything stops by itself (--deadline); every child process is killed on exit.
+`systemctl reload` does): a session's route is in its id, so no legacy session may fail. Then it kills one
+replica: its legacy sessions end, re-initialize elsewhere and have their roots fetched again. `--phases
+one,balancer` also runs the same load against one process, for comparison. It prints calls/s and p50/p99 per
+call, errors by kind, memory per session per replica, cross-session grants (must be 0) and the sessions that
+recovered, and exits 1 if isolation or recovery failed. Everything stops by itself (--deadline); every child
+process is killed on exit.
 
     make scale-test                                  # 4 replicas, 400 legacy + 400 modern sessions, a kill
     .venv/bin/python benchmarks/scale_test.py --phases one,balancer      # and the same load on one process
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import http.client
 import json
 import logging
 import math
@@ -39,7 +40,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -366,8 +366,8 @@ class Children:
         return proc
 
     def reload(self, haproxy: str, env: dict[str, str]) -> None:
-        """``haproxy -sf OLD`` as a reload does: the new process takes the listeners and, through the local
-        peer, the stick table; the old one finishes its connections (at most hard-stop-after) and exits.
+        """``haproxy -sf OLD`` as a reload does: the new process takes the listeners; the old one finishes its
+        connections (at most hard-stop-after) and exits.
         Started while threads run: no preexec_fn here, so close() stops it."""
         old = self.procs["haproxy"]
         with (self.logdir / "haproxy-reloaded.log").open("wb") as log:
@@ -381,7 +381,7 @@ class Children:
         self.procs["haproxy-old"] = old
         self.procs["haproxy"] = new
         deadline = time.monotonic() + 30
-        while set(haproxy_status(int(env["MCP_LB_STATS_PORT"])).values()) != {"UP"}:
+        while set(haproxy_status(env["MCP_LB_STATS_SOCKET"]).values()) != {"UP"}:
             if new.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit("scale_test: the reloaded haproxy did not come up with every replica UP")
             time.sleep(0.2)
@@ -416,10 +416,25 @@ def wait_listening(proc: subprocess.Popen[bytes], port: int, what: str, timeout:
     raise SystemExit(f"scale_test: {what} did not listen on 127.0.0.1:{port} within {timeout:g} s")
 
 
-def haproxy_status(stats_port: int) -> dict[str, str]:
-    """Backend server name -> status (UP, DOWN...) from HAProxy's CSV stats."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{stats_port}/stats;csv", timeout=10) as reply:
-        rows = reply.read().decode().lstrip("# ").splitlines()
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: str) -> None:
+        super().__init__("localhost", timeout=10)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.settimeout(10)
+        self.sock.connect(self.path)
+
+
+def haproxy_status(stats_socket: str) -> dict[str, str]:
+    """Backend server name -> status (UP, DOWN...) from HAProxy's CSV stats, on its Unix socket."""
+    connection = _UnixHTTPConnection(stats_socket)
+    try:
+        connection.request("GET", "/stats;csv")
+        rows = connection.getresponse().read().decode().lstrip("# ").splitlines()
+    finally:
+        connection.close()
     header = rows[0].split(",")
     status: dict[str, str] = {}
     for row in rows[1:]:
@@ -935,8 +950,7 @@ def main() -> int:
         "--haproxy-cfg",
         type=Path,
         default=HAPROXY_CFG,
-        help="the HAProxy config (default deploy/haproxy.cfg; a copy without `peers` on its stick table is "
-        "the control of the reload: legacy sessions then fail)",
+        help="the HAProxy config (default deploy/haproxy.cfg)",
     )
     parser.add_argument(
         "--keep", metavar="DIR", help="keep files and child logs in DIR (default: a temp dir)"
@@ -1011,8 +1025,9 @@ def main() -> int:
                 )
                 replicas["one"].append(Replica("one", ports["one"], proc.pid))
             if "balancer" in phases_wanted:
-                env = dict(os.environ, MCP_LB_PORT=str(free_port()), MCP_LB_STATS_PORT=str(free_port()))
-                env["MCP_LB_PEERS_PORT"] = str(free_port())
+                env = dict(
+                    os.environ, MCP_LB_PORT=str(free_port()), MCP_LB_STATS_SOCKET=str(base / "stats.sock")
+                )
                 for i in range(1, args.replicas + 1):
                     port = free_port()
                     env[f"MCP_REPLICA{i}_PORT"] = str(port)
@@ -1032,7 +1047,7 @@ def main() -> int:
             if "balancer" in phases_wanted:
                 wait_listening(lb, ports["balancer"], "haproxy", 30)
                 deadline = time.monotonic() + 30
-                while set(haproxy_status(int(env["MCP_LB_STATS_PORT"])).values()) != {"UP"}:
+                while set(haproxy_status(env["MCP_LB_STATS_SOCKET"]).values()) != {"UP"}:
                     if time.monotonic() > deadline:
                         raise SystemExit("scale_test: haproxy did not see every replica UP within 30 s")
                     time.sleep(0.5)

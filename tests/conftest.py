@@ -108,3 +108,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         words = SERIAL[name]
         if words is None or any(word in item.name for word in words):
             item.add_marker(pytest.mark.serial)
+
+
+#: The report section a test adds (``request.node.add_report_section("call", REPORT_SECTION, text)``) for the
+#: run's output whether it passes or not: the official conformance suite's report.
+REPORT_SECTION = "conformance"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    shown = [
+        (report.nodeid, text)
+        for outcome in ("passed", "failed")
+        for report in terminalreporter.stats.get(outcome, [])
+        if getattr(report, "when", None) == "call"
+        for name, text in getattr(report, "sections", [])
+        if name.endswith(f" {REPORT_SECTION} call")
+    ]
+    if shown:
+        terminalreporter.section("the official MCP conformance suite")
+        for nodeid, text in shown:
+            terminalreporter.write_line(f"{nodeid}\n{text}")

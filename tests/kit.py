@@ -909,11 +909,14 @@ def wrap_argv(ceiling: Sequence[Path], command: Sequence[str], *options: str) ->
 
 
 @contextlib.asynccontextmanager
-async def connected(argv: Sequence[str], roots: list[str] | None = None, **env: str) -> AsyncIterator[Host]:
-    """A :class:`Host` on the stdio server ``argv`` (run with ``env`` added), stopped on exit."""
+async def connected(
+    argv: Sequence[str], roots: list[str] | None = None, *, stderr: Any = None, **env: str
+) -> AsyncIterator[Host]:
+    """A :class:`Host` on the stdio server ``argv`` (run with ``env`` added, its stderr to ``stderr``: an open
+    file, or None for the test's own), stopped on exit."""
     environ = {**os.environ, **env}
     async with await anyio.open_process(
-        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=environ
+        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=environ
     ) as process:
         host = Host(process, roots)
         async with anyio.create_task_group() as group:
