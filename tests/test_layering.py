@@ -66,7 +66,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("__init__",),
     ],
     "roots": [
-        ("_owned", "_facts", "_config", "_clock"),
+        ("_owned", "_facts", "_config", "_clock", "_consent"),
         ("_answers", "_sources"),
         ("_streak",),
         ("_cache",),
@@ -83,11 +83,13 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_audit", "_schema"),
         ("_argcheck",),
         ("_port",),
+        ("_consent",),
         ("_calls",),
         ("__init__",),
     ],
     "adapters": [
         ("mcp2_sdk", "fastmcp4_sdk", "mcp1_sdk"),
+        ("mcp2_ask",),
         ("mcp1_dispatch",),
         ("mcp2", "mcp1"),
         ("fastmcp4",),
