@@ -72,7 +72,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_cache",),
         ("_connections",),
         ("_policy", "_provider"),
-        ("_port",),
+        ("_asking", "_port"),
         ("_jsonrpc",),
         ("__init__",),
     ],
