@@ -60,7 +60,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_beneath", "_tree"),
         ("_canonical", "_descriptors"),
         ("_root", "_router"),
-        ("_open", "_remove", "_rename"),
+        ("_open", "_remove", "_rename", "_access"),
         ("_write", "_dirs", "_confined"),
         ("_rootset",),
         ("__init__",),

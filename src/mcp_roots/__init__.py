@@ -20,6 +20,7 @@ from .errors import (
     InvalidPath,
     InvalidRootURI,
     PathOutsideRoots,
+    ReadOnlyPath,
     RootsError,
     RootsUnavailable,
     SandboxUnavailable,
@@ -28,6 +29,7 @@ from .errors import (
 
 if TYPE_CHECKING:
     from ._rootsguard import RootsGuard
+    from .paths._root import Access
     from .paths._rootset import Root, RootSet
     from .paths._tree import Entry, TreeEntry
     from .paths._uri import path_to_uri, uri_to_path
@@ -40,6 +42,7 @@ __version__ = "0.1.0"
 #: Each name imported on first use, and the module it comes from.
 _LAZY = {
     "RootsGuard": "._rootsguard",
+    "Access": ".paths._root",
     "Root": ".paths._rootset",
     "RootSet": ".paths._rootset",
     "Entry": ".paths._tree",
@@ -58,6 +61,7 @@ __getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [
+    "Access",
     "Argv",
     "BrokerError",
     "BrokeringUnavailable",
@@ -69,6 +73,7 @@ __all__ = [
     "InvalidPath",
     "InvalidRootURI",
     "PathOutsideRoots",
+    "ReadOnlyPath",
     "Root",
     "RootSet",
     "RootsCache",

@@ -20,6 +20,7 @@ __all__ = [
     "InvalidRootURI",
     "NotRegularFile",
     "PathOutsideRoots",
+    "ReadOnlyPath",
     "RootsError",
     "RootsUnavailable",
     "SDKChanged",
@@ -59,6 +60,11 @@ class FileTooLarge(RootsError, ValueError):
 
 class PathOutsideRoots(RootsError, PermissionError):
     """A path's canonical location lies outside every allowed root (or resolving it tried to leave one)."""
+
+
+class ReadOnlyPath(PathOutsideRoots):
+    """A write was asked where the innermost root holding the path (or a root the write would move or
+    remove) has the access ``"read"``. A :class:`PathOutsideRoots`, so whatever refuses those refuses it."""
 
 
 # --- Roots that cannot be obtained -------------------------------------------------------------------

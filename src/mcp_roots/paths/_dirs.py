@@ -126,9 +126,13 @@ def mkdir(router: Router, path: object, parents: bool, exist_ok: bool) -> None:
     missing = parts[lo:-1]
     dir_flags = strategy().dir_flags
 
+    check = router.write_check
+
     def create_levels(root: Descriptor, rel: str) -> None:
         fd = open_beneath(root.fd, rel, dir_flags)
         try:
+            if check is not None:
+                check(fd, text)
             os.close(descend(fd, missing, dir_flags, create=True))
         finally:
             os.close(fd)

@@ -20,17 +20,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal, TypeVar, overload
 
-from ..errors import InvalidPath, InvalidRootURI, PathOutsideRoots
+from ..errors import InvalidPath, PathOutsideRoots
 from . import _dirs, _open, _remove, _rename, _write
+from ._access import WriteRule
 from ._confined import Confined
 from ._descriptors import RootDescriptors
 from ._fold import folding_for
 from ._index import RootIndex
-from ._root import Root
+from ._root import Access, Root, roots_from_paths, roots_from_uris
 from ._router import Router
 from ._text import checked_text, shorten
 from ._tree import Entry, Leave, OnError, Visit
-from ._uri import uri_and_name, uri_to_path
 
 if TYPE_CHECKING:
     from _typeshed import (
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         StrPath,
     )
 
-__all__ = ["Root", "RootSet"]
+__all__ = ["Access", "Root", "RootSet"]
 
 _T = TypeVar("_T")
 
@@ -50,7 +50,7 @@ logger = logging.getLogger("mcp_roots")
 
 _WINDOWS = os.name == "nt"
 
-#: open flags that write (a protecting() RootSet checks them)
+#: open flags that write (a RootSet with read-only roots, or protecting(), checks them)
 _WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 REFUSAL_ROOTS = 3  # how many roots a refusal names before it says how many more
@@ -64,7 +64,7 @@ class RootSet(Confined):
 
     Args:
         roots: :class:`Root` objects (from :meth:`Root.from_path`). Duplicates (as ``platform`` compares
-            names) are dropped.
+            names) are dropped; where one is read-only the root kept is (fail closed).
         source: Where the roots came from (``"client"``, ``"flag"``, ``"environment"``, a config file path,
             ``"project root"``...).
         platform: The ``sys.platform`` whose name comparison the set uses.
@@ -80,6 +80,7 @@ class RootSet(Confined):
         "_protect",
         "_roots",
         "_router",
+        "_rule",
         "_source",
     )
 
@@ -91,7 +92,9 @@ class RootSet(Confined):
         index = RootIndex((str(r.path) for r in given), folding_for(platform))
         kept: dict[str, Root] = {}
         for root in given:
-            kept.setdefault(str(root.path), root)
+            first = kept.setdefault(str(root.path), root)
+            if first.writable and not root.writable:
+                kept[str(root.path)] = first.with_access("read")
         self._roots = tuple(kept[path] for path in index.paths)
         self._paths = tuple(r.path for r in self._roots)  # made once: the guard's ceiling precheck reads it
         self._by_path = {str(root.path): root for root in self._roots}
@@ -103,6 +106,8 @@ class RootSet(Confined):
         # collected (a finalizer, not __del__: it runs once, and never while an operation holds one).
         self._descriptors = RootDescriptors()
         self._router = Router(index, self._descriptors, functools.partial(self.describe, REFUSAL_ROOTS))
+        # The writes it refuses (_access): beneath a read-only root, or protecting()'s; None: no cost.
+        self._rule = WriteRule.of(self._router, self._by_path, None)
         weakref.finalize(self, self._descriptors.close)
 
     # -- construction --
@@ -124,6 +129,7 @@ class RootSet(Confined):
         strict: bool = True,
         source: str = "explicit",
         base: str | os.PathLike[str] | None = None,
+        access: Access = "read-write",
     ) -> RootSet:
         """Build a RootSet from local paths (or ``(path, name)`` pairs).
 
@@ -135,25 +141,18 @@ class RootSet(Confined):
                 it with a warning).
             source: Where the roots came from, for messages (``"flag"``, ``"client"``...).
             base: What relative paths resolve against (default: the working directory).
+            access: Every root's access: ``"read-write"`` or ``"read"`` (writes beneath it refused).
         """
-        if isinstance(paths, (str, os.PathLike)):
-            paths = [paths]
-        roots: list[Root] = []
-        for entry in paths:
-            name: str | None = None
-            if isinstance(entry, tuple):
-                entry, name = entry
-            try:
-                roots.append(Root.from_path(entry, name, base=base))
-            except InvalidPath as exc:
-                if strict:
-                    raise
-                logger.warning("skipping root from %s: %s", source, exc)
-        return cls(roots, source=source)
+        return cls(roots_from_paths(paths, strict, source, base, access), source=source)
 
     @classmethod
     def from_uris(
-        cls, uris_or_roots: Iterable[object], *, strict: bool = True, source: str = "client"
+        cls,
+        uris_or_roots: Iterable[object],
+        *,
+        strict: bool = True,
+        source: str = "client",
+        access: Access = "read-write",
     ) -> RootSet:
         """Build a RootSet from ``file:`` URIs, or objects with ``uri`` and ``name``.
 
@@ -162,19 +161,9 @@ class RootSet(Confined):
             strict: Raise :class:`InvalidRootURI` for an invalid URI and :class:`InvalidPath` for a missing or
                 unreadable directory (else skip the entry with a warning).
             source: Where the roots came from, for messages.
+            access: Every root's access: ``"read-write"`` or ``"read"``.
         """
-        if isinstance(uris_or_roots, str):
-            uris_or_roots = [uris_or_roots]
-        roots: list[Root] = []
-        for item in uris_or_roots:
-            try:
-                uri, name = uri_and_name(item)
-                roots.append(Root.from_path(uri_to_path(uri), name))
-            except (InvalidRootURI, InvalidPath) as exc:
-                if strict:
-                    raise
-                logger.warning("skipping root from %s: %s", source, exc)
-        return cls(roots, source=source)
+        return cls(roots_from_uris(uris_or_roots, strict, source, access), source=source)
 
     def with_source(self, source: str) -> RootSet:
         """The same roots, labelled with another source.
@@ -182,18 +171,28 @@ class RootSet(Confined):
         Args:
             source: The new label (``"client"``, ``"flag"``...).
         """
-        made = type(self)(self._roots, source=source, platform=self._platform)
-        made._protect = self._protect
-        return made
+        return self._made(self._roots, source, self._protect)
 
     def with_roots(self, roots: Iterable[Root]) -> RootSet:
-        """Other roots, with this set's source, comparison rule and protected set.
+        """Other roots (each with its own access), with this set's source, comparison rule, protected set.
 
         Args:
             roots: The new set's :class:`Root` objects.
         """
-        made = type(self)(roots, source=self._source, platform=self._platform)
-        made._protect = self._protect
+        return self._made(roots, self._source, self._protect)
+
+    def with_access(self, access: Access) -> RootSet:
+        """These roots, every one with the access ``access`` (``"read"``: every write refused).
+
+        Args:
+            access: ``"read-write"`` or ``"read"``.
+        """
+        return self._made((r.with_access(access) for r in self._roots), self._source, self._protect)
+
+    def _made(self, roots: Iterable[Root], source: str, protect: tuple[str, ...] | None) -> RootSet:
+        made = type(self)(roots, source=source, platform=self._platform)
+        made._protect = protect
+        made._rule = WriteRule.of(made._router, made._by_path, protect)
         return made
 
     def protecting(self, protect: bool | Iterable[str] = True) -> RootSet:
@@ -208,18 +207,7 @@ class RootSet(Confined):
         """
         from .. import sandbox
 
-        made = self.with_source(self._source)
-        made._protect = sandbox.protected_names(protect) or None
-        return made
-
-    def _refuse_protected(self, path: object, holder: bool = False) -> None:
-        from .. import sandbox
-
-        canonical = self._canonical(path)
-        root = self.root_above(canonical)
-        hit = root and sandbox.protected_hit(str(root.path), canonical, self._protect or (), holder=holder)
-        if hit:
-            raise PathOutsideRoots(f"Access denied: {canonical!r} is protected ({hit})")
+        return self._made(self._roots, self._source, sandbox.protected_names(protect) or None)
 
     # -- the set --
 
@@ -261,17 +249,23 @@ class RootSet(Confined):
         return hash(self._roots)
 
     def __repr__(self) -> str:
-        return f"RootSet({[str(p) for p in self.paths]!r}, source={self._source!r})"
+        read = [str(r.path) for r in self._roots if not r.writable]
+        return f"RootSet({[str(p) for p in self.paths]!r}, source={self._source!r}" + (
+            f", read_only={read!r})" if read else ")"
+        )
 
     def describe(self, most: int | None = None) -> str:
-        """The roots as a human list, for messages: ``/a, /b`` or ``no roots``.
+        """The roots as a human list, for messages: ``/a, /b (read-only)`` or ``no roots``.
 
         Args:
             most: Name the first ``most`` (shortened) and how many more, as a refusal does (default: all).
         """
         if not self._roots:
             return "no roots"
-        shown = [str(p) if most is None else shorten(str(p)) for p in self.paths[:most]]
+        shown = [
+            (str(r.path) if most is None else shorten(str(r.path))) + ("" if r.writable else " (read-only)")
+            for r in self._roots[:most]
+        ]
         more = len(self._roots) - len(shown)
         return ", ".join(shown) + (f" and {more} more" if more else "")
 
@@ -334,6 +328,16 @@ class RootSet(Confined):
         except (InvalidPath, PathOutsideRoots):
             return False
         return self._index.innermost_prefix(canonical) is not None
+
+    def writable(self, path: str | os.PathLike[str]) -> bool:
+        """True when ``path`` is inside and a write to it passes the roots' access (the innermost root
+        holding its canonical location is read-write). Never raises.
+
+        Args:
+            path: Any path, absolute or relative to the first root.
+        """
+        root = self.root_of(path)
+        return root is not None and root.writable
 
     def __contains__(self, path: object) -> bool:
         return isinstance(path, (str, os.PathLike)) and self.contains(path)
@@ -414,8 +418,11 @@ class RootSet(Confined):
             and newline is None
         ):
             return _open.open_read(self._router, path)
-        if self._protect is not None and not set(mode).isdisjoint("wax+"):
-            self._refuse_protected(path)
+        if self._rule is not None and not set(mode).isdisjoint("wax+"):
+            self._rule.check(path)
+            f = _open.open_file(self._router, path, mode, buffering, encoding, errors, newline)
+            self._rule.opened(f.fileno(), path, f.close)
+            return f
         return _open.open_file(self._router, path, mode, buffering, encoding, errors, newline)
     # fmt: on
 
@@ -427,8 +434,11 @@ class RootSet(Confined):
             flags: ``os.O_*`` flags; ``O_CLOEXEC`` is always added (add ``O_NONBLOCK`` if a FIFO matters).
             mode: The permission bits of a file it creates.
         """
-        if self._protect is not None and flags & _WRITING:
-            self._refuse_protected(path)
+        if self._rule is not None and flags & _WRITING:  # checked before the open, and on what it opened
+            self._rule.check(path)
+            opened = _open.open_fd(self._router, path, flags, mode)
+            self._rule.opened(opened, path, functools.partial(os.close, opened))
+            return opened
         fd = self._router.fast(path, _open.fd_beneath, flags, mode)  # the fast lane: one call
         return fd if fd is not None else _open.open_fd(self._router, path, flags, mode)
 
@@ -469,8 +479,8 @@ class RootSet(Confined):
         """
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"data must be bytes-like, not {type(data).__name__}")
-        if self._protect is not None:
-            self._refuse_protected(path)
+        if self._rule is not None:
+            self._rule.check(path)
         _write.write_bytes(self._router, path, bytes(data))
 
     def write_text(self, path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
@@ -541,8 +551,8 @@ class RootSet(Confined):
             parents: Create missing parents, as :meth:`pathlib.Path.mkdir` does.
             exist_ok: Accept an existing directory, as :meth:`pathlib.Path.mkdir` does.
         """
-        if self._protect is not None:
-            self._refuse_protected(path)
+        if self._rule is not None:
+            self._rule.check(path, name=True)
         _dirs.mkdir(self._router, path, parents, exist_ok)
 
     def remove(self, path: str | os.PathLike[str], *, recursive: bool = False) -> None:
@@ -552,8 +562,8 @@ class RootSet(Confined):
             path: What to remove.
             recursive: Remove a whole directory tree, walked through descriptors without following symlinks.
         """
-        if self._protect is not None:
-            self._refuse_protected(path, holder=True)
+        if self._rule is not None:
+            self._rule.check(path, name=True, holder=True)
         _remove.remove(self._router, path, recursive)
 
     def rename(
@@ -567,9 +577,9 @@ class RootSet(Confined):
             replace: ``False``: an existing ``dst`` raises FileExistsError, atomically where the system
                 has renameat2(RENAME_NOREPLACE).
         """
-        if self._protect is not None:
-            self._refuse_protected(src, holder=True)
-            self._refuse_protected(dst, holder=True)
+        if self._rule is not None:
+            self._rule.check(src, name=True, holder=True)
+            self._rule.check(dst, name=True, holder=True)
         _rename.rename(self._router, src, dst, replace)
 
     def close(self) -> None:

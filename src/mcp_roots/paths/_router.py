@@ -130,7 +130,7 @@ class Router:
     ``in_parent`` beneath the final name's parent, ``canonical`` answers where a path really is; ``fast``,
     ``read_fast`` and ``canonical_fast`` are their lanes for the common path."""
 
-    __slots__ = ("_cut", "_descriptors", "_first", "_keys", "_roots_text", "index")
+    __slots__ = ("_cut", "_descriptors", "_first", "_keys", "_roots_text", "index", "write_check")
 
     def __init__(self, index: RootIndex, descriptors: RootDescriptors, roots_text: Callable[[], str]) -> None:
         self.index = index
@@ -142,6 +142,9 @@ class Router:
         self._descriptors = descriptors
         self._first = index.paths[0] if index.paths else None
         self._roots_text = roots_text
+        #: ``check(fd, text)`` on the directory a name operation (all of which write) acts in, before it
+        #: acts: a RootSet with read-only roots sets it (``_access.WriteRule.check_fd``).
+        self.write_check: Callable[[int, str], None] | None = None
 
     # -- refusals --
 
@@ -268,9 +271,13 @@ class Router:
 
             return self.at(text, in_itself, parts)
 
+        check = self.write_check
+
         def in_parent(root: Descriptor, rel: str) -> _T:
             parent = open_beneath(root.fd, rel, dir_flags)
             try:
+                if check is not None:
+                    check(parent, text)
                 if end:
                     must_be_directory(parent, name, verb)
                 return op(parent, name)
