@@ -91,7 +91,8 @@ REVOKED = (
 
 CANNOT_ASK = (
     "this server asks its user for folders (consent), but this client cannot be asked: it declared no "
-    "elicitation (form) capability; use a client that supports elicitation, or give the server folders"
+    "elicitation (form) capability, or this server cannot ask on its connection; use a client that supports "
+    "elicitation, or give the server folders"
 )
 
 NO_REQUEST = "mcp-roots can tell the roots only during an MCP request (no request context is active)"
