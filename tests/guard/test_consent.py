@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client import ClientRequestContext
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -28,10 +28,12 @@ from mcp_types import (
 
 from mcp_roots import RootsGuard
 from mcp_roots.roots._facts import CONSENT_INPUT_KEY
+from tests import forkserver
 from tests.kit import ManualClock, RootsCallback, text_of
 
 pytestmark = pytest.mark.anyio
 
+SERVERS = Path(__file__).resolve().parents[1] / "servers"
 ERAS = ["legacy", "auto"]  # "auto": the SDK's in-process pair speaks 2026-07-28
 
 
@@ -412,3 +414,23 @@ def test_consent_needs_a_ceiling() -> None:
 
     with pytest.raises(ConfigError, match="needs a ceiling"):
         RootsGuard(os.getcwd(), consent=True)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_over_stdio(tree: Tree, mode: str) -> None:
+    command = forkserver.command(str(SERVERS / "consent_server.py"), "--ceiling", str(tree.ceiling))
+    params = StdioServerParameters(command=command[0], args=command[1:])
+    user = User(accept(tree.a), {"action": "decline"})
+    async with Client(params, mode=mode, elicitation_callback=user) as client:
+        assert (client.protocol_version == "2026-07-28") is (mode == "auto")
+        assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
+        assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
+        assert len(user.asked) == 1
+        refused, text = await call(client, "read", path=tree.other / "g.txt")
+        assert refused
+        assert "declined" in text
+        assert "in other" not in text
+        refused, text = await call(client, "read", path=tree.outside / "secret.txt")
+        assert refused
+        assert "TOP SECRET" not in text
+        assert len(user.asked) == 2
