@@ -19,10 +19,12 @@ from mcp import Client, StdioServerParameters
 from mcp.client import ClientRequestContext
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
     ElicitRequestFormParams,
     ElicitRequestParams,
     ElicitResult,
+    ErrorData,
     InputRequiredResult,
     InputResponses,
     ToolAnnotations,
@@ -503,3 +505,19 @@ async def test_over_streamable_http(http_server: tuple[Tree, HttpServer], mode: 
         refused, text = await call(client, "read", path=tree.outside / "secret.txt")
         assert refused
         assert "TOP SECRET" not in text
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_client_error_instead_of_an_answer_grants_nothing(tree: Tree, mode: str) -> None:
+    async def failing(context: ClientRequestContext, params: ElicitRequestParams) -> ErrorData:
+        return ErrorData(code=-32603, message="the host has no \x1b[31mform\u202e support")
+
+    async with Client(make_server(consent_guard(tree)), mode=mode, elicitation_callback=failing) as client:
+        if mode == "auto":  # the SDK's client gives up its retry: the server is never answered
+            with pytest.raises(MCPError, match="no"):
+                await call(client, "read", path=tree.b / "f.txt")
+            return
+        refused, text = await call(client, "read", path=tree.b / "f.txt")
+    assert refused
+    assert "the client could not ask its user" in text
+    assert "\x1b" not in text
