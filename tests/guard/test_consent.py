@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
@@ -521,3 +523,39 @@ async def test_a_client_error_instead_of_an_answer_grants_nothing(tree: Tree, mo
     assert refused
     assert "the client could not ask its user" in text
     assert "\x1b" not in text
+
+
+@pytest.fixture(scope="module")
+def http_auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Tree, HttpServer]]:
+    tree = Tree(tmp_path_factory.mktemp("consent-http-auth"))
+    command = [sys.executable, str(SERVERS / "consent_server.py")]
+    tokens = ("--token", "alice=token-a", "--token", "bob=token-b")
+    with launch_http(command, "--ceiling", str(tree.ceiling), *tokens) as server:
+        yield tree, server
+
+
+@asynccontextmanager
+async def as_caller(url: str, token: str, user: User) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, mode="auto", elicitation_callback=user) as client:
+            assert client.protocol_version == "2026-07-28"
+            yield client
+
+
+async def test_grants_are_kept_per_authenticated_caller(http_auth_server: tuple[Tree, HttpServer]) -> None:
+    tree, server = http_auth_server
+    alice, bob = User(accept(tree.a)), User({"action": "decline"})
+    async with as_caller(server.url, "token-a", alice) as client:
+        assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
+    # a new connection of the same caller: its grant is kept (2026-07-28, per principal)
+    async with as_caller(server.url, "token-a", alice) as client:
+        assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
+    assert len(alice.asked) == 1
+    # another caller gets none of it: asked, declines, refused
+    async with as_caller(server.url, "token-b", bob) as client:
+        refused, text = await call(client, "read", path=tree.b / "f.txt")
+    assert refused
+    assert "declined" in text
+    assert len(bob.asked) == 1

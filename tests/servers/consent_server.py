@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 from mcp.server import MCPServer
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp_types import ToolAnnotations
 
 from mcp_roots import RootsGuard
@@ -18,10 +20,23 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ceiling", required=True)
     parser.add_argument("--http", type=int)
+    parser.add_argument("--token", action="append", default=[], help="NAME=TOKEN: a caller (HTTP)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     guard = RootsGuard(ceiling=args.ceiling, consent=True, environ={}, user_config_dir=args.ceiling + "/none")
-    server = MCPServer("notes")
+    tokens = dict(reversed(entry.split("=", 1)) for entry in args.token)
+
+    class Tokens:
+        async def verify_token(self, token: str) -> AccessToken | None:
+            name = tokens.get(token)
+            return None if name is None else AccessToken(token=token, client_id=name, scopes=[])
+
+    auth = {"issuer_url": "http://127.0.0.1", "resource_server_url": None}
+    server = (
+        MCPServer("notes", auth=AuthSettings.model_validate(auth), token_verifier=Tokens())
+        if tokens
+        else MCPServer("notes")
+    )
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     @guard.paths("path")
