@@ -168,3 +168,21 @@ def test_a_sealed_state_is_bound_fresh_and_spent_once() -> None:
     late = ledger.seal(asked, principal="alice", method="tools/call read")
     clock._now += 61
     assert "expired" in (ledger.open(late, asked, principal="alice", method="tools/call read") or "")
+
+
+def test_spent_states_are_never_forgotten_before_they_expire(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp_roots.roots import _consent
+
+    monkeypatch.setattr(_consent, "_MAX_SPENT", 2)
+    clock = ManualClock()
+    ledger = ConsentLedger(ConsentConfig(state_lifetime=60.0), clock)
+    asked = question()
+    states = [ledger.seal(asked, principal=None, method="m") for _ in range(3)]
+    assert ledger.open(states[0], asked, principal=None, method="m") is None
+    assert ledger.open(states[1], asked, principal=None, method="m") is None
+    assert "too many answers" in (ledger.open(states[2], asked, principal=None, method="m") or "")
+    assert "used already" in (ledger.open(states[0], asked, principal=None, method="m") or "")  # still known
+    clock._now += 61  # the spent ones expire, and so does the unanswered one
+    assert "expired" in (ledger.open(states[2], asked, principal=None, method="m") or "")
+    fresh = ledger.seal(asked, principal=None, method="m")
+    assert ledger.open(fresh, asked, principal=None, method="m") is None

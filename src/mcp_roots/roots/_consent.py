@@ -56,7 +56,7 @@ _MAX_NAME = 200  # characters of one name in the question's text
 _MAX_KEYS = 4096  # keys the ledger keeps (the oldest forgotten first)
 _MAX_GRANTS = 64  # grants per key (the oldest forgotten first)
 _MAX_DECLINED = 256  # declined folders remembered per key
-_MAX_SPENT = 4096  # spent requestState nonces remembered (each until its expiry)
+_MAX_SPENT = 4096  # spent requestState nonces remembered, each until its expiry (past it: refused)
 
 _BIDI = frozenset(range(0x202A, 0x202F)) | frozenset(range(0x2066, 0x206A)) | {0x200E, 0x200F, 0x061C}
 
@@ -377,9 +377,9 @@ class ConsentLedger:
             del self._spent[old]
         if not isinstance(nonce, str) or nonce in self._spent:
             return "the answer was used already"
+        if len(self._spent) >= _MAX_SPENT:  # never forgotten before its expiry: a forgotten one could replay
+            return "too many answers arrived in the last minutes; call again later"
         self._spent[nonce] = float(body["e"])
-        while len(self._spent) > _MAX_SPENT:
-            self._spent.popitem(last=False)
         return None
 
     def _sign(self, data: str) -> str:
