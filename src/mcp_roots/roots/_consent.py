@@ -250,8 +250,10 @@ class ConsentLedger:
         entry = self._entries.get(key)
         if entry is None:
             entry = self._entries[key] = _Entry(tokens=float(self.config.per_minute), stamp=self.clock.now())
-            while len(self._entries) > _MAX_KEYS:
+            while len(self._entries) > _MAX_KEYS:  # the least recently asked or granted forgotten first
                 self._entries.popitem(last=False)
+        else:
+            self._entries.move_to_end(key)
         return entry
 
     # -- grants --
