@@ -90,6 +90,7 @@ async def test_fastmcp_client_accept_then_decline(tmp_path: Path, kind: str, mod
         assert await read(client, a / "f.txt") == (False, "in a")
         assert len(user.messages) == 1
         assert str(a) in user.messages[0]
+        assert "The MCP server notes asks" in user.messages[0]
         user.folder = None  # the user declines the next question
         refused, text = await read(client, other / "g.txt")
         assert refused

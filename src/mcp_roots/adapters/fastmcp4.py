@@ -59,6 +59,8 @@ class FastMCP4Adapter(Mcp2Port):
         check_private_corners(server)
         if any(isinstance(m, RootsMiddleware) and m.adapter is self for m in server.middleware):
             return
+        name = getattr(server, "name", None)
+        self.server_name = name if isinstance(name, str) and name else self.server_name
         server.middleware.insert(0, RootsMiddleware(self, server))
 
     def handlers(self, server: Any) -> list[Handler]:
