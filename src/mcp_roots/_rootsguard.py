@@ -120,9 +120,9 @@ class RootsGuard:
             )
         )
         advice = how_to_configure(environ, user_config_dir, flags=False)
-        if fallback.source == SOURCE_UNCONFIGURED:
+        if fallback.source == SOURCE_UNCONFIGURED and not consent:
             # The official filesystem server refuses to start here; a guard still serves clients that send
-            # roots, and refuses the others per call. Said once, at startup.
+            # roots, and refuses the others per call (with consent, it asks their users). Said once.
             logger.warning("%s; until then, clients that send none are refused", advice)
         if ceiling is not None and ceiling is not fallback:
             fallback = clip_to_ceiling(fallback, ceiling)
