@@ -41,7 +41,7 @@ def build_server(
     @server.tool()
     @guard.paths()
     async def list_roots(ctx: Context) -> list[dict[str, Any]]:
-        """The roots this server may work in, as {uri, name, path}."""
+        """The roots this server may work in, as {uri, name, path, access}."""
         roots = await guard.roots(ctx)
         return [root.as_dict() for root in roots]
 

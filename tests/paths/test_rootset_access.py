@@ -213,6 +213,10 @@ def test_a_read_only_root_inside_a_read_write_one_is_read_only(nested: Path) -> 
     for write in writes:
         with pytest.raises(ReadOnlyPath, match="inner'; it cannot be written"):
             write()
+    with pytest.raises(
+        NotADirectoryError
+    ):  # 'link/' names the link too, in the outer root: as the kernel says
+        roots.remove(f"{nested}/link/")
     roots.remove(nested / "link")  # a link is a name in the outer root: never followed by remove
     assert (nested / "inner" / "f").read_bytes() == b"old"
 
@@ -334,3 +338,21 @@ def test_a_refusal_is_a_path_outside_roots_with_the_path_and_the_rule(world: Pat
         f"Access denied: {str(world / 'ro' / 'f')!r} is under the read-only root {str(world / 'ro')!r}; "
         "it cannot be written"
     )
+
+
+def test_a_read_only_file_root_is_read_and_never_rewritten(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("old")
+    notes = tmp_path.resolve() / "notes.txt"
+    roots = RootSet([Root.from_path(notes, access="read")])
+    assert roots.read_text(notes) == "old"
+    writes: list[Callable[[], object]] = [
+        lambda: roots.write_text(notes, "new"),
+        lambda: roots.open(notes, "w").close(),
+        lambda: os.close(roots.open_fd(notes, os.O_WRONLY | os.O_TRUNC)),
+    ]
+    for write in writes:
+        with pytest.raises(ReadOnlyPath, match=r"notes\.txt'; it cannot be written"):
+            write()
+    assert notes.read_text() == "old"
+    roots.with_access("read-write").write_text(notes, "new")  # the control
+    assert notes.read_text() == "new"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_roots import ConfigError, RootSet, clip_to_ceiling, fallback_roots
+from mcp_roots import Access, ConfigError, ReadOnlyPath, RootSet, clip_to_ceiling, fallback_roots
 from mcp_roots.roots._sources import (
     CONFIG_FILE_ENV_VAR,
     ENV_VAR,
@@ -599,6 +599,28 @@ def test_narrowed_root_takes_the_ceiling_roots_names(tree: Path) -> None:
     ceiling = RootSet.from_paths([(tree / "top/ceil/a", "A"), tree / "top/ceil/b"], source="ceiling")
     clipped = clip_to_ceiling(client, ceiling)
     assert [(r.path, r.name) for r in clipped] == [(tree / "top/ceil/a", "A"), (tree / "top/ceil/b", None)]
+
+
+@pytest.mark.parametrize(
+    ("client_access", "ceiling_access"), [("read", "read-write"), ("read-write", "read")]
+)
+def test_clipping_never_widens_access_either(
+    tree: Path, client_access: Access, ceiling_access: Access
+) -> None:
+    """A root is read-only where it or the ceiling root holding it is, kept or narrowed; a write the
+    clipped set allows, both sides allow (the control: both read-write, the write goes through)."""
+    for client, ceiling in (("top/ceil/a", "top/ceil"), ("top", "top/ceil/a")):  # kept, then narrowed
+        client_roots = RootSet.from_paths([tree / client], source="client", access=client_access)
+        ceiling_roots = RootSet.from_paths([tree / ceiling], source="ceiling", access=ceiling_access)
+        clipped = clip_to_ceiling(client_roots, ceiling_roots)
+        assert [r.access for r in clipped] == ["read"]
+        with pytest.raises(ReadOnlyPath):
+            clipped.write_text(tree / "top/ceil/a/new.txt", "x")
+        both = clip_to_ceiling(
+            client_roots.with_access("read-write"), ceiling_roots.with_access("read-write")
+        )
+        both.write_text(tree / "top/ceil/a/new.txt", "x")
+        (tree / "top/ceil/a/new.txt").unlink()
 
 
 def test_clipping_fallback_roots_to_a_ceiling(tree: Path) -> None:

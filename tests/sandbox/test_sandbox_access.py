@@ -100,3 +100,15 @@ def test_a_read_only_root_inside_a_read_write_one_cannot_be_kept_so_and_is_refus
     with pytest.raises(SandboxUnavailable, match=r"read-only root .*inner.* lies inside the read-write root"):
         write_into(roots, outer)
     assert not (outer / "new.txt").exists()
+
+
+@needs_landlock
+def test_only_read_only_roots_and_write_true_reads_and_writes_nothing(folders: tuple[Path, Path]) -> None:
+    ro, _ = folders
+    roots = RootSet.from_paths([ro], access="read")
+    read = roots.run(["cat", str(ro / "f")], capture_output=True, text=True, timeout=60, write=True)
+    assert read.stdout == "old"
+    refused = write_into(roots, ro)
+    assert refused.returncode != 0
+    assert kernel_refused(refused.stderr)
+    assert not (ro / "new.txt").exists()

@@ -11,7 +11,7 @@ Every operation is race-free.
 #   ``_canonical`` (the name walk) and ``_descriptors`` (root descriptors, reference-counted), ``_root``
 #   (one root, canonical and checked), then ``_router``: a path to its root (Go's doInRoot), the general
 #   route and, beside it, the fast lanes that shortcut it for the common path (``common_path``, the one test
-#   they all make).
+#   they all make); ``_access``: which writes a set refuses (read-only roots, the protected set).
 # - The operations, by verb family as cap-std groups them: ``_open`` (open, open_fd, read, stat),
 #   ``_write`` (the atomic replace), ``_dirs`` (list, scan, walk, mkdir), ``_remove``, ``_rename``; and
 #   ``_rootset`` (RootSet), the public face, one delegating line per operation.

@@ -14,7 +14,6 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable, Mapping
 
-from .. import sandbox
 from .._sys import linux
 from ..errors import PathOutsideRoots, ReadOnlyPath
 from ._root import Root
@@ -56,8 +55,8 @@ class WriteRule:
     def _where(self, text: str, name: bool) -> tuple[str, str]:
         """Where a write to ``text`` acts, canonical: the folder (or file) it changes, and the name it
         changes there. ``name``: the operation acts on the final name itself (mkdir, remove, rename), not
-        followed: it changes the name's parent. Else the file the path leads to is both."""
-        if name and not ending(text):
+        followed (a trailing '/' too), in its parent. Else the file the path leads to is both."""
+        if name and ending(text) != "/.":
             parts = split(text)
             if parts and parts[-1] != "..":
                 parent = self._router.canonical("/" + "/".join(parts[:-1]))
@@ -73,6 +72,8 @@ class WriteRule:
         if self._read_only:
             self._check_access(text, name, holder)
         if self._protect is not None:
+            from .. import sandbox  # loaded by the sets that protect, not by every import of the layer
+
             canonical = self._router.canonical(text)
             root_path = self._router.index.above(canonical)
             hit = root_path and sandbox.protected_hit(root_path, canonical, self._protect, holder=holder)

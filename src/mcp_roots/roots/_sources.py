@@ -357,7 +357,8 @@ def clip_to_ceiling(roots: RootSet, ceiling: RootSet) -> RootSet:
     A root inside a ceiling root is kept. A root that contains ceiling roots is replaced by those ceiling
     roots (logged at info level). A root that is neither is dropped with a warning. Comparison is by
     whole path components of the canonical paths (``/srv/data_evil`` is not inside ``/srv/data``). An
-    empty ceiling allows nothing. The result keeps ``roots.source``.
+    empty ceiling allows nothing. Access narrows too: a root is read-only where it or the ceiling root
+    holding it is. The result keeps ``roots.source``.
 
     Args:
         roots: The roots to clip.
@@ -365,10 +366,11 @@ def clip_to_ceiling(roots: RootSet, ceiling: RootSet) -> RootSet:
     """
     kept: list[Root] = []
     for root in roots:
-        if ceiling.root_above(root.path) is not None:
-            kept.append(root)
+        above = ceiling.root_above(root.path)
+        if above is not None:
+            kept.append(root if above.writable else root.with_access("read"))
             continue
-        inner = ceiling.roots_beneath(root.path)
+        inner = [c if root.writable else c.with_access("read") for c in ceiling.roots_beneath(root.path)]
         if inner:
             logger.info(
                 "narrowing root %s (from %s) to the ceiling roots inside it: %s",
