@@ -177,6 +177,59 @@ def least_guard(fn: Callable[[str], Awaitable[str]]) -> Callable[[str], Awaitabl
     return wrapper
 
 
+async def rows_mcp2_consent(project: Path, outside: Path, calls: int, rounds: int) -> list[dict[str, Any]]:
+    """A guard that asks the user for folders (``consent=True``), the project granted at the first call: what
+    a granted folder costs a call (its ``roots_per_call`` column counts questions)."""
+    from mcp import Client
+    from mcp.server import MCPServer
+    from mcp_types import ElicitResult
+
+    rows = []
+    for era, mode in (("legacy", "legacy"), ("2026-07-28", "auto")):
+        guard = RootsGuard(
+            environ={}, user_config_dir=project / "no-config", ceiling=project.parent, consent=True
+        )
+        server = MCPServer("bench")
+        guard.install(server)
+
+        @server.tool()
+        @guard.paths("path")
+        async def guarded(path: str) -> str:
+            return read_file(path)
+
+        @server.tool()
+        async def plain(path: str) -> str:
+            return read_file(path)
+
+        counter = Counter()
+
+        async def grant(context: Any, params: Any, counter: Counter = counter) -> ElicitResult:
+            counter.calls += 1
+            return ElicitResult(action="accept", content={"folder": str(project), "access": "read-write"})
+
+        async with Client(server, mode=mode, elicitation_callback=grant) as client:
+
+            async def call(name: str, path: str, client: Any = client) -> Any:
+                result = await client.call_tool(name, {"path": path})
+                assert not result.is_error, result
+                return result
+
+            await call("guarded", str(project / "data.txt"))  # the question, answered once
+            found = await row(
+                "mcp 2.x MCPServer (consent, folder granted)",
+                era,
+                call,
+                project,
+                outside,
+                counter,
+                calls,
+                rounds,
+            )
+            found["outside"] = await outside_ceiling(client, outside, counter)
+            rows.append(found)
+    return rows
+
+
 async def rows_mcp2_floor(project: Path, calls: int, rounds: int) -> list[dict[str, Any]]:
     """2026-07-28 references, no guard: ``floor`` is answered once with a ``roots/list`` input request by a
     middleware that does nothing else (no answer read, no path checked: the protocol's round trip alone);
@@ -392,6 +445,7 @@ def main() -> None:
             # The ceiling is the project's parent, so that "outside the ceiling" exists beside it.
             rows += anyio.run(rows_mcp2, project, outside, args.calls, args.rounds)
             rows += anyio.run(rows_mcp2_floor, project, args.calls, args.rounds)
+            rows += anyio.run(rows_mcp2_consent, project, outside, args.calls, args.rounds)
             rows += anyio.run(rows_fastmcp4, project, outside, args.calls, args.rounds)
     if args.json:
         print(json.dumps(rows))

@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._types import SupportedContext, SupportedServer
 from .adapters import adapter_for_context, adapter_for_server, refusal
-from .errors import ConfigError, RootsError
+from .errors import ConfigError, RootsError, RootsUnavailable
 from .guard._audit import EXEMPT_ATTRIBUTE, AuditRow, audit_handlers, format_audit
-from .guard._calls import current_roots, guard_function
+from .guard._calls import current_call, current_roots, guard_function
+from .guard._consent import list_grants, revoke_grant
 from .guard._port import SdkPort
 from .paths._rootset import RootSet
-from .roots._policy import GuardPolicy, shown_to_client
+from .roots._consent import ConsentConfig
+from .roots._policy import NOT_INSTALLED, GuardPolicy, shown_to_client
 from .roots._sources import SOURCE_UNCONFIGURED, clip_to_ceiling, fallback_roots, how_to_configure
 
 if TYPE_CHECKING:
@@ -69,6 +71,14 @@ class RootsGuard:
         fallback_until_roots: A client's empty roots list keeps the fallback roots until it has sent a
             non-empty one; after that an empty list revokes every root (the official filesystem server's
             rule).
+        consent: Folders by the user's consent (needs a ``ceiling``): a client that declared no roots but can
+            be asked (elicitation) is asked, when a guarded path inside the ceiling lies in no granted
+            folder, which folder (the path's or an ancestor, up to the ceiling entry) and which access this
+            session may use; the fallback roots are granted up front.
+        consent_timeout: Seconds a question waits for the user's answer before the call is refused.
+        consent_per_minute: Questions a minute per connection (or principal), whatever the model does.
+        consent_lifetime: Seconds a grant lasts on 2026-07-28 (kept per principal or per process); legacy
+            grants end with the connection.
     """
 
     def __init__(
@@ -88,6 +98,10 @@ class RootsGuard:
         confine: bool = False,
         allow_home: bool = False,
         fallback_until_roots: bool = False,
+        consent: bool = False,
+        consent_timeout: float = 120.0,
+        consent_per_minute: int = 3,
+        consent_lifetime: float = 8 * 3600.0,
     ) -> None:
         if isinstance(ceiling, (str, os.PathLike)):
             ceiling = [ceiling]  # one path, not a sequence of one-character paths
@@ -106,14 +120,29 @@ class RootsGuard:
             )
         )
         advice = how_to_configure(environ, user_config_dir, flags=False)
-        if fallback.source == SOURCE_UNCONFIGURED:
+        if fallback.source == SOURCE_UNCONFIGURED and not consent:
             # The official filesystem server refuses to start here; a guard still serves clients that send
-            # roots, and refuses the others per call. Said once, at startup.
+            # roots, and refuses the others per call (with consent, it asks their users). Said once.
             logger.warning("%s; until then, clients that send none are refused", advice)
         if ceiling is not None and ceiling is not fallback:
             fallback = clip_to_ceiling(fallback, ceiling)
         if confine:
             ceiling = self._confine_process(ceiling, fallback)
+        options = None
+        if consent:
+            if ceiling is None:
+                raise ConfigError(
+                    "RootsGuard(consent=True) needs a ceiling: the folders the user may be asked for"
+                )
+            try:
+                options = ConsentConfig(
+                    timeout=consent_timeout,
+                    per_minute=consent_per_minute,
+                    lifetime=consent_lifetime,
+                    allow_home=allow_home,
+                )
+            except ValueError as exc:
+                raise ConfigError(f"RootsGuard: {exc}") from None
         self._policy = GuardPolicy(
             fallback=fallback,
             ceiling=ceiling,
@@ -125,6 +154,7 @@ class RootsGuard:
             expand_user=expand_user,
             how_to_configure=advice,
             fallback_until_roots=fallback_until_roots,
+            consent=options,
         )
         # One adapter per framework this guard was installed on (a guard may serve several servers).
         self._adapters: dict[type, SdkPort] = {}
@@ -241,6 +271,41 @@ class RootsGuard:
             return typing.cast(F, guard_function(self._policy, fn, names, caller_locals))
 
         return decorate
+
+    # -- folders by consent: seen and withdrawn --
+
+    def consent_tools(self, server: SupportedServer) -> None:
+        """Register two tools on ``server`` (opt-in, with ``consent=True``): ``list_granted_folders``
+        (the folders in force for the caller's session, with their access and who granted them) and
+        ``revoke_granted_folder`` (withdraw a folder the user granted; the next call asks again).
+
+        Args:
+            server: An ``mcp`` 2.x ``MCPServer`` or a ``fastmcp`` 4.x ``FastMCP`` (anything with a ``tool``
+                decorator taking ``name`` and ``description``), this guard installed on it.
+        """
+        if self._policy.consent is None:
+            raise ConfigError("consent_tools(server): this guard does not ask for folders (consent=False)")
+        # async: they read the ledger's clock, the event loop's (a sync tool runs in a worker thread)
+
+        def call() -> tuple[GuardPolicy, Any]:
+            found = current_call()
+            if found is None or found[0] is not self._policy:
+                raise shown_to_client(RootsUnavailable(NOT_INSTALLED))
+            return found
+
+        async def list_granted_folders() -> str:
+            return list_grants(*call())
+
+        async def revoke_granted_folder(folder: str) -> str:
+            return revoke_grant(*call(), folder)
+
+        reason = "the folder named is withdrawn from the session's grants, never opened"
+        setattr(revoke_granted_folder, EXEMPT_ATTRIBUTE, reason)
+        tool = typing.cast(Any, server).tool
+        listing = "The folders this session may use, each with its access and who granted it."
+        revoking = "Withdraw a folder the user granted in this session (its path); its next use asks again."
+        tool(name="list_granted_folders", description=listing)(list_granted_folders)
+        tool(name="revoke_granted_folder", description=revoking)(revoke_granted_folder)
 
     # -- the audit --
 

@@ -33,7 +33,9 @@ __all__ = [
     "clip_to_ceiling",
     "default_user_config_dir",
     "fallback_roots",
+    "home_dirs",
     "how_to_configure",
+    "lexically_within",
 ]
 
 logger = logging.getLogger("mcp_roots")
@@ -150,7 +152,7 @@ def fallback_roots(
     """
     env = os.environ if environ is None else environ
     base = _project_root(project_root) if project_root is not None else None
-    homes = None if allow_home else _home_dirs(env)
+    homes = None if allow_home else home_dirs(env)
     if roots is not None:
         return _from_argument(roots, base, homes)
     raw = env.get(ENV_VAR)
@@ -196,7 +198,7 @@ def _project_root(project_root: str | os.PathLike[str]) -> Root:
     return root
 
 
-def _home_dirs(env: Mapping[str, str]) -> tuple[Path, ...]:
+def home_dirs(env: Mapping[str, str]) -> tuple[Path, ...]:
     """The canonical home directories a fallback root may not be (nor contain): ``$HOME`` and the
     password database's home of this user, when they exist."""
     found: list[Path] = []
@@ -392,3 +394,15 @@ def clip_to_ceiling(roots: RootSet, ceiling: RootSet) -> RootSet:
             ceiling.describe(),
         )
     return clipped
+
+
+def lexically_within(ceiling: RootSet, text: str) -> bool:
+    """Whether absolute ``text``, its ``..`` taken by the letter, lies in ``ceiling``. The precheck leaves
+    such a path to the check against the call's roots: walking it in the ceiling would make the answer (and
+    whether the client is asked) depend on what lies there, outside the roots (the one '..' rule)."""
+    norm = os.path.normpath(text)
+    for path in ceiling.paths:
+        root = str(path)
+        if norm == root or norm.startswith(root.rstrip("/") + "/"):
+            return True
+    return False
