@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import os
 import subprocess
 import sys
 import typing
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from .. import RootSet, clip_to_ceiling, fallback_roots
 from ..errors import ConfigError, RootsError, SandboxUnavailable
@@ -25,6 +27,9 @@ from ..sandbox import BACKENDS, SRT_INSTALL, Runtime, choose, find_srt, support
 from ._launch import fetch, launch_of
 from ._options import DEFAULT_MAX_MESSAGE_BYTES, Options
 from ._plan import cache_base, end_tree_now, make_plan, prepare_cache, refuse_container, spawn
+
+if TYPE_CHECKING:
+    from ..roots import ConsentConfig
 
 __all__ = ["build_parser", "main"]
 
@@ -76,6 +81,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME",
         help="pass this environment variable through (the rest is cleared)",
+    )
+    parser.add_argument(
+        "--ask",
+        action="store_true",
+        help="for a host that sends no roots but declared elicitation: a call naming a path inside the "
+        "ceiling under no folder granted asks the user (which folder, read or read and write, for this "
+        "session); a granted folder replaces the server with one confined to it as well",
+    )
+    parser.add_argument(
+        "--ask-timeout",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="with --ask: how long a question waits for the user's answer (default 120)",
     )
     parser.add_argument("--read-only", action="store_true", help="the roots are read-only for the server")
     parser.add_argument("--network", action="store_true", help="let the server open sockets (default: none)")
@@ -147,7 +166,12 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
         refuse_container(command)
     elif not command:
         raise ConfigError("wrap: no COMMAND after '--' (see 'mcp-roots wrap --help')")
-    for value, name in ((args.drain, "--drain"), (args.start_timeout, "--start-timeout")):
+    timeouts = (
+        (args.drain, "--drain"),
+        (args.start_timeout, "--start-timeout"),
+        (args.ask_timeout, "--ask-timeout"),
+    )
+    for value, name in timeouts:
         if not value > 0:
             raise ConfigError(f"wrap: {name} must be a number of seconds > 0, not {value!r}")
     for count, name in (
@@ -186,13 +210,29 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
         start_timeout=args.start_timeout,
         max_in_flight=args.max_in_flight,
         max_message_bytes=args.max_message_bytes,
+        consent=_consent(args),
     )
     policy = plan.describe([str(p) for p in ceiling.paths], options.write, options.network)
     if launch is not None:
         policy = launch.describe() + "\n" + policy
     if fallback is not None:
         policy += f"\nroots for a client that sends none: {fallback.describe()}"
+    if options.consent is not None:
+        policy += (
+            "\nfolders by the user's consent (--ask): a host without roots that declared elicitation is "
+            "asked for a folder in the ceiling, for this session"
+        )
     return options, policy
+
+
+def _consent(args: argparse.Namespace) -> ConsentConfig | None:
+    if not args.ask:
+        return None
+    if not math.isfinite(args.ask_timeout):
+        raise ConfigError(f"wrap: --ask-timeout must be a number of seconds > 0, not {args.ask_timeout!r}")
+    from ..roots import ConsentConfig
+
+    return ConsentConfig(timeout=args.ask_timeout)
 
 
 def _with_backend(options: Options) -> Options:

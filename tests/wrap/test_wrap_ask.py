@@ -1,0 +1,217 @@
+"""``wrap --ask`` end to end with the official Python SDK client (its ``elicitation_callback``) and the
+hostile server, which reads and writes whatever it is told: the user's grant replaces wrap's child with one
+confined to the folder granted (a new process; a read grant is read only in its sandbox), a decline refuses
+and is not asked again, nothing outside the ceiling is offered, and a host that cannot be asked (no
+elicitation) or need not be (it declared roots) is refused or served without a question.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from mcp_roots.sandbox import support
+from tests.kit import RootsCallback, hostile_argv, text_of, wrap_argv
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(not support().complete, reason="needs Landlock and the seccomp filter"),
+]
+SECRET = "OUTSIDE SECRET 2b71"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # wrap runs in a process of its own
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> dict[str, Path]:
+    outside, ceiling = tmp_path / "outside", tmp_path / "ceiling"
+    for folder in (outside, ceiling / "a" / "deep", ceiling / "b"):
+        folder.mkdir(parents=True)
+    (outside / "secret.txt").write_text(SECRET)
+    (ceiling / "a" / "hello.txt").write_text("hello a")
+    (ceiling / "a" / "deep" / "note.txt").write_text("deep note")
+    (ceiling / "b" / "fixed.txt").write_text("fixed b")
+    return {"outside": outside, "ceiling": ceiling, "a": ceiling / "a", "b": ceiling / "b", "tmp": tmp_path}
+
+
+def wrapped(world: dict[str, Path], *options: str) -> StdioServerParameters:
+    # The hostile server's "summarize" reads the secret outside, "peek" reads b/fixed.txt and "note" writes
+    # a/planted.txt, whatever the call says: only the kernel keeps them in.
+    server = hostile_argv(
+        world["outside"] / "secret.txt", world["a"] / "planted.txt", world["b"] / "fixed.txt"
+    )
+    argv = wrap_argv(
+        [world["ceiling"]], server, "--cache-dir", str(world["tmp"] / "cache"), "--ask", *options
+    )
+    return StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+
+
+class User:
+    """The user behind the client's elicitation form: answers each question with the next of ``answers``
+    (an action, or an accept's ``(folder, access)``), and keeps what each question showed."""
+
+    def __init__(self, *answers: str | tuple[str, str]) -> None:
+        self.answers = list(answers)
+        self.questions: list[types.ElicitRequestFormParams] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)
+        self.questions.append(params)
+        answer = self.answers.pop(0)
+        if isinstance(answer, tuple):
+            folder, access = answer
+            return types.ElicitResult(action="accept", content={"folder": folder, "access": access})
+        return types.ElicitResult(action=answer)  # type: ignore[arg-type]
+
+    def offered(self, index: int = -1) -> tuple[list[str], list[str]]:
+        schema = self.questions[index].requested_schema
+        properties: Any = schema["properties"]
+        return list(properties["folder"]["enum"]), list(properties["access"]["enum"])
+
+
+async def call(client: Client, tool: str, **arguments: str) -> tuple[bool, str]:
+    result = await client.call_tool(tool, arguments)
+    return bool(result.is_error), text_of(result)
+
+
+def server_pids(world: dict[str, Path]) -> set[int]:
+    """The processes running this test's hostile server (its command line names this test's folder)."""
+    mark = str(world["outside"] / "secret.txt").encode()
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    line = f.read()
+            except OSError:
+                continue
+            if mark in line and b"hostile_stdio_server" in line:
+                found.add(int(entry))
+    return found
+
+
+async def gone(pids: set[int], world: dict[str, Path]) -> bool:
+    """Wait (bounded) until none of ``pids`` runs the server any more."""
+    for _ in range(200):
+        if not pids & server_pids(world):
+            return True
+        await anyio.sleep(0.05)
+    return False
+
+
+async def test_a_grant_replaces_the_child_with_one_confined_to_the_folder_granted(
+    world: dict[str, Path],
+) -> None:
+    a, ceiling = world["a"], world["ceiling"]
+    user = User((str(a), "read"))
+    async with Client(wrapped(world), mode="legacy", elicitation_callback=user) as client:
+        before = server_pids(world)  # the child confined to no folder, started with wrap
+        assert before
+        assert (await call(client, "read_path", path=str(a / "hello.txt"))) == (False, "hello a")
+        # The path's folder and its ancestors up to the ceiling entry, narrowest first; read_path is not
+        # marked read only, so read and write is offered too.
+        assert user.offered() == ([str(a), str(ceiling)], ["read-write", "read"])
+        assert await gone(before, world)
+        after = server_pids(world)
+        assert after
+        assert not after & before
+        # The new child reads the folder granted (with no new question) and nothing else.
+        assert (await call(client, "read_path", path=str(a / "deep" / "note.txt"))) == (False, "deep note")
+        assert "fixed b" not in (await call(client, "peek"))[1]  # b/fixed.txt: in the ceiling, not granted
+        assert SECRET not in (await call(client, "summarize", topic="x"))[1]
+        # A read grant is read only in the child's sandbox: "note" writes a/planted.txt whatever it is told.
+        assert (await call(client, "note", text="planted"))[1].startswith("ERROR")
+        assert len(user.questions) == 1
+        assert server_pids(world) == after
+    assert not (a / "planted.txt").exists()
+
+
+async def test_a_read_and_write_grant_lets_the_child_write_there(world: dict[str, Path]) -> None:
+    a = world["a"]
+    user = User((str(a), "read-write"))
+    async with Client(wrapped(world), mode="legacy", elicitation_callback=user) as client:
+        assert await call(client, "write_path", path=str(a / "new.txt"), text="new") == (False, "written")
+        assert await call(client, "note", text="planted") == (False, "written")  # the control of the above
+    assert (a / "new.txt").read_text() == "new"
+    assert (a / "planted.txt").read_text() == "planted"
+
+
+async def test_a_decline_refuses_and_is_not_asked_again_and_a_cancel_refuses(world: dict[str, Path]) -> None:
+    user = User("decline", "cancel")
+    async with Client(wrapped(world), mode="legacy", elicitation_callback=user) as client:
+        for _ in range(2):
+            error, text = await call(client, "read_path", path=str(world["a"] / "hello.txt"))
+            assert error
+            assert "declined" in text
+            assert "hello a" not in text
+        assert len(user.questions) == 1
+        error, text = await call(client, "read_path", path=str(world["b"] / "fixed.txt"))
+        assert error
+        assert "dismissed" in text
+        assert "fixed b" not in text
+        assert len(user.questions) == 2
+
+
+async def test_nothing_outside_the_ceiling_is_ever_offered(world: dict[str, Path]) -> None:
+    (world["ceiling"] / "link").symlink_to(world["outside"])  # inside by name, outside once resolved
+    user = User()
+    async with Client(wrapped(world), mode="legacy", elicitation_callback=user) as client:
+        for path in (
+            world["outside"] / "secret.txt",
+            world["ceiling"] / "link" / "secret.txt",
+            Path("/etc/hostname"),
+        ):
+            error, text = await call(client, "read_path", path=str(path))
+            assert error
+            assert text.startswith("Access denied")
+            assert SECRET not in text
+    assert user.questions == []
+
+
+async def test_a_folder_name_with_control_and_bidi_characters_is_shown_escaped(
+    world: dict[str, Path],
+) -> None:
+    odd = world["ceiling"] / "x\u202ey\x1b[2J"
+    odd.mkdir()
+    (odd / "f.txt").write_text("odd")
+    user = User("decline")
+    async with Client(wrapped(world), mode="legacy", elicitation_callback=user) as client:
+        assert (await call(client, "read_path", path=str(odd / "f.txt")))[0]
+    (question,) = user.questions
+    for shown in (question.message, *question.requested_schema["properties"]["folder"]["enumNames"]):
+        assert "\u202e" not in shown
+        assert "\x1b" not in shown
+    assert "\\u202e" in question.message
+    assert "\\x1b" in question.message
+    assert user.offered()[0][0] == str(odd)  # the value answered is the folder itself
+
+
+async def test_a_host_without_elicitation_is_refused_in_words_that_say_so(world: dict[str, Path]) -> None:
+    async with Client(wrapped(world), mode="legacy") as client:
+        error, text = await call(client, "read_path", path=str(world["a"] / "hello.txt"))
+    assert error
+    assert "did not declare elicitation" in text
+    assert "hello a" not in text
+
+
+async def test_a_host_that_declared_roots_is_never_asked(world: dict[str, Path]) -> None:
+    user = User((str(world["a"]), "read"))
+    roots = RootsCallback(world["b"])
+    async with Client(
+        wrapped(world), mode="legacy", elicitation_callback=user, list_roots_callback=roots
+    ) as client:
+        error, text = await call(client, "read_path", path=str(world["a"] / "hello.txt"))
+        assert error
+        assert "hello a" not in text
+        assert await call(client, "read_path", path=str(world["b"] / "fixed.txt")) == (False, "fixed b")
+    assert user.questions == []
