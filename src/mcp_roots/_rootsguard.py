@@ -23,6 +23,7 @@ from .guard._audit import EXEMPT_ATTRIBUTE, AuditRow, audit_handlers, format_aud
 from .guard._calls import current_roots, guard_function
 from .guard._port import SdkPort
 from .paths._rootset import RootSet
+from .roots._consent import ConsentConfig
 from .roots._policy import GuardPolicy, shown_to_client
 from .roots._sources import SOURCE_UNCONFIGURED, clip_to_ceiling, fallback_roots, how_to_configure
 
@@ -69,6 +70,14 @@ class RootsGuard:
         fallback_until_roots: A client's empty roots list keeps the fallback roots until it has sent a
             non-empty one; after that an empty list revokes every root (the official filesystem server's
             rule).
+        consent: Folders by the user's consent (needs a ``ceiling``): a client that declared no roots but can
+            be asked (elicitation) is asked, when a guarded path inside the ceiling lies in no granted
+            folder, which folder (the path's or an ancestor, up to the ceiling entry) and which access this
+            session may use; the fallback roots are granted up front. See ``docs/consent.md``.
+        consent_timeout: Seconds a question waits for the user's answer before the call is refused.
+        consent_per_minute: Questions a minute per connection (or principal), whatever the model does.
+        consent_lifetime: Seconds a grant lasts on 2026-07-28 (kept per principal or per process); legacy
+            grants end with the connection.
     """
 
     def __init__(
@@ -88,6 +97,10 @@ class RootsGuard:
         confine: bool = False,
         allow_home: bool = False,
         fallback_until_roots: bool = False,
+        consent: bool = False,
+        consent_timeout: float = 120.0,
+        consent_per_minute: int = 3,
+        consent_lifetime: float = 8 * 3600.0,
     ) -> None:
         if isinstance(ceiling, (str, os.PathLike)):
             ceiling = [ceiling]  # one path, not a sequence of one-character paths
@@ -114,6 +127,21 @@ class RootsGuard:
             fallback = clip_to_ceiling(fallback, ceiling)
         if confine:
             ceiling = self._confine_process(ceiling, fallback)
+        options = None
+        if consent:
+            if ceiling is None:
+                raise ConfigError(
+                    "RootsGuard(consent=True) needs a ceiling: the folders the user may be asked for"
+                )
+            try:
+                options = ConsentConfig(
+                    timeout=consent_timeout,
+                    per_minute=consent_per_minute,
+                    lifetime=consent_lifetime,
+                    allow_home=allow_home,
+                )
+            except ValueError as exc:
+                raise ConfigError(f"RootsGuard: {exc}") from None
         self._policy = GuardPolicy(
             fallback=fallback,
             ceiling=ceiling,
@@ -125,6 +153,7 @@ class RootsGuard:
             expand_user=expand_user,
             how_to_configure=advice,
             fallback_until_roots=fallback_until_roots,
+            consent=options,
         )
         # One adapter per framework this guard was installed on (a guard may serve several servers).
         self._adapters: dict[type, SdkPort] = {}

@@ -471,7 +471,12 @@ def test_check_json(checked: Cli) -> None:
         "path": "src",
         "inside": True,
         "resolved": str(checked.project / "src"),
-        "root": {"uri": "file://" + str(checked.project), "name": None, "path": str(checked.project)},
+        "root": {
+            "uri": "file://" + str(checked.project),
+            "name": None,
+            "path": str(checked.project),
+            "access": "read-write",
+        },
         "reason": None,
     }
     assert outside["inside"] is False

@@ -24,6 +24,7 @@ from ..guard._audit import Handler
 from ..guard._calls import resource_read, tool_call
 from ..guard._port import SdkPort
 from ..roots._facts import PROMPT, READ, TOOL, NeedRoots, RequestFacts
+from .mcp2_ask import can_elicit, consent_question, principal_of, send_elicitation, split_responses
 from .mcp2_sdk import (
     ROOTS_INPUT_KEY,
     Registry,
@@ -112,6 +113,8 @@ class Mcp2Adapter(Mcp2Port):
         middleware = middleware_of(server)
         if any(isinstance(m, _Middleware) and m.adapter is self for m in middleware):
             return
+        name = getattr(server, "name", None)
+        self.server_name = name if isinstance(name, str) and name else self.server_name
         middleware.insert(0, _Middleware(self, Registry(server)))
 
     def handlers(self, server: Any) -> list[Handler]:
@@ -127,25 +130,24 @@ class Mcp2Adapter(Mcp2Port):
         response, which the SDK's handlers must not see)."""
         request = request_context_of(ctx)
         connection = connection_of(request)
-        answer = stream = None
-        params = request.params
-        responses = params.get("inputResponses") if params else None
-        if isinstance(responses, Mapping) and ROOTS_INPUT_KEY in responses:
-            answer = responses[ROOTS_INPUT_KEY]
-            cleaned = {k: v for k, v in params.items() if k != "inputResponses"}  # type: ignore[union-attr]
-            rest = {k: v for k, v in responses.items() if k != ROOTS_INPUT_KEY}
-            if rest:
-                cleaned["inputResponses"] = rest
+        modern = is_modern(connection)
+        consenting = self.policy is not None and self.policy.consent is not None
+        cleaned, answer, consent, state = split_responses(request.params)
+        if cleaned is not None:
             request = dataclasses.replace(request, params=cleaned)
-            stream = stream_of(request)
+        stream = stream_of(request) if modern and (answer is not None or consenting) else None
         return RequestFacts(
             request,
             kind,
-            modern=is_modern(connection),
+            modern=modern,
             declared=declares_roots(connection),
             connection=connection,
             answer=answer,
             stream=stream,
+            elicit=consenting and can_elicit(connection),
+            principal=principal_of() if consenting else None,
+            consent_answer=consent,
+            request_state=state,
         )
 
     # -- the outcomes --
@@ -153,6 +155,12 @@ class Mcp2Adapter(Mcp2Port):
     def ask(self, facts: RequestFacts) -> dict[str, Any]:
         """The wire form of ``InputRequiredResult`` with this adapter's ``roots/list`` input request."""
         return {**_ASK, "inputRequests": {k: dict(v) for k, v in _ASK["inputRequests"].items()}}
+
+    async def elicit(self, facts: RequestFacts, params: dict[str, object]) -> object:
+        return await send_elicitation(facts.request, params)
+
+    def ask_consent(self, facts: RequestFacts, params: dict[str, object], state: str) -> dict[str, Any]:
+        return consent_question(params, state)
 
     def refuse(self, facts: RequestFacts, message: str, in_body: bool = False) -> CallToolResult:
         """A tool's ``isError`` result; a JSON-RPC error for a prompt or a read (their results have no

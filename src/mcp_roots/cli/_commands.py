@@ -176,8 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     command(
         "env",
         "print the roots as MCP_ROOTS_* variables (shell exports, or JSON)",
-        "Print MCP_ROOTS_JSON (an array of {uri, name, path}), MCP_ROOTS_PATHS (one path per line) and "
-        "MCP_ROOTS_COUNT, the variables a guarded server gives the subprocesses its tools start. As "
+        "Print MCP_ROOTS_JSON (an array of {uri, name, path, access}), MCP_ROOTS_PATHS (one path per line) "
+        "and MCP_ROOTS_COUNT, the variables a guarded server gives the subprocesses its tools start. As "
         "shell 'export' lines (use: eval \"$(mcp-roots env)\"), or as one JSON object with --json.",
     )
     _add_audit_command(commands)

@@ -42,6 +42,7 @@ from ..roots._facts import NeedRoots, RequestFacts
 from ..roots._policy import NOT_INSTALLED, GuardPolicy, not_installed_error
 from ._argcheck import GuardedCall, lexically_within, targets_of
 from ._audit import GUARDED_ATTRIBUTE, strict_refusal
+from ._consent import GO, consent_step, tool_writes
 from ._port import SdkPort, own_spec, swap_in_wrapper
 
 __all__ = ["client_error_text", "current_roots", "guard_function", "resource_read", "tool_call"]
@@ -147,6 +148,13 @@ async def tool_call(
     except _REFUSED as exc:
         policy.log_refusal(name, exc)
         return port.refuse(facts, str(exc))
+    if policy.consent is not None and spec is not None and roots is not None and facts.declared is False:
+        # folders by the user's consent: a path the roots refuse inside the ceiling asks the user
+        roots, outcome = await consent_step(
+            port, facts, spec, arguments, roots, name=name, writes=tool_writes(component)
+        )
+        if outcome is not GO:
+            return outcome
     token = _CALL.set(_Call(policy, port, facts, roots))
     try:
         return await run()

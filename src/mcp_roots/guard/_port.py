@@ -51,6 +51,8 @@ class SdkPort(RootsPort, abstract=True):
     def __init__(self, policy: PolicyArgument) -> None:
         super().__init__(policy)
         self._audited: set[int] = set()
+        #: the name of the server this port was last installed on, shown in a consent question
+        self.server_name: str | None = None
 
     # -- what the framework's adapter supplies besides the core port --
 

@@ -68,15 +68,20 @@ class WriteRule:
         folder holding some of it). A path outside every root passes: the operation refuses it."""
         text = self._router.absolute(path)
         if self._read_only:
-            canonical = self._location(text, name)
-            root_path = self._read_only_above(canonical)
-            if root_path is not None:
+            index = self._router.index
+            canonical: str | None = None
+            try:
+                canonical = self._location(text, name)
+            except PathOutsideRoots:  # unresolvable ('FILE/', a loop): judged by its text, else by the op
+                root_path = index.innermost_prefix(text)
+            else:
+                root_path = self._read_only_above(canonical)
+            if root_path is not None and not self._by_path[root_path].writable:
                 raise ReadOnlyPath(
                     f"Access denied: {describe(text)} is under the read-only root {shorten(root_path)!r}; "
                     "it cannot be written"
                 )
-            index = self._router.index
-            if holder and index.above(canonical) is not None:
+            if holder and canonical is not None and index.above(canonical) is not None:
                 for inner in index.beneath(canonical):
                     if not self._by_path[inner].writable:
                         raise ReadOnlyPath(

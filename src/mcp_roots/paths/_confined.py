@@ -1,5 +1,5 @@
 """RootSet's subprocesses: run, popen and run_async, confined by the kernel to the roots, and as_env.
-The bodies live in the sandbox package; RootSet inherits these methods.
+The bodies live in the sandbox package; RootSet inherits these methods. A read-only root stays read-only.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._types import Argv
+from ..errors import SandboxUnavailable
 from ._root import Root
 
 if TYPE_CHECKING:
@@ -32,13 +33,31 @@ class Confined:
             """The canonical root paths (RootSet's)."""
 
     def as_env(self) -> dict[str, str]:
-        """``MCP_ROOTS_JSON`` (array of ``{uri, name, path}``), ``MCP_ROOTS_PATHS`` (one per line) and
+        """``MCP_ROOTS_JSON`` (array of ``{uri, name, path, access}``), ``MCP_ROOTS_PATHS`` (one per line) and
         ``MCP_ROOTS_COUNT``, for tools that start subprocesses. (No root holds a newline: see Root.)"""
         return {
             "MCP_ROOTS_JSON": json.dumps([r.as_dict() for r in self.roots]),
             "MCP_ROOTS_PATHS": "\n".join(str(p) for p in self.paths),
             "MCP_ROOTS_COUNT": str(len(self.roots)),
         }
+
+    def _granted(self, write: bool, kwargs: dict[str, Any]) -> list[Path]:
+        """The roots a child gets: with ``write``, the read-write ones (the read-only ones join
+        ``extra_read`` in ``kwargs``); a read-only root inside a read-write one cannot be kept read-only
+        there (Landlock only adds rights), so that is refused."""
+        if not write or all(root.writable for root in self.roots):
+            return list(self.paths)
+        writable = [root.path for root in self.roots if root.writable]
+        read = [root.path for root in self.roots if not root.writable]
+        for inner in read:
+            for outer in writable:
+                if inner.is_relative_to(outer):
+                    raise SandboxUnavailable(
+                        f"the read-only root {str(inner)!r} lies inside the read-write root {str(outer)!r}: "
+                        "a child allowed to write cannot be kept from writing it; run it with write=False"
+                    )
+        kwargs["extra_read"] = [*kwargs.get("extra_read", ()), *read]
+        return writable
 
     def run(
         self,
@@ -58,7 +77,8 @@ class Confined:
 
         Args:
             argv: The command, as :func:`subprocess.run` takes it.
-            write: Let the child write beneath the roots; the protected set stays read-only.
+            write: Let the child write beneath the roots but the read-only ones; the protected set stays
+                read-only.
             network: Let the child open sockets (``False``: no socket() or connect()).
             allow_unconfined: Where the kernel cannot confine (``SandboxUnavailable``), run unconfined with
                 a warning instead.
@@ -71,7 +91,7 @@ class Confined:
         from .. import sandbox
 
         return sandbox.run(
-            self.paths,
+            self._granted(write, kwargs),
             argv,
             write=write,
             network=network,
@@ -96,7 +116,8 @@ class Confined:
 
         Args:
             argv: The command, as :class:`subprocess.Popen` takes it.
-            write: Let the child write beneath the roots; the protected set stays read-only.
+            write: Let the child write beneath the roots but the read-only ones; the protected set stays
+                read-only.
             network: Let the child open sockets.
             allow_unconfined: Run unconfined, with a warning, where the kernel cannot confine.
             path_metadata: Allow chmod/chown/utime/xattr by path (only with ``write=True``).
@@ -106,7 +127,7 @@ class Confined:
         from .. import sandbox
 
         return sandbox.popen(
-            self.paths,
+            self._granted(write, kwargs),
             argv,
             write=write,
             network=network,
@@ -131,7 +152,8 @@ class Confined:
 
         Args:
             argv: The command, as :func:`anyio.run_process` takes it.
-            write: Let the child write beneath the roots; the protected set stays read-only.
+            write: Let the child write beneath the roots but the read-only ones; the protected set stays
+                read-only.
             network: Let the child open sockets.
             allow_unconfined: Run unconfined, with a warning, where the kernel cannot confine.
             path_metadata: Allow chmod/chown/utime/xattr by path (only with ``write=True``).
@@ -144,7 +166,7 @@ class Confined:
         from .. import sandbox
 
         return await sandbox.run_async(
-            self.paths,
+            self._granted(write, kwargs),
             argv,
             write=write,
             network=network,

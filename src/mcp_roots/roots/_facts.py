@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 __all__ = [
+    "CONSENT_INPUT_KEY",
     "HANDLER",
     "PROMPT",
     "READ",
@@ -27,6 +28,9 @@ __all__ = [
 TOOL, PROMPT, READ, HANDLER = "tool", "prompt", "read", "handler"
 """The kinds of request: a ``tools/call``, a ``prompts/get``, a ``resources/read``, and a hand-written
 handler's ``guard.roots(ctx)`` outside a guarded call."""
+
+CONSENT_INPUT_KEY = "mcp_roots.consent"
+"""The key of the guard's consent question in a 2026-07-28 ``InputRequiredResult``."""
 
 SendRootsList = Callable[[Any, Sequence[Any]], Awaitable[object]]
 """How an adapter sends ``roots/list`` on a legacy connection: ``send(connection, waiting)`` returns the
@@ -62,17 +66,26 @@ class RequestFacts:
     - ``cannot_ask``: why this request cannot be answered with a question for the roots, or None.
     - ``send``: how to send ``roots/list`` on the connection (:data:`SendRootsList`), where the lifecycle
       may be opened from a request (``seen`` True).
+    - ``elicit``: the client can be asked a form question (it declared elicitation in form mode) and this
+      port can carry one (legacy: ``elicitation/create``; 2026-07-28: an input request).
+    - ``principal``: the authenticated caller (HTTP), or None.
+    - ``consent_answer``, ``request_state``: a 2026-07-28 retry's answer to the guard's consent question
+      (the raw ``ElicitResult``) and its echoed ``requestState``, or None.
     """
 
     __slots__ = (
         "answer",
         "cannot_ask",
         "connection",
+        "consent_answer",
         "declared",
+        "elicit",
         "kind",
         "list_changed",
         "modern",
+        "principal",
         "request",
+        "request_state",
         "seen",
         "send",
         "stream",
@@ -92,6 +105,10 @@ class RequestFacts:
         stream: object | None = None,
         cannot_ask: str | None = None,
         send: SendRootsList | None = None,
+        elicit: bool = False,
+        principal: str | None = None,
+        consent_answer: object | None = None,
+        request_state: object | None = None,
     ) -> None:
         self.request = request
         self.kind = kind
@@ -104,6 +121,10 @@ class RequestFacts:
         self.stream = stream
         self.cannot_ask = cannot_ask
         self.send = send
+        self.elicit = elicit
+        self.principal = principal
+        self.consent_answer = consent_answer
+        self.request_state = request_state
 
     def __repr__(self) -> str:
         era = "2026-07-28" if self.modern else "legacy"

@@ -12,6 +12,8 @@ It never imports an MCP SDK, an adapter or the broker.
 #
 #     era         capability  connection                           roots
 #     -           -           no MCP request behind the call       refused
+#     -           none        consent on, the client can be asked  the fallback plus the key's grants
+#     -           none        consent on, it cannot be asked       the fallback, or refused: cannot be asked
 #     2026-07-28  none        -                                    the fallback (said once), or refused
 #     2026-07-28  roots       the request carried roots            the client's answer, checked, clipped
 #     2026-07-28  roots       none carried, the port can ask       ask the client (NeedRoots)
@@ -31,16 +33,20 @@ It never imports an MCP SDK, an adapter or the broker.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import weakref
 from collections.abc import Awaitable, Callable
 
-from ..errors import GuardNotInstalled, RootsError, RootsUnavailable
+from ..errors import GuardNotInstalled, InvalidPath, RootsError, RootsUnavailable
+from ..paths._root import Root
 from ..paths._rootset import RootSet
 from ._answers import LastAnswers, MalformedRoots, answer_key, build_checked_roots, check_roots_answer
 from ._cache import RootsCache
+from ._clock import LoopClock
 from ._connections import LegacyConnections
+from ._consent import ConsentConfig, ConsentLedger, Grant
 from ._facts import NeedRoots, RequestFacts
 from ._sources import NO_FOLDERS, SOURCE_UNCONFIGURED, clip_to_ceiling
 
@@ -82,6 +88,11 @@ REVOKED = (
     "refused until it lists one again"
 )
 
+
+CANNOT_ASK = (
+    "this server asks its user for folders (consent), but this client cannot be asked: it declared no "
+    "elicitation (form) capability; use a client that supports elicitation, or give the server folders"
+)
 
 NO_REQUEST = "mcp-roots can tell the roots only during an MCP request (no request context is active)"
 
@@ -134,6 +145,22 @@ def not_installed_error() -> GuardNotInstalled:
     return error
 
 
+#: The source of the roots of a client that is asked for its folders (consent).
+SOURCE_CONSENT = "the user's consent"
+
+
+def grant_roots(grants: tuple[Grant, ...], fallback: RootSet) -> RootSet:
+    """The fallback roots (granted up front, when configured) and the folders granted, as one RootSet; a
+    granted folder that is gone is left out."""
+    roots = [] if fallback.source == SOURCE_UNCONFIGURED else list(fallback)
+    for grant in grants:
+        try:
+            roots.append(Root.from_path(grant.folder, f"granted ({grant.access})"))
+        except InvalidPath as exc:
+            logger.warning("a granted folder is left out: %s", exc)
+    return RootSet(roots, source=SOURCE_CONSENT)
+
+
 class GuardPolicy:
     """A RootsGuard's configuration, its legacy connections, and the decision table over the facts its
     adapters report (see the comment atop this module)."""
@@ -151,8 +178,14 @@ class GuardPolicy:
         expand_user: bool = False,
         how_to_configure: str = "",
         fallback_until_roots: bool = False,
+        consent: ConsentConfig | None = None,
     ) -> None:
         self.fallback = fallback
+        #: folders by the user's consent (``_consent``), or None; the guarded call asks (``guard._consent``)
+        self.consent = None if consent is None else ConsentLedger(consent, LoopClock())
+        self._consent_built: weakref.WeakKeyDictionary[object, tuple[tuple[Grant, ...], RootSet]] = (
+            weakref.WeakKeyDictionary()
+        )
         #: an empty roots list keeps the fallback until the client sends a non-empty one (the official
         #: filesystem server's rule); after that an empty list revokes every root, with a refusal saying so
         self.fallback_until_roots = fallback_until_roots
@@ -206,7 +239,7 @@ class GuardPolicy:
         cache running and nothing due (:meth:`RootsCache.fresh_now`), served as :meth:`roots_for` would;
         None when the call must go the long way (wait, start the cache, or no connection opened)."""
         state = self._states.get(connection)
-        if state is None or not state.cache_started:
+        if state is None or not state.cache_started or self.consent is not None:
             return None
         roots = state.cache.fresh_now()
         return None if roots is None else self._served(roots, state.cache)
@@ -218,6 +251,13 @@ class GuardPolicy:
         wait or question."""
         if facts.request is None:
             raise RootsUnavailable(NO_REQUEST)
+        if self.consent is not None and facts.declared is False:
+            if precheck is not None:
+                precheck()
+            if facts.elicit:
+                return self.consent_roots(facts)
+            if self.fallback.source == SOURCE_UNCONFIGURED:
+                raise RootsUnavailable(CANNOT_ASK)
         if facts.modern:
             if facts.declared:
                 if facts.answer is not None:
@@ -261,6 +301,41 @@ class GuardPolicy:
             return await self.roots_from_client_answer(facts.answer, facts.stream)
         self._ignore_answer(facts)
         return None
+
+    # -- folders by consent --
+
+    def consent_key(self, facts: RequestFacts) -> object | None:
+        """Whose grants a request uses: its legacy connection (they end with it); on 2026-07-28 its
+        authenticated principal, else its client stream (one process on stdio), else None (no grant is
+        kept across requests)."""
+        if not facts.modern:
+            return facts.connection
+        if facts.principal is not None:
+            return ("principal", facts.principal)
+        return facts.stream
+
+    def consent_roots(self, facts: RequestFacts, extra: Grant | None = None) -> RootSet:
+        """The roots of a client without roots that can be asked: the fallback (granted up front) and the
+        grants in force for its key (and ``extra``, granted for this one request), within the ceiling."""
+        assert self.consent is not None
+        key = self.consent_key(facts)
+        grants = self.consent.grants(key) if key is not None else ()
+        if extra is not None:
+            grants = (*grants, extra)
+        if not grants:
+            configured = self.fallback.source != SOURCE_UNCONFIGURED
+            return self.fallback if configured else RootSet.empty(source=SOURCE_CONSENT)
+        built = None
+        if key is not None and extra is None:
+            with contextlib.suppress(TypeError):  # a key not weakly referenced (a principal): built anew
+                built = self._consent_built.get(key)
+        if built is not None and built[0] == grants:
+            return built[1]
+        roots = self.clip(grant_roots(grants, self.fallback))
+        if key is not None and extra is None:
+            with contextlib.suppress(TypeError):  # a key not weakly referenced (a principal): built anew
+                self._consent_built[key] = (grants, roots)
+        return roots
 
     def _ignore_answer(self, facts: RequestFacts) -> None:
         if facts.answer is not None:

@@ -9,6 +9,7 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
+from ..errors import RootsUnavailable
 from ..paths._rootset import RootSet
 from ._facts import HANDLER, NeedRoots, RequestFacts
 from ._policy import GuardPolicy
@@ -64,6 +65,19 @@ class RootsPort:
         """Ask the client for an input: the answer to the request that carries an input request (2026-07-28;
         today the client's roots), which the client answers in its retry of the request."""
 
+    # -- asking the user (consent); a port that cannot never reports ``facts.elicit`` --
+
+    async def elicit(self, facts: RequestFacts, params: dict[str, object]) -> object:
+        """Send ``elicitation/create`` with ``params`` on the legacy connection of ``facts`` and return the
+        client's raw answer (an ``ElicitResult`` as JSON); raise anything for a failed question."""
+        raise RootsUnavailable("this server's port cannot ask the user a question")
+
+    def ask_consent(self, facts: RequestFacts, params: dict[str, object], state: str) -> Any:
+        """The answer to a 2026-07-28 request that carries the guard's consent question: an
+        ``InputRequiredResult`` with one ``elicitation/create`` input request under ``CONSENT_INPUT_KEY``
+        and ``state`` as its ``requestState``."""
+        raise RootsUnavailable("this server's port cannot ask the user a question")
+
     # -- refusing --
 
     @abstractmethod
@@ -110,5 +124,7 @@ class RootsPort:
         self.policy.connections.changed(connection)
 
     async def connection_closed(self, connection: object) -> None:
-        """``connection`` ended: its roots are forgotten."""
+        """``connection`` ended: its roots (and the folders its user granted) are forgotten."""
+        if self.policy.consent is not None:
+            self.policy.consent.forget(connection)
         await self.policy.connections.close(connection)

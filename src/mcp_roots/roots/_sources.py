@@ -33,6 +33,7 @@ __all__ = [
     "clip_to_ceiling",
     "default_user_config_dir",
     "fallback_roots",
+    "home_dirs",
     "how_to_configure",
 ]
 
@@ -150,7 +151,7 @@ def fallback_roots(
     """
     env = os.environ if environ is None else environ
     base = _project_root(project_root) if project_root is not None else None
-    homes = None if allow_home else _home_dirs(env)
+    homes = None if allow_home else home_dirs(env)
     if roots is not None:
         return _from_argument(roots, base, homes)
     raw = env.get(ENV_VAR)
@@ -196,7 +197,7 @@ def _project_root(project_root: str | os.PathLike[str]) -> Root:
     return root
 
 
-def _home_dirs(env: Mapping[str, str]) -> tuple[Path, ...]:
+def home_dirs(env: Mapping[str, str]) -> tuple[Path, ...]:
     """The canonical home directories a fallback root may not be (nor contain): ``$HOME`` and the
     password database's home of this user, when they exist."""
     found: list[Path] = []
