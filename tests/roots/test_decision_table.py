@@ -16,9 +16,11 @@ import anyio.lowlevel
 import pytest
 
 from mcp_roots import PathOutsideRoots, RootSet, RootsUnavailable, path_to_uri
+from mcp_roots.roots._consent import ConsentConfig, ConsentLedger
 from mcp_roots.roots._facts import READ, TOOL, NeedRoots, RequestFacts
 from mcp_roots.roots._policy import GuardNotInstalled, GuardPolicy
 from mcp_roots.roots._sources import SOURCE_UNCONFIGURED
+from tests.kit import ManualClock
 
 pytestmark = pytest.mark.anyio
 
@@ -249,3 +251,69 @@ async def test_a_list_clipped_to_nothing_is_not_an_empty_list(dirs: dict[str, Pa
     assert seen[0] == []
     assert isinstance(seen[1], str)
     assert "revoked every folder" in seen[1]
+
+
+# --- consent: a source of roots for a client without roots that can be asked ----------------------------
+
+
+def consenting(fallback: Path | None, ceiling: Path) -> GuardPolicy:
+    made = policy(fallback, ceiling)
+    made.consent = ConsentLedger(ConsentConfig(), ManualClock())
+    return made
+
+
+def consent_facts(
+    era: str, *, declared: bool | None, elicit: bool, connection: object | None
+) -> RequestFacts:
+    return RequestFacts(
+        "request", TOOL, modern=era == "modern", declared=declared, connection=connection, elicit=elicit
+    )
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_consent_rows(dirs: dict[str, Path], era: str) -> None:
+    connection = Connection()
+    granted = dirs["ceiling"] / "inside"
+    # can be asked: the fallback (granted up front) plus the key's grants; unconfigured: no folders yet,
+    # not a refusal (the guarded call asks)
+    asked = consent_facts(era, declared=False, elicit=True, connection=connection)
+    if era == "modern":
+        asked.stream = connection
+    guard = consenting(None, dirs["ceiling"])
+    assert paths(await guard.roots_for(asked)) == []
+    assert guard.consent is not None
+    guard.consent.grant(connection, str(granted), "read", lasting=era == "modern")
+    roots = await guard.roots_for(asked)
+    assert paths(roots) == [granted]
+    assert not roots.writable(granted / "x")
+    with_fallback = consenting(dirs["fallback"], dirs["ceiling"])
+    assert paths(await with_fallback.roots_for(asked)) == [dirs["fallback"]]
+    # cannot be asked: the fallback as before, or refused in words that say why
+    mute = consent_facts(era, declared=False, elicit=False, connection=connection)
+    assert paths(await with_fallback.roots_for(mute)) == [dirs["fallback"]]
+    with pytest.raises(RootsUnavailable, match="this client cannot be asked"):
+        await guard.roots_for(mute)
+    # a client that declared roots is never a consent row: its roots are the only authority (legacy: its
+    # lifecycle answers, here not served yet; never the grants)
+    if era == "modern":
+        declared = consent_facts(era, declared=True, elicit=True, connection=connection)
+        declared.answer = {"roots": [{"uri": path_to_uri(dirs["ceiling"])}]}
+        assert paths(await guard.roots_for(declared)) == [dirs["ceiling"]]
+    else:
+        declared = legacy(Connection(), True, True, Client(dirs["ceiling"]))
+        declared.elicit = True
+        with pytest.raises(RootsUnavailable, match="has not sent its roots yet"):
+            await guard.roots_for(declared)
+
+
+async def test_consent_grants_are_kept_per_key(dirs: dict[str, Path]) -> None:
+    guard = consenting(None, dirs["ceiling"])
+    assert guard.consent is not None
+    principal = consent_facts("modern", declared=False, elicit=True, connection=None)
+    principal.principal = "alice"
+    nobody = consent_facts("modern", declared=False, elicit=True, connection=None)
+    assert guard.consent_key(principal) == ("principal", "alice")
+    assert guard.consent_key(nobody) is None  # no principal, no stream: nothing kept across requests
+    guard.consent.grant(("principal", "alice"), str(dirs["ceiling"] / "inside"), "read-write", lasting=True)
+    assert paths(await guard.roots_for(principal)) == [dirs["ceiling"] / "inside"]
+    assert paths(await guard.roots_for(nobody)) == []

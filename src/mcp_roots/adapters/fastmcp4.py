@@ -30,6 +30,7 @@ from ..guard._port import SdkPort
 from ..roots._facts import HANDLER, PROMPT, READ, TOOL, RequestFacts
 from .fastmcp4_sdk import check_private_corners, components_of, sdk_context
 from .mcp2 import Mcp2Port
+from .mcp2_ask import can_elicit, principal_of
 from .mcp2_sdk import ROOTS_INPUT_KEY, connection_of, declares_roots, is_modern, roots_question, stream_of
 
 __all__ = ["FastMCP4Adapter", "refusal"]
@@ -104,6 +105,9 @@ class FastMCP4Adapter(Mcp2Port):
             answer=answer,
             stream=stream,
             cannot_ask=_CANNOT_ASK.get(kind),
+            # consent: asked on a legacy connection (elicitation/create); not yet on 2026-07-28 here
+            elicit=not modern and self.policy.consent is not None and can_elicit(connection),
+            principal=principal_of() if self.policy.consent is not None else None,
         )
 
     # -- the outcomes --

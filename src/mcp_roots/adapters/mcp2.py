@@ -74,6 +74,9 @@ class Mcp2Port(SdkPort, abstract=True):
     async def send_roots_list(self, connection: Any, waiting: Sequence[Any]) -> object:
         return await send_roots_list(connection, waiting)
 
+    async def elicit(self, facts: RequestFacts, params: dict[str, object]) -> object:
+        return await send_elicitation(facts.request, params)
+
     def on_initialize(self, ctx: ServerRequestContext[Any, Any]) -> None:
         """``initialize`` on the connection of ``ctx`` (after the SDK handled it)."""
         connection = connection_of(ctx)
@@ -155,9 +158,6 @@ class Mcp2Adapter(Mcp2Port):
     def ask(self, facts: RequestFacts) -> dict[str, Any]:
         """The wire form of ``InputRequiredResult`` with this adapter's ``roots/list`` input request."""
         return {**_ASK, "inputRequests": {k: dict(v) for k, v in _ASK["inputRequests"].items()}}
-
-    async def elicit(self, facts: RequestFacts, params: dict[str, object]) -> object:
-        return await send_elicitation(facts.request, params)
 
     def ask_consent(self, facts: RequestFacts, params: dict[str, object], state: str) -> dict[str, Any]:
         return consent_question(params, state)

@@ -39,8 +39,9 @@ __all__ = ["CANNOT", "Asked", "ask_legacy", "consent_question", "modern_answer",
 logger = logging.getLogger("mcp_roots")
 
 CANNOT = (
-    "this client cannot ask its user for a folder (it declared no elicitation capability); use a client "
-    "that supports elicitation, or ask the operator to grant the folder"
+    "this client cannot be asked for a folder (it declared no elicitation capability, or this server "
+    "cannot ask on its connection); use a client that supports elicitation, or ask the operator to grant "
+    "the folder"
 )
 
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from ..paths._root import ACCESSES, Access
 from ..paths._text import shorten
 from ._clock import Clock
 from ._facts import CONSENT_INPUT_KEY
@@ -44,9 +45,10 @@ __all__ = [
     "shown",
 ]
 
-READ, READ_WRITE = "read", "read-write"
-"""The accesses a grant may have: read only, or read and write."""
-ACCESSES = (READ, READ_WRITE)
+READ: Access = "read"
+"""A grant's access: read only (every write beneath it refused, by the path layer)."""
+READ_WRITE: Access = "read-write"
+"""A grant's access: read and write."""
 
 
 _MAX_CHOICES = 12  # folders offered in one question (the narrowest first)

@@ -46,7 +46,7 @@ from ._answers import LastAnswers, MalformedRoots, answer_key, build_checked_roo
 from ._cache import RootsCache
 from ._clock import LoopClock
 from ._connections import LegacyConnections
-from ._consent import ConsentConfig, ConsentLedger, Grant
+from ._consent import READ, READ_WRITE, ConsentConfig, ConsentLedger, Grant
 from ._facts import NeedRoots, RequestFacts
 from ._sources import NO_FOLDERS, SOURCE_UNCONFIGURED, clip_to_ceiling
 
@@ -91,7 +91,8 @@ REVOKED = (
 
 CANNOT_ASK = (
     "this server asks its user for folders (consent), but this client cannot be asked: it declared no "
-    "elicitation (form) capability; use a client that supports elicitation, or give the server folders"
+    "elicitation (form) capability, or this server cannot ask on its connection; use a client that supports "
+    "elicitation, or give the server folders"
 )
 
 NO_REQUEST = "mcp-roots can tell the roots only during an MCP request (no request context is active)"
@@ -155,7 +156,8 @@ def grant_roots(grants: tuple[Grant, ...], fallback: RootSet) -> RootSet:
     roots = [] if fallback.source == SOURCE_UNCONFIGURED else list(fallback)
     for grant in grants:
         try:
-            roots.append(Root.from_path(grant.folder, f"granted ({grant.access})"))
+            access = READ if grant.access == READ else READ_WRITE
+            roots.append(Root.from_path(grant.folder, "granted by the user", access=access))
         except InvalidPath as exc:
             logger.warning("a granted folder is left out: %s", exc)
     return RootSet(roots, source=SOURCE_CONSENT)
