@@ -95,8 +95,9 @@ def server_pids(world: dict[str, Path]) -> set[int]:
                     line = f.read()
             except OSError:
                 continue
-            if mark in line and b"hostile_stdio_server" in line:
-                found.add(int(entry))
+            argv = line.split(b"\0")
+            if mark in argv and argv[1:2] and argv[1].endswith(b"hostile_stdio_server.py"):
+                found.add(int(entry))  # the server itself (not wrap, whose command line holds the server's)
     return found
 
 
@@ -118,9 +119,9 @@ async def test_a_grant_replaces_the_child_with_one_confined_to_the_folder_grante
         before = server_pids(world)  # the child confined to no folder, started with wrap
         assert before
         assert (await call(client, "read_path", path=str(a / "hello.txt"))) == (False, "hello a")
-        # The path's folder and its ancestors up to the ceiling entry, narrowest first; read_path is not
-        # marked read only, so read and write is offered too.
-        assert user.offered() == ([str(a), str(ceiling)], ["read-write", "read"])
+        # The path's folder and its ancestors up to the ceiling entry, narrowest first; read_path is marked
+        # readOnlyHint, so reading only is offered.
+        assert user.offered() == ([str(a), str(ceiling)], ["read"])
         assert await gone(before, world)
         after = server_pids(world)
         assert after
@@ -136,12 +137,17 @@ async def test_a_grant_replaces_the_child_with_one_confined_to_the_folder_grante
     assert not (a / "planted.txt").exists()
 
 
-async def test_a_read_and_write_grant_lets_the_child_write_there(world: dict[str, Path]) -> None:
+async def test_a_writing_tool_under_a_read_grant_asks_again_and_read_and_write_lets_the_child_write(
+    world: dict[str, Path],
+) -> None:
     a = world["a"]
-    user = User((str(a), "read-write"))
+    user = User((str(a), "read"), (str(a), "read-write"))
     async with Client(wrapped(world), mode="legacy", elicitation_callback=user) as client:
+        assert await call(client, "read_path", path=str(a / "hello.txt")) == (False, "hello a")
         assert await call(client, "write_path", path=str(a / "new.txt"), text="new") == (False, "written")
-        assert await call(client, "note", text="planted") == (False, "written")  # the control of the above
+        assert user.offered() == ([str(a), str(world["ceiling"])], ["read-write", "read"])  # not annotated
+        # The control of the read grant's refusal in the test above: the same write, now allowed.
+        assert await call(client, "note", text="planted") == (False, "written")
     assert (a / "new.txt").read_text() == "new"
     assert (a / "planted.txt").read_text() == "planted"
 
@@ -199,9 +205,16 @@ async def test_a_folder_name_with_control_and_bidi_characters_is_shown_escaped(
 async def test_a_host_without_elicitation_is_refused_in_words_that_say_so(world: dict[str, Path]) -> None:
     async with Client(wrapped(world), mode="legacy") as client:
         error, text = await call(client, "read_path", path=str(world["a"] / "hello.txt"))
-    assert error
-    assert "did not declare elicitation" in text
-    assert "hello a" not in text
+        assert error
+        assert "declared no elicitation" in text
+        assert "hello a" not in text
+    # With folders granted up front (--roots), those are served, and the rest is refused in the same words.
+    async with Client(wrapped(world, "--roots", str(world["b"])), mode="legacy") as client:
+        assert await call(client, "read_path", path=str(world["b"] / "fixed.txt")) == (False, "fixed b")
+        error, text = await call(client, "read_path", path=str(world["a"] / "hello.txt"))
+        assert error
+        assert "declared no elicitation" in text
+        assert "hello a" not in text
 
 
 async def test_a_host_that_declared_roots_is_never_asked(world: dict[str, Path]) -> None:

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from mcp.server import MCPServer
     from mcp.server.auth.provider import TokenVerifier
 
-    from ..roots import ConsentConfig
     from ._early import StartupFile
     from ._http_setup import HttpSetup
 
@@ -336,19 +335,19 @@ def _guard(args: argparse.Namespace) -> RootsGuard:
         confine=args.confine,
         expand_user=True,
         fallback_until_roots=True,
-        consent=ask,
+        **ask,
         **timeout,
     )
 
 
-def _consent(args: argparse.Namespace, ceiling: list[str] | None) -> ConsentConfig | None:
-    """--ask's bounds, or None without it; a usage error says what --ask needs."""
+def _consent(args: argparse.Namespace, ceiling: list[str] | None) -> dict[str, Any]:
+    """RootsGuard's consent options for --ask (none without it); a usage error says what --ask needs."""
     ask = bool(getattr(args, "ask", False))
     limit = getattr(args, "ask_timeout", None)
     if not ask:
         if limit is not None:
-            raise ConfigError("--ask-timeout is a bound of --ask's questions; give --ask too")
-        return None
+            raise ConfigError("--ask-timeout bounds --ask's questions; give --ask too")
+        return {}
     if ceiling is None:
         raise ConfigError(
             "--ask needs --ceiling DIR: the folders the user may grant from (DIR... and --roots, when "
@@ -356,9 +355,7 @@ def _consent(args: argparse.Namespace, ceiling: list[str] | None) -> ConsentConf
         )
     if limit is not None and not (math.isfinite(limit) and limit > 0):
         raise ConfigError(f"--ask-timeout must be a positive number of seconds, not {limit:g}")
-    from ..roots import ConsentConfig
-
-    return ConsentConfig() if limit is None else ConsentConfig(timeout=limit)
+    return {"consent": True} if limit is None else {"consent": True, "consent_timeout": limit}
 
 
 def _build(args: argparse.Namespace, guard: RootsGuard, tokens: TokenVerifier | None = None) -> MCPServer:

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import RootsError, RootsUnavailable
 from ..paths._rootset import RootSet
+from ._consent import ConsentConfig
 from ._facts import HANDLER, READ, TOOL, NeedRoots, RequestFacts
 from ._policy import GuardPolicy
 from ._port import RootsPort
@@ -47,6 +48,7 @@ class JsonRpcPort(RootsPort):
         self._ask_host = ask_host
         self._input_key = input_key
         self._declared: bool | None = None
+        self._elicit = False  # the host declared form elicitation (consent may ask its user)
 
     @classmethod
     def serving(
@@ -57,9 +59,13 @@ class JsonRpcPort(RootsPort):
         timeout: float,
         ask_host: Callable[[], Awaitable[object]],
         input_key: str,
+        consent_timeout: float | None = None,
     ) -> JsonRpcPort:
         """The port of an operator's bounds: ``fallback`` (None: a client that sends no roots is refused)
-        and ``ceiling``, with a guard's defaults; ``timeout`` bounds a call's wait for the client's roots."""
+        and ``ceiling``, with a guard's defaults; ``timeout`` bounds a call's wait for the client's roots.
+        ``consent_timeout`` (None: off) turns on folders by the user's consent: a host without roots that
+        declared elicitation gets the fallback and its user's grants, each question answered within it."""
+        consent = None if consent_timeout is None else ConsentConfig(timeout=consent_timeout)
         policy = GuardPolicy(
             fallback=fallback if fallback is not None else RootSet.empty(source=SOURCE_UNCONFIGURED),
             ceiling=ceiling,
@@ -67,6 +73,7 @@ class JsonRpcPort(RootsPort):
             max_wait=0.1,
             timeout=timeout,
             first_answer_timeout=timeout,
+            consent=consent,
         )
         return cls(policy, ask_host, input_key)
 
@@ -78,6 +85,11 @@ class JsonRpcPort(RootsPort):
         capabilities = params.get("capabilities")
         roots = capabilities.get("roots") if isinstance(capabilities, Mapping) else None
         self._declared = isinstance(roots, Mapping)
+        elicitation = capabilities.get("elicitation") if isinstance(capabilities, Mapping) else None
+        # ``{}`` is form mode (the 2025-06-18 shape); a host that names only URL mode cannot take a form.
+        self._elicit = isinstance(elicitation, Mapping) and (
+            "form" in elicitation or "url" not in elicitation
+        )
         list_changed = isinstance(roots, Mapping) and bool(roots.get("listChanged"))
         self.initialize_seen(self.host, declared=self._declared, list_changed=list_changed)
 
@@ -93,8 +105,10 @@ class JsonRpcPort(RootsPort):
             callback(None, now)
 
     def in_force(self) -> RootSet | None:
-        """The connection's roots in force now (``RootsCache.current``), None while none are; nothing is
-        waited for."""
+        """The connection's roots in force now (``RootsCache.current``; with consent, for a host that
+        declared no roots, the fallback and its user's grants), None while none are; nothing is waited for."""
+        if self.policy.consent is not None and self._declared is False:
+            return self.policy.consent_roots(self.facts({}, TOOL))  # the fallback and the grants
         state = self.policy.connections.get(self.host)
         try:
             return state.cache.current() if state is not None else None
@@ -161,6 +175,7 @@ class JsonRpcPort(RootsPort):
             connection=self.host if self._declared is not None else None,
             seen=True,
             send=self.send_roots_list,
+            elicit=self._elicit,
         )
 
     async def send_roots_list(self, connection: Any, waiting: Sequence[Any]) -> object:

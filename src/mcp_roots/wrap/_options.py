@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .. import RootSet
-    from ..roots import ConsentConfig
     from ._plan import Plan
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "Options"]
@@ -34,4 +33,4 @@ class Options:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     restart_interval: float = 0.1  # the least time between two child starts (a flapping client's bound)
     roots_timeout: float = 10.0  # how long a call waits for the client's roots
-    consent: ConsentConfig | None = None  # --ask: a host without roots is asked for folders in the ceiling
+    ask_timeout: float | None = None  # --ask: a host without roots is asked for folders (None: never)

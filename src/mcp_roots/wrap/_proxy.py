@@ -21,9 +21,9 @@ from anyio.abc import TaskGroup
 from .. import RootSet
 from ..errors import RootsError
 from ..roots import JsonRpcPort
+from . import _ask as ask
 from . import _checks as checks
 from . import _modern as modern
-from ._ask import Consent, call_of
 from ._child import Child, ChildFailed, Forwarded, Told, end_tree, roots_answer
 from ._options import Options
 from ._wire import (
@@ -88,12 +88,7 @@ class Proxy:
             timeout=options.roots_timeout,
             ask_host=self._ask_host_roots,
             input_key=modern.ROOTS_KEY,
-        )
-        consent = options.consent
-        self.consent = (
-            None
-            if consent is None
-            else Consent(options.ceiling, consent, self._ask_host, write=options.write)
+            consent_timeout=options.ask_timeout,
         )
         self._group: TaskGroup | None = None
         self._roots_known = False  # some roots have been in force: later requests wait for a refresh
@@ -142,15 +137,7 @@ class Proxy:
     def _want(self) -> RootSet:
         """The roots a child should have now: the effective roots, or none before they are known."""
         roots = self.port.in_force()
-        if self._by_consent():
-            assert self.consent is not None
-            return self.consent.roots(roots)
         return roots if roots is not None else RootSet.empty(source="not known yet")
-
-    def _by_consent(self) -> bool:
-        """--ask, on the legacy era, for a host that declared no roots: the roots are wrap's (the
-        fallback and the user's grants), nothing to wait for from the host."""
-        return self.consent is not None and self.era == "legacy" and not self.consent.declared_roots
 
     def _roots_changed(self, old: RootSet | None, new: RootSet | None) -> None:
         self._roots_known = self._roots_known or new is not None
@@ -431,8 +418,6 @@ class Proxy:
         self.init_params = params
         self.era = "legacy"
         self.port.open(params)
-        if self.consent is not None:
-            self.consent.open(params)
         self.port.watch(self._roots_changed)
         try:
             child = await self.child_now()
@@ -501,7 +486,7 @@ class Proxy:
             return None
         if self.era == modern.MODERN:
             return await self._route_modern(message)
-        if method in NEEDS_ROOTS and not self._by_consent():
+        if method in NEEDS_ROOTS:
             decided = await self.port.decide(message)
             if not isinstance(decided, RootSet):
                 await self._answer(message, decided)
@@ -511,10 +496,10 @@ class Proxy:
             # child confined to the revoked roots serves nothing that arrived after the change.
             await self.port.settle(message)
         child = await self.child_now()
-        if method == "tools/call" and self._by_consent():
-            assert self.consent is not None
+        if method == "tools/call" and self.options.ask_timeout is not None:  # --ask: a question first?
             paths = await checks.path_values(child, message, self._next_id, self.options.start_timeout)
-            why = await self.consent.settle(call_of(child, message), paths, self._want)
+            call = ask.call_of(child, message)
+            why = await ask.settle(self.port, message, call, paths, self._ask_host, write=self.options.write)
             if why is not None:
                 await self._refuse(message, why)
                 return None

@@ -19,7 +19,6 @@ import sys
 import typing
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from .. import RootSet, clip_to_ceiling, fallback_roots
 from ..errors import ConfigError, RootsError, SandboxUnavailable
@@ -27,9 +26,6 @@ from ..sandbox import BACKENDS, SRT_INSTALL, Runtime, choose, find_srt, support
 from ._launch import fetch, launch_of
 from ._options import DEFAULT_MAX_MESSAGE_BYTES, Options
 from ._plan import cache_base, end_tree_now, make_plan, prepare_cache, refuse_container, spawn
-
-if TYPE_CHECKING:
-    from ..roots import ConsentConfig
 
 __all__ = ["build_parser", "main"]
 
@@ -172,7 +168,7 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
         (args.ask_timeout, "--ask-timeout"),
     )
     for value, name in timeouts:
-        if not value > 0:
+        if not (value > 0 and math.isfinite(value)):
             raise ConfigError(f"wrap: {name} must be a number of seconds > 0, not {value!r}")
     for count, name in (
         (args.max_in_flight, "--max-in-flight"),
@@ -210,29 +206,19 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
         start_timeout=args.start_timeout,
         max_in_flight=args.max_in_flight,
         max_message_bytes=args.max_message_bytes,
-        consent=_consent(args),
+        ask_timeout=args.ask_timeout if args.ask else None,
     )
     policy = plan.describe([str(p) for p in ceiling.paths], options.write, options.network)
     if launch is not None:
         policy = launch.describe() + "\n" + policy
     if fallback is not None:
         policy += f"\nroots for a client that sends none: {fallback.describe()}"
-    if options.consent is not None:
+    if options.ask_timeout is not None:
         policy += (
             "\nfolders by the user's consent (--ask): a host without roots that declared elicitation is "
             "asked for a folder in the ceiling, for this session"
         )
     return options, policy
-
-
-def _consent(args: argparse.Namespace) -> ConsentConfig | None:
-    if not args.ask:
-        return None
-    if not math.isfinite(args.ask_timeout):
-        raise ConfigError(f"wrap: --ask-timeout must be a number of seconds > 0, not {args.ask_timeout!r}")
-    from ..roots import ConsentConfig
-
-    return ConsentConfig(timeout=args.ask_timeout)
 
 
 def _with_backend(options: Options) -> Options:
