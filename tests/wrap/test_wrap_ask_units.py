@@ -1,0 +1,139 @@
+"""wrap's question step (``wrap._ask.settle``) on its real port (``JsonRpcPort`` with consent) and the kit's
+manual clock, on asyncio and trio: a question no one answers is refused at the bound, a model that calls in
+a loop gets at most the stated number of questions, and a host that declared roots or takes URL-mode
+elicitation only is never asked. The host is a coroutine answering ``elicitation/create`` as a host would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mcp_roots import RootSet
+from mcp_roots.roots import JsonRpcPort
+from mcp_roots.wrap._ask import settle
+from tests.kit import ManualClock
+
+pytestmark = pytest.mark.anyio
+
+TIMEOUT = 120.0
+
+
+class Host:
+    """The host's side of ``elicitation/create``: ``answer`` (an ``ElicitResult`` as JSON), or never."""
+
+    def __init__(self, answer: dict[str, Any] | None) -> None:
+        self.answer = answer
+        self.asked: list[Mapping[str, Any]] = []
+
+    async def __call__(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        assert method == "elicitation/create"
+        self.asked.append(params)
+        if self.answer is None:
+            await anyio.sleep_forever()
+        return {"result": self.answer}
+
+
+def port_for(ceiling: Path, capabilities: dict[str, Any], clock: ManualClock) -> JsonRpcPort:
+    async def no_roots() -> object:
+        raise AssertionError("wrap asked for roots")
+
+    port = JsonRpcPort.serving(
+        fallback=None,
+        ceiling=RootSet.from_paths([ceiling], source="ceiling"),
+        timeout=5.0,
+        ask_host=no_roots,
+        input_key="mcp_roots.roots",
+        consent_timeout=TIMEOUT,
+    )
+    assert port.policy.consent is not None
+    port.policy.consent.clock = clock
+    port.open({"protocolVersion": "2025-11-25", "capabilities": capabilities})
+    return port
+
+
+def message(path: Path) -> dict[str, Any]:
+    return {"id": 1, "method": "tools/call", "params": {"name": "read_path", "arguments": {"path": str(path)}}}
+
+
+async def ask(port: JsonRpcPort, path: Path, host: Host) -> str | None:
+    call = ("hostile", "read_path", False)
+    return await settle(port, message(path), call, [str(path)], host, write=True)
+
+
+@pytest.fixture
+def ceiling(tmp_path: Path) -> Path:
+    for i in range(10):
+        (tmp_path / f"f{i}").mkdir()
+    return tmp_path
+
+
+async def test_a_question_no_one_answers_is_refused_at_the_bound(ceiling: Path) -> None:
+    clock = ManualClock()
+    port = port_for(ceiling, {"elicitation": {}}, clock)
+    host = Host(None)
+    refusals: list[str | None] = []
+    async with anyio.create_task_group() as group:
+
+        async def call() -> None:
+            refusals.append(await ask(port, ceiling / "f0" / "x.txt", host))
+
+        group.start_soon(call)
+        await clock.advance(TIMEOUT - 1)
+        assert refusals == []  # still waiting for the user
+        await clock.advance(2)
+    (refusal,) = refusals
+    assert refusal is not None
+    assert "did not answer" in refusal
+    assert len(host.asked) == 1
+    in_force = port.in_force()
+    assert in_force is not None
+    assert not in_force.paths  # nothing granted
+
+
+async def test_a_model_calling_in_a_loop_gets_at_most_the_stated_number_of_questions(ceiling: Path) -> None:
+    clock = ManualClock()
+    port = port_for(ceiling, {"elicitation": {"form": {}}}, clock)
+    host = Host({"action": "cancel"})
+    refusals = [await ask(port, ceiling / f"f{i}" / "x.txt", host) for i in range(10)]
+    assert len(host.asked) == 3  # ConsentConfig's per_minute
+    assert all(r is not None and "dismissed" in r for r in refusals[:3])
+    assert all(r is not None and "questions a minute" in r for r in refusals[3:])
+    await clock.advance(20)  # one question's worth of the minute
+    await ask(port, ceiling / "f9" / "x.txt", host)
+    assert len(host.asked) == 4
+
+
+async def test_an_accepted_folder_is_in_the_roots_in_force_with_its_access(ceiling: Path) -> None:
+    port = port_for(ceiling, {"elicitation": {}}, ManualClock())
+    host = Host({"action": "accept", "content": {"folder": str(ceiling / "f1"), "access": "read"}})
+    assert await ask(port, ceiling / "f1" / "x.txt", host) is None
+    roots = port.in_force()
+    assert roots is not None
+    assert [(str(r.path), r.access) for r in roots] == [(str(ceiling / "f1"), "read")]
+    assert await ask(port, ceiling / "f1" / "y.txt", host) is None
+    assert len(host.asked) == 1  # granted: not asked again
+
+
+@pytest.mark.parametrize(
+    "capabilities",
+    [
+        {"roots": {"listChanged": True}, "elicitation": {}},  # roots: the host's are the only authority
+        {"elicitation": {"url": {}}},  # URL mode only: a folder question is a form
+        {},
+    ],
+)
+async def test_a_host_that_cannot_or_need_not_be_asked_is_never_asked(
+    ceiling: Path, capabilities: dict[str, Any]
+) -> None:
+    port = port_for(ceiling, capabilities, ManualClock())
+    host = Host({"action": "accept", "content": {"folder": str(ceiling / "f1"), "access": "read"}})
+    refusal = await ask(port, ceiling / "f1" / "x.txt", host)
+    assert host.asked == []
+    if "roots" not in capabilities:
+        assert refusal is not None
+        assert "elicitation" in refusal
