@@ -73,7 +73,7 @@ class RootsGuard:
         consent: Folders by the user's consent (needs a ``ceiling``): a client that declared no roots but can
             be asked (elicitation) is asked, when a guarded path inside the ceiling lies in no granted
             folder, which folder (the path's or an ancestor, up to the ceiling entry) and which access this
-            session may use; the fallback roots are granted up front. See ``docs/consent.md``.
+            session may use; the fallback roots are granted up front.
         consent_timeout: Seconds a question waits for the user's answer before the call is refused.
         consent_per_minute: Questions a minute per connection (or principal), whatever the model does.
         consent_lifetime: Seconds a grant lasts on 2026-07-28 (kept per principal or per process); legacy

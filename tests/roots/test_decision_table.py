@@ -282,7 +282,10 @@ async def test_consent_rows(dirs: dict[str, Path], era: str) -> None:
     guard = consenting(None, dirs["ceiling"])
     assert paths(await guard.roots_for(asked)) == []
     assert guard.consent is not None
-    guard.consent.grant(connection, str(granted), "read", lasting=era == "modern")
+    key = guard.consent_key(asked)
+    assert key is not None
+    assert guard.consent_key(consent_facts(era, declared=False, elicit=True, connection=Connection())) != key
+    guard.consent.grant(key, str(granted), "read", lasting=era == "modern")
     roots = await guard.roots_for(asked)
     assert paths(roots) == [granted]
     assert not roots.writable(granted / "x")

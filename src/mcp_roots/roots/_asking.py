@@ -157,10 +157,11 @@ async def ask_legacy(
         async with anyio.create_task_group() as group:
             group.start_soon(ask)
             await ledger.clock.wait_until(answered, ledger.clock.now() + ledger.config.timeout)
+            in_time = answered.is_set()
             group.cancel_scope.cancel()
     finally:
         ledger.done(key)
-    if not answered.is_set():
+    if not in_time:
         timeout = ledger.config.timeout
         return (
             None,

@@ -163,6 +163,10 @@ def grant_roots(grants: tuple[Grant, ...], fallback: RootSet) -> RootSet:
     return RootSet(roots, source=SOURCE_CONSENT)
 
 
+class _StreamKey:
+    """The consent key of one 2026-07-28 client stream (compared by identity)."""
+
+
 class GuardPolicy:
     """A RootsGuard's configuration, its legacy connections, and the decision table over the facts its
     adapters report (see the comment atop this module)."""
@@ -188,6 +192,7 @@ class GuardPolicy:
         self._consent_built: weakref.WeakKeyDictionary[object, tuple[tuple[Grant, ...], RootSet]] = (
             weakref.WeakKeyDictionary()
         )
+        self._stream_keys: dict[int, tuple[weakref.ref[object], _StreamKey]] = {}
         #: an empty roots list keeps the fallback until the client sends a non-empty one (the official
         #: filesystem server's rule); after that an empty list revokes every root, with a refusal saying so
         self.fallback_until_roots = fallback_until_roots
@@ -314,7 +319,29 @@ class GuardPolicy:
             return facts.connection
         if facts.principal is not None:
             return ("principal", facts.principal)
-        return facts.stream
+        return None if facts.stream is None else self._identity_key(facts.stream)
+
+    def _identity_key(self, stream: object) -> object | None:
+        """A key standing for ``stream`` by identity (a stream may compare equal to another, as a frozen
+        dataclass does), held while it lives; its grants are forgotten with it. None: it cannot be
+        tracked, so nothing is kept across its requests."""
+        known = self._stream_keys.get(id(stream))
+        if known is not None and known[0]() is stream:
+            return known[1]
+        token = _StreamKey()
+        ledger = self.consent
+
+        def gone(_: object, ident: int = id(stream)) -> None:
+            if self._stream_keys.get(ident, (None, None))[1] is token:
+                del self._stream_keys[ident]
+            if ledger is not None:
+                ledger.forget(token)
+
+        try:
+            self._stream_keys[id(stream)] = (weakref.ref(stream, gone), token)
+        except TypeError:
+            return None
+        return token
 
     def consent_roots(self, facts: RequestFacts, extra: Grant | None = None) -> RootSet:
         """The roots of a client without roots that can be asked: the fallback (granted up front) and the
