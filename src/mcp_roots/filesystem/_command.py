@@ -335,6 +335,7 @@ def _guard(args: argparse.Namespace) -> RootsGuard:
         confine=args.confine,
         expand_user=True,
         fallback_until_roots=True,
+        allow_home=allow_home,  # with --ask: the home folder may be offered (never /)
         **ask,
         **timeout,
     )
