@@ -168,6 +168,22 @@ async def test_a_decline_refuses_and_is_not_asked_again_and_a_cancel_refuses(wor
         assert len(user.questions) == 2
 
 
+async def test_on_2026_07_28_the_question_travels_inside_the_call(world: dict[str, Path]) -> None:
+    a, b = world["a"], world["b"]
+    user = User((str(a), "read"), "decline")
+    async with Client(wrapped(world), elicitation_callback=user) as client:  # mode="auto": 2026-07-28
+        assert client.protocol_version == "2026-07-28"
+        assert await call(client, "read_path", path=str(a / "hello.txt")) == (False, "hello a")
+        assert await call(client, "read_path", path=str(a / "deep" / "note.txt")) == (False, "deep note")
+        assert (await call(client, "note", text="planted"))[1].startswith("ERROR")  # read only in the sandbox
+        for _ in range(2):
+            error, text = await call(client, "read_path", path=str(b / "fixed.txt"))
+            assert error
+            assert "declined" in text
+        assert len(user.questions) == 2
+    assert not (a / "planted.txt").exists()
+
+
 async def test_nothing_outside_the_ceiling_is_ever_offered(world: dict[str, Path]) -> None:
     (world["ceiling"] / "link").symlink_to(world["outside"])  # inside by name, outside once resolved
     user = User()

@@ -15,7 +15,7 @@ import pytest
 
 from mcp_roots import RootSet
 from mcp_roots.roots import JsonRpcPort
-from mcp_roots.wrap._ask import settle
+from mcp_roots.wrap._ask import settle, settle_modern
 from tests.kit import ManualClock
 
 pytestmark = pytest.mark.anyio
@@ -57,7 +57,11 @@ def port_for(ceiling: Path, capabilities: dict[str, Any], clock: ManualClock) ->
 
 
 def message(path: Path) -> dict[str, Any]:
-    return {"id": 1, "method": "tools/call", "params": {"name": "read_path", "arguments": {"path": str(path)}}}
+    return {
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "read_path", "arguments": {"path": str(path)}},
+    }
 
 
 async def ask(port: JsonRpcPort, path: Path, host: Host) -> str | None:
@@ -137,3 +141,37 @@ async def test_a_host_that_cannot_or_need_not_be_asked_is_never_asked(
     if "roots" not in capabilities:
         assert refusal is not None
         assert "elicitation" in refusal
+
+
+async def test_on_2026_07_28_a_forged_or_replayed_request_state_grants_nothing(ceiling: Path) -> None:
+    port = port_for(ceiling, {}, ManualClock())
+    port.modern = True
+    path = ceiling / "f1" / "x.txt"
+    call = ("hostile", "read_path", False)
+    nothing = RootSet.empty(source="nothing granted")
+
+    def request(state: object = None, answer: bool = True) -> dict[str, Any]:
+        meta: dict[str, Any] = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+        params: dict[str, Any] = {"name": "read_path", "arguments": {"path": str(path)}, "_meta": meta}
+        if answer:  # the client's retry: the user's answer, and the state it was given
+            accept = {"action": "accept", "content": {"folder": str(ceiling / "f1"), "access": "read"}}
+            params.update(inputResponses={"mcp_roots.consent": accept}, requestState=state)
+        return {"id": 2, "method": "tools/call", "params": params}
+
+    asked = settle_modern(port, request(answer=False), call, [str(path)], nothing, write=True)
+    assert isinstance(asked, dict)
+    assert asked["result"]["resultType"] == "input_required"
+    state = asked["result"]["requestState"]
+    for forged in (None, "forged", state[:-4] + "0000"):
+        refused = settle_modern(port, request(forged), call, [str(path)], nothing, write=True)
+        assert isinstance(refused, dict)
+        assert refused["result"]["isError"]
+    granted = settle_modern(port, request(state), call, [str(path)], nothing, write=True)
+    assert isinstance(granted, RootSet)
+    assert [str(p) for p in granted.paths] == [str(ceiling / "f1")]
+    ledger = port.policy.consent
+    assert ledger is not None
+    ledger.revoke(port.policy.consent_key(port.facts(request(state), "tool")))
+    replayed = settle_modern(port, request(state), call, [str(path)], nothing, write=True)
+    assert isinstance(replayed, dict)
+    assert "used already" in replayed["result"]["content"][0]["text"]

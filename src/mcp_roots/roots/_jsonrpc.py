@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import RootsError, RootsUnavailable
 from ..paths._rootset import RootSet
 from ._consent import ConsentConfig
-from ._facts import HANDLER, READ, TOOL, NeedRoots, RequestFacts
+from ._facts import CONSENT_INPUT_KEY, HANDLER, READ, TOOL, NeedRoots, RequestFacts
 from ._policy import GuardPolicy
 from ._port import RootsPort
 from ._sources import SOURCE_UNCONFIGURED
@@ -28,6 +28,12 @@ def _meta(message: Mapping[str, Any]) -> Mapping[str, Any]:
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, Mapping) else None
     return meta if isinstance(meta, Mapping) else {}
+
+
+def _form(elicitation: object) -> bool:
+    """A client's ``elicitation`` capability takes a form (``{}`` is form mode, the 2025-06-18 shape; a
+    client that names only URL mode cannot take one)."""
+    return isinstance(elicitation, Mapping) and ("form" in elicitation or "url" not in elicitation)
 
 
 class _Host:
@@ -85,11 +91,7 @@ class JsonRpcPort(RootsPort):
         capabilities = params.get("capabilities")
         roots = capabilities.get("roots") if isinstance(capabilities, Mapping) else None
         self._declared = isinstance(roots, Mapping)
-        elicitation = capabilities.get("elicitation") if isinstance(capabilities, Mapping) else None
-        # ``{}`` is form mode (the 2025-06-18 shape); a host that names only URL mode cannot take a form.
-        self._elicit = isinstance(elicitation, Mapping) and (
-            "form" in elicitation or "url" not in elicitation
-        )
+        self._elicit = _form(capabilities.get("elicitation") if isinstance(capabilities, Mapping) else None)
         list_changed = isinstance(roots, Mapping) and bool(roots.get("listChanged"))
         self.initialize_seen(self.host, declared=self._declared, list_changed=list_changed)
 
@@ -157,15 +159,21 @@ class JsonRpcPort(RootsPort):
             meta = _meta(ctx)
             capabilities = meta.get(CLIENT_CAPABILITIES_KEY)
             params = ctx.get("params")
-            responses = params.get("inputResponses") if isinstance(params, Mapping) else None
+            params = params if isinstance(params, Mapping) else {}
+            responses = params.get("inputResponses")
+            responses = responses if isinstance(responses, Mapping) else {}
+            consent = responses.get(CONSENT_INPUT_KEY)
             return RequestFacts(
                 ctx,
                 kind,
                 modern=True,
                 declared=isinstance(capabilities, Mapping) and isinstance(capabilities.get("roots"), Mapping),
                 connection=None,
-                answer=responses.get(self._input_key) if isinstance(responses, Mapping) else None,
+                answer=responses.get(self._input_key),
                 stream=self.host,
+                elicit=_form(capabilities.get("elicitation") if isinstance(capabilities, Mapping) else None),
+                consent_answer=consent,
+                request_state=params.get("requestState") if consent is not None else None,
             )
         return RequestFacts(
             ctx,
@@ -187,6 +195,13 @@ class JsonRpcPort(RootsPort):
             "resultType": "input_required",
             "inputRequests": {self._input_key: {"method": "roots/list", "params": {}}},
         }
+
+    def ask_consent(self, facts: RequestFacts, params: dict[str, object], state: str) -> dict[str, Any]:
+        """The answer (without ``id``) that asks the user a consent question on 2026-07-28: one
+        ``elicitation/create`` input request, and ``state`` to echo (the client retries with the answer)."""
+        question = {"method": "elicitation/create", "params": params}
+        inputs = {CONSENT_INPUT_KEY: question}
+        return {"result": {"resultType": "input_required", "inputRequests": inputs, "requestState": state}}
 
     def refuse(self, facts: RequestFacts, message: str, in_body: bool = False) -> dict[str, Any]:
         """The answer (without ``id``) that refuses the request: an ``isError`` result for a tool call, a

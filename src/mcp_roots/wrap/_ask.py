@@ -6,7 +6,7 @@ asks a host without roots that declared elicitation; the folder granted joins th
 # (``consent_question``, ``ask_legacy``, on the port's policy: the one decision table); this module is wrap's
 # side of it: the call as a question names it (the child's server name, the tool, whether the tool may
 # write: not marked ``readOnlyHint`` in the child's tools/list, and never under --read-only), and the round
-# trip to the host (``elicitation/create`` on the legacy era).
+# trip to the host (``elicitation/create`` on the legacy era; on 2026-07-28 an input request in the call).
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from .. import uri_to_path
+from .. import RootSet, uri_to_path
 from ..errors import InvalidPath, InvalidRootURI, RootsError
-from ..roots import JsonRpcPort, ask_legacy, consent_question
+from ..roots import JsonRpcPort, ask_legacy, consent_question, modern_answer, modern_question
 from ._child import Child
 from ._wire import Message
 
-__all__ = ["AskHost", "Call", "call_of", "settle"]
+__all__ = ["AskHost", "Call", "call_of", "settle", "settle_modern"]
 
 AskHost = Callable[[str, Mapping[str, Any]], Awaitable[Message]]
 """How wrap sends a request to the host and gets its answer (a result or an error message, no id)."""
@@ -57,6 +57,34 @@ async def settle(
 
     granted, why = await ask_legacy(port.policy, facts, asked.question, send, writes=writes)
     return None if granted is not None else f"Access denied: {why}"
+
+
+def settle_modern(
+    port: JsonRpcPort, message: Message, call: Call, paths: list[str], roots: RootSet, *, write: bool
+) -> RootSet | dict[str, Any] | None:
+    """2026-07-28: the question travels inside the call (an ``elicitation/create`` input request, its
+    ``requestState`` sealed) and its answer comes back in the client's retry. The roots with the folder the
+    retry's answer granted, or the answer to send instead (the question, or a refusal), or None (no
+    question: ``roots``, the request's, stand)."""
+    policy = port.policy
+    facts = port.facts(message, port.kind_of(message))
+    if policy.consent is None or facts.declared is not False:
+        return None
+    server, tool, writes = call
+    writes = writes and write
+    written = [_written(value) for value in paths]
+    asked = consent_question(policy, facts, written, roots, tool=tool, writes=writes, server=server)
+    if asked.refusal is not None:
+        return port.refuse(facts, f"Access denied: {asked.refusal}")
+    if asked.question is None:
+        return None
+    if facts.consent_answer is not None:
+        granted, why = modern_answer(policy, facts, asked.question, writes=writes)
+        return granted if granted is not None else port.refuse(facts, f"Access denied: {why}")
+    state, why = modern_question(policy, facts, asked.question)
+    if state is None:
+        return port.refuse(facts, f"Access denied: {why}")
+    return port.ask_consent(facts, asked.question.params(), state)
 
 
 def _written(value: str) -> str:

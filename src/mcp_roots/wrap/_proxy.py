@@ -519,7 +519,16 @@ class Proxy:
         if not isinstance(decided, RootSet):
             await self._answer(message, decided)
             return None
-        return await self._pool_child(decided), modern.to_legacy(modern.without_round_trip(message))
+        child = await self._pool_child(decided)
+        if method == "tools/call" and self.options.ask_timeout is not None:  # --ask: a question first?
+            paths = await checks.path_values(child, message, self._next_id, self.options.start_timeout)
+            call, write = ask.call_of(child, message), self.options.write
+            outcome = ask.settle_modern(self.port, message, call, paths, decided, write=write)
+            if isinstance(outcome, dict):
+                await self._answer(message, outcome)
+                return None
+            child = child if outcome is None else await self._pool_child(outcome)
+        return child, modern.to_legacy(modern.without_round_trip(message))
 
     async def _pool_child(self, roots: RootSet) -> Child:
         async with self._start_lock:
