@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._types import SupportedContext, SupportedServer
 from .adapters import adapter_for_context, adapter_for_server, refusal
-from .errors import ConfigError, RootsError
+from .errors import ConfigError, RootsError, RootsUnavailable
 from .guard._audit import EXEMPT_ATTRIBUTE, AuditRow, audit_handlers, format_audit
-from .guard._calls import current_roots, guard_function
+from .guard._calls import current_call, current_roots, guard_function
+from .guard._consent import list_grants, revoke_grant
 from .guard._port import SdkPort
 from .paths._rootset import RootSet
 from .roots._consent import ConsentConfig
-from .roots._policy import GuardPolicy, shown_to_client
+from .roots._policy import NOT_INSTALLED, GuardPolicy, shown_to_client
 from .roots._sources import SOURCE_UNCONFIGURED, clip_to_ceiling, fallback_roots, how_to_configure
 
 if TYPE_CHECKING:
@@ -270,6 +271,41 @@ class RootsGuard:
             return typing.cast(F, guard_function(self._policy, fn, names, caller_locals))
 
         return decorate
+
+    # -- folders by consent: seen and withdrawn --
+
+    def consent_tools(self, server: SupportedServer) -> None:
+        """Register two tools on ``server`` (opt-in, with ``consent=True``): ``list_granted_folders``
+        (the folders in force for the caller's session, with their access and who granted them) and
+        ``revoke_granted_folder`` (withdraw a folder the user granted; the next call asks again).
+
+        Args:
+            server: An ``mcp`` 2.x ``MCPServer`` or a ``fastmcp`` 4.x ``FastMCP`` (anything with a ``tool``
+                decorator taking ``name`` and ``description``), this guard installed on it.
+        """
+        if self._policy.consent is None:
+            raise ConfigError("consent_tools(server): this guard does not ask for folders (consent=False)")
+        # async: they read the ledger's clock, the event loop's (a sync tool runs in a worker thread)
+
+        def call() -> tuple[GuardPolicy, Any]:
+            found = current_call()
+            if found is None or found[0] is not self._policy:
+                raise shown_to_client(RootsUnavailable(NOT_INSTALLED))
+            return found
+
+        async def list_granted_folders() -> str:
+            return list_grants(*call())
+
+        async def revoke_granted_folder(folder: str) -> str:
+            return revoke_grant(*call(), folder)
+
+        reason = "the folder named is withdrawn from the session's grants, never opened"
+        setattr(revoke_granted_folder, EXEMPT_ATTRIBUTE, reason)
+        tool = typing.cast(Any, server).tool
+        listing = "The folders this session may use, each with its access and who granted it."
+        revoking = "Withdraw a folder the user granted in this session (its path); its next use asks again."
+        tool(name="list_granted_folders", description=listing)(list_granted_folders)
+        tool(name="revoke_granted_folder", description=revoking)(revoke_granted_folder)
 
     # -- the audit --
 

@@ -5,6 +5,7 @@ grants, the ceiling, escaped names, the question budget, grants that end with th
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client import ClientRequestContext
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -28,10 +29,12 @@ from mcp_types import (
 
 from mcp_roots import RootsGuard
 from mcp_roots.roots._facts import CONSENT_INPUT_KEY
+from tests import forkserver
 from tests.kit import ManualClock, RootsCallback, text_of
 
 pytestmark = pytest.mark.anyio
 
+SERVERS = Path(__file__).resolve().parents[1] / "servers"
 ERAS = ["legacy", "auto"]  # "auto": the SDK's in-process pair speaks 2026-07-28
 
 
@@ -412,3 +415,55 @@ def test_consent_needs_a_ceiling() -> None:
 
     with pytest.raises(ConfigError, match="needs a ceiling"):
         RootsGuard(os.getcwd(), consent=True)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_over_stdio(tree: Tree, mode: str) -> None:
+    command = forkserver.command(str(SERVERS / "consent_server.py"), "--ceiling", str(tree.ceiling))
+    params = StdioServerParameters(command=command[0], args=command[1:])
+    user = User(accept(tree.a), {"action": "decline"})
+    async with Client(params, mode=mode, elicitation_callback=user) as client:
+        assert (client.protocol_version == "2026-07-28") is (mode == "auto")
+        assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
+        assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
+        assert len(user.asked) == 1
+        refused, text = await call(client, "read", path=tree.other / "g.txt")
+        assert refused
+        assert "declined" in text
+        assert "in other" not in text
+        refused, text = await call(client, "read", path=tree.outside / "secret.txt")
+        assert refused
+        assert "TOP SECRET" not in text
+        assert len(user.asked) == 2
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_grants_are_seen_and_withdrawn(tree: Tree, mode: str) -> None:
+    guard = RootsGuard([tree.other], ceiling=tree.ceiling, consent=True)
+    server = make_server(guard)
+    guard.consent_tools(server)
+
+    @server.tool()
+    async def env(ctx: Context) -> str:
+        return (await guard.roots(ctx)).as_env()["MCP_ROOTS_JSON"]
+
+    user = User(accept(tree.a), accept(tree.a))
+    async with connect(server, mode, user) as client:
+        assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
+        listed = (await call(client, "list_granted_folders"))[1].splitlines()
+        assert listed == [
+            f"{tree.other} (read-write, set up by the operator)",
+            f"{tree.a} (read, granted by the user)",
+        ]
+        roots = {entry["path"]: entry["access"] for entry in json.loads((await call(client, "env"))[1])}
+        assert roots == {str(tree.other): "read-write", str(tree.a): "read"}  # the tool environment
+        assert (
+            "not a folder the user granted"
+            in (await call(client, "revoke_granted_folder", folder=tree.other))[1]
+        )
+        assert "withdrew" in (await call(client, "revoke_granted_folder", folder=tree.a))[1]
+        # the next call sees it: asked again
+        assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
+        assert len(user.asked) == 2
+    rows = {row.name: row for row in guard.audit(server)}
+    assert rows["revoke_granted_folder"].exempt is not None

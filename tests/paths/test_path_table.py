@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import socket
 import stat
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_roots import InvalidPath, PathOutsideRoots, RootsError, RootSet
+from mcp_roots import InvalidPath, PathOutsideRoots, ReadOnlyPath, RootsError, RootSet
 from mcp_roots.errors import NotRegularFile
 from tests.corpus import CASES as CORPUS
 from tests.corpus import (
@@ -1002,3 +1003,50 @@ def test_spelling_through_every_operation_as_the_kernel_answers(
                 + ("" if got[0] != want[0] else f"; trees {got[1]} != {want[1]}")
             )
     assert not differ, "\n".join(differ)
+
+
+#: The matrix's operations that write: beneath a read-only root each one is refused, whatever it names.
+WRITING_OPERATIONS = frozenset(
+    {"write_bytes", "open-write", "remove", "mkdir", "mkdir-parents", "mkdir-exist_ok"}
+    | {"rename-source", "rename-file-to", "rename-dir-to"}
+)
+
+
+@pytest.mark.parametrize(("spelling", "kind"), list(_spelled_params()))
+def test_spelling_under_a_read_only_root(spelling: str, kind: str, strategy: str, spelled_base: Path) -> None:
+    """The matrix beneath a read-only root: every writing operation on every spelling of a name of every
+    kind is refused as read-only and leaves the tree as it was; every reading one answers as it does when
+    the same root is read-write (the control, on the same tree)."""
+    base = spelled_base / f"read-only-{spelling}-{kind}-{strategy}".replace(":", "_").replace("|", "_")
+    make_spelled(base, kind)
+    (base / "DIR" / "f").write_bytes(b"moved")
+    (base / "DIR" / "d").mkdir()
+    before = tree_of(base)
+    path = f"{base}/{SPELLINGS[spelling].format(N='target')}"
+    wrong = []
+    with RootSet.from_paths([base], access="read") as read_only, RootSet.from_paths([base]) as read_write:
+        for op, (our_op, _) in SPELLED_OPERATIONS.items():
+            got = refused_as_read_only(functools.partial(our_op, read_only, path, base))
+            control = functools.partial(our_op, read_write, path, base)
+            want = ("read-only",) if op in WRITING_OPERATIONS else outcome(control)
+            if got != want:
+                wrong.append(f"{op}: {got} beneath a read-only root, {want} expected")
+            if tree_of(base) != before:
+                wrong.append(f"{op} changed the tree: {tree_of(base)}")
+                break
+    assert not wrong, "\n".join(wrong)
+
+
+def refused_as_read_only(call: Callable[[], object]) -> tuple[object, ...]:
+    """:func:`outcome`, with the read-only refusal (ReadOnlyPath) as its own answer."""
+    refused: list[ReadOnlyPath] = []
+
+    def run() -> object:
+        try:
+            return call()
+        except ReadOnlyPath as exc:
+            refused.append(exc)
+            raise
+
+    got = outcome(run)
+    return ("read-only",) if refused else got

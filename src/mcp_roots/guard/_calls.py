@@ -45,7 +45,14 @@ from ._audit import GUARDED_ATTRIBUTE, strict_refusal
 from ._consent import GO, consent_step, tool_writes
 from ._port import SdkPort, own_spec, swap_in_wrapper
 
-__all__ = ["client_error_text", "current_roots", "guard_function", "resource_read", "tool_call"]
+__all__ = [
+    "client_error_text",
+    "current_call",
+    "current_roots",
+    "guard_function",
+    "resource_read",
+    "tool_call",
+]
 
 logger = logging.getLogger("mcp_roots")
 
@@ -91,6 +98,12 @@ def current_roots() -> RootSet | None:
     """The roots of the guarded call in progress, if they are known."""
     call = _CALL.get()
     return call.roots if call is not None else None
+
+
+def current_call() -> tuple[GuardPolicy, RequestFacts] | None:
+    """The policy and facts of the tool call an installed adapter entered (guarded or not), or None."""
+    call = _CALL.get()
+    return None if call is None else (call.policy, call.facts)
 
 
 def _runs_wrapper(fn: object, spec: GuardedCall) -> bool:

@@ -17,11 +17,13 @@ from typing import Any
 from ..errors import RootsError
 from ..paths._rootset import RootSet
 from ..roots._asking import ask_legacy, consent_question, modern_answer, modern_question
+from ..roots._consent import shown
 from ..roots._facts import RequestFacts
+from ..roots._policy import GuardPolicy
 from ._argcheck import GuardedCall
 from ._port import SdkPort
 
-__all__ = ["GO", "consent_step", "tool_writes"]
+__all__ = ["GO", "consent_step", "list_grants", "revoke_grant", "tool_writes"]
 
 GO: Any = object()
 """The step's outcome when the call goes on (with the roots it returns)."""
@@ -99,3 +101,29 @@ async def consent_step(
         policy.log_refusal(name, PermissionError(refusal), refusal)
         return roots, port.refuse(facts, refusal)
     return (granted if granted is not None else roots), GO
+
+
+def list_grants(policy: GuardPolicy, facts: RequestFacts) -> str:
+    """The folders in force for the caller's session, one a line with its access and whether the operator
+    or the user granted it (the text of the guard's ``list_granted_folders`` tool)."""
+    if policy.consent is None:
+        return "this server does not ask for folders"
+    roots = policy.consent_roots(facts)
+    key = policy.consent_key(facts)
+    by_user = {grant.folder for grant in policy.consent.grants(key)} if key is not None else set()
+    who = {True: "granted by the user", False: "set up by the operator"}
+    lines = [f"{shown(str(root.path))} ({root.access}, {who[str(root.path) in by_user]})" for root in roots]
+    return "\n".join(lines) if lines else "no folders are granted in this session"
+
+
+def revoke_grant(policy: GuardPolicy, facts: RequestFacts, folder: str) -> str:
+    """Withdraw the user's grant of ``folder`` for the caller's session (the guard's
+    ``revoke_granted_folder`` tool); the next call sees it."""
+    key = policy.consent_key(facts)
+    if policy.consent is None or key is None:
+        return "no folder granted in this session can be withdrawn"
+    canonical = os.path.realpath(folder) if os.path.isabs(folder) else folder
+    withdrawn = policy.consent.revoke(key, canonical) or policy.consent.revoke(key, folder)
+    if not withdrawn:
+        return f"{shown(folder)} is not a folder the user granted in this session"
+    return f"withdrew {shown(canonical)}; asking again before it is used"

@@ -53,47 +53,54 @@ class WriteRule:
             return None
         return root_path
 
-    def _location(self, text: str, name: bool) -> str:
-        """The canonical location a write to ``text`` acts on. ``name``: the operation acts on the final
-        name itself (mkdir, remove, rename), which it does not follow: the parent's canonical path and it."""
+    def _where(self, text: str, name: bool) -> tuple[str, str]:
+        """Where a write to ``text`` acts, canonical: the folder (or file) it changes, and the name it
+        changes there. ``name``: the operation acts on the final name itself (mkdir, remove, rename), not
+        followed: it changes the name's parent. Else the file the path leads to is both."""
         if name and not ending(text):
             parts = split(text)
             if parts and parts[-1] != "..":
-                return posixpath.join(self._router.canonical("/" + "/".join(parts[:-1])), parts[-1])
-        return self._router.canonical(text)
+                parent = self._router.canonical("/" + "/".join(parts[:-1]))
+                return parent, posixpath.join(parent, parts[-1])
+        canonical = self._router.canonical(text)
+        return canonical, canonical
 
     def check(self, path: object, *, name: bool = False, holder: bool = False) -> None:
         """Refuse a write to ``path`` beneath a read-only root (``holder``: also one that would move or
-        remove a read-only root, one lying beneath the name) or to the protected set (``holder``: or to a
-        folder holding some of it). A path outside every root passes: the operation refuses it."""
+        remove a read-only root, the name itself or one beneath it) or to the protected set (``holder``: or
+        to a folder holding some of it). A path outside every root passes: the operation refuses it."""
         text = self._router.absolute(path)
         if self._read_only:
-            index = self._router.index
-            canonical: str | None = None
-            try:
-                canonical = self._location(text, name)
-            except PathOutsideRoots:  # unresolvable ('FILE/', a loop): judged by its text, else by the op
-                root_path = index.innermost_prefix(text)
-            else:
-                root_path = self._read_only_above(canonical)
-            if root_path is not None and not self._by_path[root_path].writable:
-                raise ReadOnlyPath(
-                    f"Access denied: {describe(text)} is under the read-only root {shorten(root_path)!r}; "
-                    "it cannot be written"
-                )
-            if holder and canonical is not None and index.above(canonical) is not None:
-                for inner in index.beneath(canonical):
-                    if not self._by_path[inner].writable:
-                        raise ReadOnlyPath(
-                            f"Access denied: {describe(text)} holds the read-only root {shorten(inner)!r}; "
-                            "it cannot be moved or removed"
-                        )
+            self._check_access(text, name, holder)
         if self._protect is not None:
             canonical = self._router.canonical(text)
             root_path = self._router.index.above(canonical)
             hit = root_path and sandbox.protected_hit(root_path, canonical, self._protect, holder=holder)
             if hit:
                 raise PathOutsideRoots(f"Access denied: {canonical!r} is protected ({hit})")
+
+    def _check_access(self, text: str, name: bool, holder: bool) -> None:
+        index = self._router.index
+        try:
+            changed, moved = self._where(text, name)
+        except PathOutsideRoots:  # unresolvable ('FILE/', a loop): refused by its text, else by the op
+            root_path = index.innermost_prefix(text)
+            changed = moved = ""
+        else:
+            root_path = index.above(changed)
+        if root_path is not None and not self._by_path[root_path].writable:
+            raise ReadOnlyPath(
+                f"Access denied: {describe(text)} is under the read-only root {shorten(root_path)!r}; "
+                "it cannot be written"
+            )
+        if holder and moved and root_path is not None:
+            for inner in [index.exact(moved), *index.beneath(moved)]:
+                if inner is not None and not self._by_path[inner].writable:
+                    what = "is" if inner == index.exact(moved) else "holds"
+                    raise ReadOnlyPath(
+                        f"Access denied: {describe(text)} {what} the read-only root {shorten(inner)!r}; "
+                        "it cannot be moved or removed"
+                    )
 
     def check_fd(self, fd: int, text: str) -> None:
         """Refuse to write in the directory or file open at ``fd`` when the kernel names it beneath a

@@ -1,0 +1,107 @@
+"""Folders by consent with fastmcp 4's client (its elicitation handler), accept and decline: against a fastmcp
+4 server (legacy: ``elicitation/create``) and an ``mcp`` 2.x server (both eras). On asyncio only, as fastmcp.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import mcp_types
+import pytest
+from fastmcp import Client, FastMCP
+from fastmcp.client.elicitation import ElicitResult
+from mcp.server import MCPServer
+
+from mcp_roots import RootsGuard
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # fastmcp 4 runs on asyncio only
+
+
+class User:
+    """A fastmcp elicitation handler: accepts the folder it is told (None: declines), recording each
+    question."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self.messages: list[str] = []
+
+    async def __call__(self, message: str, response_type: Any, params: Any, context: Any) -> Any:
+        self.messages.append(message)
+        if self.folder is None:
+            return ElicitResult(action="decline")
+        return {"folder": str(self.folder), "access": "read"}
+
+
+def tree(base: Path) -> tuple[Path, Path, Path]:
+    ceiling = base.resolve() / "ceiling"
+    (ceiling / "a").mkdir(parents=True)
+    (ceiling / "a" / "f.txt").write_text("in a")
+    (ceiling / "other").mkdir()
+    (ceiling / "other" / "g.txt").write_text("in other")
+    return ceiling, ceiling / "a", ceiling / "other"
+
+
+def fastmcp_server(guard: RootsGuard) -> FastMCP:
+    server: FastMCP = FastMCP("notes")
+    guard.install(server)
+
+    @server.tool(annotations=mcp_types.ToolAnnotations(read_only_hint=True))
+    @guard.paths("path")
+    def read(path: str) -> str:
+        return Path(path).read_text()
+
+    return server
+
+
+def mcp2_server(guard: RootsGuard) -> MCPServer:
+    server = MCPServer("notes")
+
+    @server.tool(annotations=mcp_types.ToolAnnotations(read_only_hint=True))
+    @guard.paths("path")
+    def read(path: str) -> str:
+        return Path(path).read_text()
+
+    guard.install(server)
+    return server
+
+
+async def read(client: Client[Any], path: Path) -> tuple[bool, str]:
+    result = await client.call_tool("read", {"path": str(path)}, raise_on_error=False)
+    text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
+    return bool(result.is_error), str(text)
+
+
+@pytest.mark.parametrize(("kind", "mode"), [("fastmcp4", "legacy"), ("mcp2", "auto"), ("mcp2", "legacy")])
+async def test_fastmcp_client_accept_then_decline(tmp_path: Path, kind: str, mode: str) -> None:
+    ceiling, a, other = tree(tmp_path)
+    guard = RootsGuard(ceiling=ceiling, consent=True, environ={}, user_config_dir=tmp_path / "none")
+    server = fastmcp_server(guard) if kind == "fastmcp4" else mcp2_server(guard)
+    user = User(a)
+    async with Client(server, mode=mode, elicitation_handler=user) as client:
+        assert await read(client, a / "f.txt") == (False, "in a")
+        assert await read(client, a / "f.txt") == (False, "in a")
+        assert len(user.messages) == 1
+        assert str(a) in user.messages[0]
+        user.folder = None  # the user declines the next question
+        refused, text = await read(client, other / "g.txt")
+        assert refused
+        assert "declined" in text
+        assert "in other" not in text
+        assert len(user.messages) == 2
+
+
+async def test_fastmcp4_server_on_2026_07_28_refuses_in_words(tmp_path: Path) -> None:
+    ceiling, a, _ = tree(tmp_path)
+    guard = RootsGuard(ceiling=ceiling, consent=True, environ={}, user_config_dir=tmp_path / "none")
+    user = User(a)
+    async with Client(fastmcp_server(guard), mode="auto", elicitation_handler=user) as client:
+        refused, text = await read(client, a / "f.txt")
+        assert refused
+        assert "cannot be asked" in text
+    assert user.messages == []
