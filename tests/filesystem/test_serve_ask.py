@@ -103,6 +103,20 @@ async def test_a_decline_refuses_and_is_not_asked_again(world: dict[str, Path], 
     assert len(user.questions) == 1
 
 
+async def test_a_grant_withdrawn_with_revoke_granted_folder_is_asked_again(world: dict[str, Path]) -> None:
+    a = world["a"]
+    user = User((str(a), "read"), "decline")
+    async with Client(served(world), mode="legacy", elicitation_callback=user) as client:
+        assert await call(client, "read_text_file", path=str(a / "hello.txt")) == (False, "hello a")
+        assert str(a) in (await call(client, "list_granted_folders"))[1]
+        assert (await call(client, "revoke_granted_folder", folder=str(a)))[0] is False
+        assert await call(client, "list_allowed_directories") == (False, "Allowed directories:\n")
+        error, text = await call(client, "read_text_file", path=str(a / "hello.txt"))
+        assert error
+        assert "declined" in text
+    assert len(user.questions) == 2
+
+
 async def test_nothing_outside_the_ceiling_is_offered(world: dict[str, Path]) -> None:
     (world["ceiling"] / "link").symlink_to(world["outside"])
     user = User()

@@ -367,9 +367,12 @@ def _build(args: argparse.Namespace, guard: RootsGuard, tokens: TokenVerifier | 
 
     limits = Limits() if args.max_results is None else Limits(max_results=args.max_results)
     security = shared_request_state(args.state_key_file) if args.state_key_file is not None else None
-    return build_server(
+    server = build_server(
         guard,
         Settings(read_only=args.read_only, walk=limits, protect=args.protect),
         request_state_security=security,
         token_verifier=tokens,
     )
+    if getattr(args, "ask", False):  # the grants listed and withdrawn: list_granted_folders, revoke_...
+        guard.consent_tools(server)
+    return server
