@@ -170,7 +170,7 @@ async def test_a_decline_refuses_and_is_not_asked_again_and_a_cancel_refuses(wor
 
 async def test_on_2026_07_28_the_question_travels_inside_the_call(world: dict[str, Path]) -> None:
     a, b = world["a"], world["b"]
-    user = User((str(a), "read"), "decline")
+    user = User((str(a), "read"), "decline", (str(a), "read-write"))
     async with Client(wrapped(world), elicitation_callback=user) as client:  # mode="auto": 2026-07-28
         assert client.protocol_version == "2026-07-28"
         assert await call(client, "read_path", path=str(a / "hello.txt")) == (False, "hello a")
@@ -181,7 +181,11 @@ async def test_on_2026_07_28_the_question_travels_inside_the_call(world: dict[st
             assert error
             assert "declined" in text
         assert len(user.questions) == 2
-    assert not (a / "planted.txt").exists()
+        assert not (a / "planted.txt").exists()
+        # The same folder granted read and write is another child: one whose sandbox lets it write there.
+        assert await call(client, "write_path", path=str(a / "new.txt"), text="new") == (False, "written")
+        assert await call(client, "note", text="planted") == (False, "written")
+    assert (a / "planted.txt").read_text() == "planted"
 
 
 async def test_nothing_outside_the_ceiling_is_ever_offered(world: dict[str, Path]) -> None:

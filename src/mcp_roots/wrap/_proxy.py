@@ -501,6 +501,8 @@ class Proxy:
             call = ask.call_of(child, message)
             why = await ask.settle(self.port, message, call, paths, self._ask_host, write=self.options.write)
             if why is not None:
+                assert self._group is not None
+                self._group.start_soon(self._replace_quietly)  # a declined re-ask may withdraw a grant
                 await self._refuse(message, why)
                 return None
             child = await self.child_now()  # confined to the folders granted now
