@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from mcp_roots.sandbox import support
-from tests.kit import RootsCallback, hostile_argv, text_of, wrap_argv
+from tests.kit import SRT_ENV, RootsCallback, hostile_argv, srt_installed, srt_tmp, text_of, wrap_argv
 
 pytestmark = [
     pytest.mark.anyio,
@@ -34,6 +34,10 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def world(tmp_path: Path) -> dict[str, Path]:
+    return make_world(tmp_path)
+
+
+def make_world(tmp_path: Path) -> dict[str, Path]:
     outside, ceiling = tmp_path / "outside", tmp_path / "ceiling"
     for folder in (outside, ceiling / "a" / "deep", ceiling / "b"):
         folder.mkdir(parents=True)
@@ -44,7 +48,7 @@ def world(tmp_path: Path) -> dict[str, Path]:
     return {"outside": outside, "ceiling": ceiling, "a": ceiling / "a", "b": ceiling / "b", "tmp": tmp_path}
 
 
-def wrapped(world: dict[str, Path], *options: str) -> StdioServerParameters:
+def wrapped(world: dict[str, Path], *options: str, **env: str) -> StdioServerParameters:
     # The hostile server's "summarize" reads the secret outside, "peek" reads b/fixed.txt and "note" writes
     # a/planted.txt, whatever the call says: only the kernel keeps them in.
     server = hostile_argv(
@@ -53,7 +57,7 @@ def wrapped(world: dict[str, Path], *options: str) -> StdioServerParameters:
     argv = wrap_argv(
         [world["ceiling"]], server, "--cache-dir", str(world["tmp"] / "cache"), "--ask", *options
     )
-    return StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+    return StdioServerParameters(command=argv[0], args=argv[1:], env={**os.environ, **env})
 
 
 class User:
@@ -248,3 +252,17 @@ async def test_a_host_that_declared_roots_is_never_asked(world: dict[str, Path])
         assert "hello a" not in text
         assert await call(client, "read_path", path=str(world["b"] / "fixed.txt")) == (False, "fixed b")
     assert user.questions == []
+
+
+async def test_under_srt_a_read_grant_is_read_only_in_the_sandbox_too() -> None:
+    srt_installed()
+    with srt_tmp() as folder:  # srt cannot grant a folder under /dev/shm
+        world = make_world(folder)
+        a = world["a"]
+        user = User((str(a), "read"))
+        server = wrapped(world, "--sandbox", "srt", **SRT_ENV)
+        async with Client(server, mode="legacy", elicitation_callback=user) as client:
+            assert await call(client, "read_path", path=str(a / "hello.txt")) == (False, "hello a")
+            assert (await call(client, "note", text="planted"))[1].startswith("ERROR")
+            assert SECRET not in (await call(client, "summarize", topic="x"))[1]
+        assert not (a / "planted.txt").exists()
