@@ -175,3 +175,23 @@ async def test_on_2026_07_28_a_forged_or_replayed_request_state_grants_nothing(c
     replayed = settle_modern(port, request(state), call, [str(path)], nothing, write=True)
     assert isinstance(replayed, dict)
     assert "used already" in replayed["result"]["content"][0]["text"]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "nan"])
+def test_wrap_refuses_an_ask_timeout_that_is_no_bound_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    from mcp_roots.wrap import command
+
+    code = command.main(["--ceiling", str(tmp_path), "--ask", "--ask-timeout", value, "--", "true"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--ask-timeout must be a number of seconds > 0" in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_print_policy_says_the_user_is_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from mcp_roots.wrap import command
+
+    assert command.main(["--ceiling", str(tmp_path), "--ask", "--print-policy", "--", "true"]) == 0
+    assert "folders by the user's consent (--ask)" in capsys.readouterr().out
