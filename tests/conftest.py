@@ -67,7 +67,7 @@ SERVER_PROCESS_ONLY: dict[str, tuple[str, ...]] = {
         "test_json_response_http_reads_and_sees_a_roots_change",
     ),
     "test_filesystem": ("test_search_and_tree_are_capped_python_client",),
-    "test_consent": ("test_over_stdio",),
+    "test_consent": ("test_over_stdio", "test_over_streamable_http"),
 }
 
 

@@ -1,5 +1,5 @@
-"""A server for the consent tests over stdio: one read tool guarded by a RootsGuard that asks the user for
-folders inside the ceiling given (``consent=True``)."""
+"""A server for the consent tests over stdio or streamable HTTP: one read tool, guarded by a RootsGuard that
+asks the user for folders inside the ceiling given (``consent=True``)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from mcp_roots import RootsGuard
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ceiling", required=True)
+    parser.add_argument("--http", type=int)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     guard = RootsGuard(ceiling=args.ceiling, consent=True, environ={}, user_config_dir=args.ceiling + "/none")
@@ -28,7 +29,10 @@ def main() -> int:
         return Path(path).read_text()
 
     guard.install(server)
-    server.run("stdio")
+    if args.http is None:
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=args.http)
     return 0
 
 

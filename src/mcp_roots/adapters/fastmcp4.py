@@ -30,7 +30,7 @@ from ..guard._port import SdkPort
 from ..roots._facts import HANDLER, PROMPT, READ, TOOL, RequestFacts
 from .fastmcp4_sdk import check_private_corners, components_of, sdk_context
 from .mcp2 import Mcp2Port
-from .mcp2_ask import can_elicit, principal_of
+from .mcp2_ask import can_elicit, consent_answer, consent_request, principal_of
 from .mcp2_sdk import ROOTS_INPUT_KEY, connection_of, declares_roots, is_modern, roots_question, stream_of
 
 __all__ = ["FastMCP4Adapter", "refusal"]
@@ -89,13 +89,17 @@ class FastMCP4Adapter(Mcp2Port):
             return RequestFacts(None, kind, modern=False, declared=None, connection=None)
         connection = connection_of(sdk_ctx)
         modern, declared = is_modern(connection), declares_roots(connection)
-        answer = stream = None
-        if modern and declared and ctx is not None:
-            responses = ctx.input_responses
-            sent = responses.get(ROOTS_INPUT_KEY) if responses else None
+        consenting = self.policy.consent is not None and declared is False
+        answer = stream = consent = state = None
+        responses = ctx.input_responses if modern and ctx is not None else None
+        if declared and responses:
+            sent = responses.get(ROOTS_INPUT_KEY)
             if isinstance(sent, mcp_types.ListRootsResult):
                 answer = {"roots": [root.model_dump(mode="json", by_alias=True) for root in sent.roots]}
                 stream = stream_of(sdk_ctx)
+        elif consenting and modern:
+            stream = stream_of(sdk_ctx)
+            consent, state = consent_answer(responses, ctx.request_state if ctx is not None else None)
         return RequestFacts(
             sdk_ctx,
             kind,
@@ -105,10 +109,19 @@ class FastMCP4Adapter(Mcp2Port):
             answer=answer,
             stream=stream,
             cannot_ask=_CANNOT_ASK.get(kind),
-            # consent: asked on a legacy connection (elicitation/create); not yet on 2026-07-28 here
-            elicit=not modern and self.policy.consent is not None and can_elicit(connection),
-            principal=principal_of() if self.policy.consent is not None else None,
+            elicit=consenting and can_elicit(connection),
+            principal=principal_of() if consenting else None,
+            consent_answer=consent,
+            request_state=state,
         )
+
+    def ask_consent(
+        self, facts: RequestFacts, params: dict[str, object], state: str
+    ) -> InputRequiredToolResult | InputRequiredPromptResult:
+        question = consent_request(params, state)
+        if facts.kind == PROMPT:
+            return InputRequiredPromptResult(question)
+        return InputRequiredToolResult(question)
 
     # -- the outcomes --
 

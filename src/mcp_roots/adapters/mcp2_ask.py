@@ -13,12 +13,26 @@ from mcp.server.auth.provider import principal_components
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import (
+    CONNECTION_CLOSED,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    InputRequiredResult,
+)
+from pydantic import BaseModel
 
 from ..roots._facts import CONSENT_INPUT_KEY, ConnectionEnded
 from .mcp2_sdk import ROOTS_INPUT_KEY, connection_of, request_channel
 
-__all__ = ["can_elicit", "consent_question", "principal_of", "send_elicitation", "split_responses"]
+__all__ = [
+    "can_elicit",
+    "consent_answer",
+    "consent_question",
+    "consent_request",
+    "principal_of",
+    "send_elicitation",
+    "split_responses",
+]
 
 _OURS = (ROOTS_INPUT_KEY, CONSENT_INPUT_KEY)
 
@@ -57,6 +71,23 @@ def consent_question(params: dict[str, object], state: str) -> dict[str, Any]:
         "inputRequests": {CONSENT_INPUT_KEY: question},
         "requestState": state,
     }
+
+
+def consent_request(params: dict[str, object], state: str) -> InputRequiredResult:
+    """The guard's consent question as the SDK's model (for a framework that wants one: fastmcp 4)."""
+    request = ElicitRequest(params=ElicitRequestFormParams.model_validate(params))
+    return InputRequiredResult(input_requests={CONSENT_INPUT_KEY: request}, request_state=state)
+
+
+def consent_answer(responses: Mapping[str, Any] | None, state: str | None) -> tuple[object, object]:
+    """The raw answer to the guard's consent question among a retry's parsed input responses, and the
+    retry's ``requestState`` with it; (None, None) when there is none."""
+    sent = responses.get(CONSENT_INPUT_KEY) if responses else None
+    if sent is None:
+        return None, None
+    if isinstance(sent, BaseModel):
+        sent = sent.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return sent, state
 
 
 def split_responses(params: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, object, object, object]:

@@ -17,24 +17,13 @@ from ..errors import InvalidPath, InvalidRootURI, RootsError
 from ..paths._rootset import RootSet
 from ..paths._uri import uri_to_path
 from ..roots._policy import GuardPolicy
+from ..roots._sources import lexically_within
 from ._annotations import locator_fits, path_locators
 from ._audit import GuardedFunction, covers
 from ._locators import OPAQUE, parse_locator
 from ._values import is_path_value, replace_at
 
 __all__ = ["GuardedCall", "PathArg", "lexically_within", "targets_of"]
-
-
-def lexically_within(ceiling: RootSet, text: str) -> bool:
-    """Whether absolute ``text``, its ``..`` taken by the letter, lies in ``ceiling``. The precheck leaves
-    such a path to the check against the call's roots: walking it in the ceiling would make the answer (and
-    whether the client is asked) depend on what lies there, outside the roots (the one '..' rule)."""
-    norm = os.path.normpath(text)
-    for path in ceiling.paths:
-        root = str(path)
-        if norm == root or norm.startswith(root.rstrip("/") + "/"):
-            return True
-    return False
 
 
 class PathArg:

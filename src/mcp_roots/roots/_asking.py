@@ -32,7 +32,7 @@ from ._consent import (
 )
 from ._facts import RequestFacts
 from ._policy import GuardPolicy
-from ._sources import home_dirs
+from ._sources import home_dirs, lexically_within
 
 __all__ = ["CANNOT", "Asked", "ask_legacy", "consent_question", "modern_answer", "modern_question", "settle"]
 
@@ -52,11 +52,6 @@ class Asked:
 
     question: Question | None = None
     refusal: str | None = None
-
-
-def _within(ceiling: RootSet, text: str) -> bool:
-    norm = os.path.normpath(text)
-    return any(norm == str(p) or norm.startswith(str(p).rstrip("/") + "/") for p in ceiling.paths)
 
 
 def _read_only_grant(roots: RootSet, canonical: str, grants: Sequence[Grant]) -> bool:
@@ -90,7 +85,7 @@ def consent_question(
     key = policy.consent_key(facts)
     grants = ledger.grants(key) if key is not None else ()
     for path in paths:
-        if not os.path.isabs(path) or not _within(ceiling, path):
+        if not os.path.isabs(path) or not lexically_within(ceiling, path):
             continue
         try:
             resolved = roots.resolve_text(

@@ -35,6 +35,7 @@ __all__ = [
     "fallback_roots",
     "home_dirs",
     "how_to_configure",
+    "lexically_within",
 ]
 
 logger = logging.getLogger("mcp_roots")
@@ -391,3 +392,15 @@ def clip_to_ceiling(roots: RootSet, ceiling: RootSet) -> RootSet:
             ceiling.describe(),
         )
     return clipped
+
+
+def lexically_within(ceiling: RootSet, text: str) -> bool:
+    """Whether absolute ``text``, its ``..`` taken by the letter, lies in ``ceiling``. The precheck leaves
+    such a path to the check against the call's roots: walking it in the ceiling would make the answer (and
+    whether the client is asked) depend on what lies there, outside the roots (the one '..' rule)."""
+    norm = os.path.normpath(text)
+    for path in ceiling.paths:
+        root = str(path)
+        if norm == root or norm.startswith(root.rstrip("/") + "/"):
+            return True
+    return False
