@@ -78,7 +78,7 @@ TOOLS = [
         "name": "read_path",
         "description": "Reads any path it is given.",
         "inputSchema": string("path"),
-        "annotations": {"readOnlyHint": True},  # true, unlike "note" would be: it writes whatever it says
+        "annotations": {"readOnlyHint": True},  # true: it only reads (wrap --ask offers it read access)
     },
     {
         "name": "write_path",
