@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests.kit import INTEROP, RootsCallback, node, stdio_serve_command, text_of
+from tests.kit import INTEROP, HttpServer, RootsCallback, node, serve_http, stdio_serve_command, text_of
 
 pytestmark = pytest.mark.anyio
 SECRET = "OUTSIDE SECRET 90d4"
@@ -150,6 +150,31 @@ async def test_a_client_that_declared_roots_is_never_asked(world: dict[str, Path
         assert await call(client, "read_text_file", path=str(world["b"] / "fixed.txt")) == (False, "fixed b")
         assert (await call(client, "read_text_file", path=str(world["a"] / "hello.txt")))[0]
     assert user.questions == []
+
+
+async def http_session(server: HttpServer, mode: str, user: User, path: Path) -> list[tuple[bool, str]]:
+    """Two reads of ``path`` in one session of the SDK client over streamable HTTP (the server's token)."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(headers=server.headers, timeout=httpx2.Timeout(30, read=300)) as http:
+        transport = streamable_http_client(server.url, http_client=http)
+        async with Client(transport, mode=mode, elicitation_callback=user) as client:
+            return [await call(client, "read_text_file", path=str(path)) for _ in range(2)]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_over_http_a_grant_lasts_the_legacy_session_or_the_tokens_lifetime(
+    world: dict[str, Path], era: str
+) -> None:
+    a = world["a"]
+    user = User((str(a), "read"), (str(a), "read"))
+    with serve_http("--ask", "--ceiling", str(world["ceiling"])) as server:
+        assert await http_session(server, ERAS[era], user, a / "hello.txt") == [(False, "hello a")] * 2
+        assert len(user.questions) == 1  # the second read is in the folder granted
+        assert await http_session(server, ERAS[era], user, a / "hello.txt") == [(False, "hello a")] * 2
+    # Legacy: the grant ended with the first session. 2026-07-28: kept for the token's principal.
+    assert len(user.questions) == (2 if era == "legacy" else 1)
 
 
 def ts_ask(world: dict[str, Path], answers: list[Any], calls: list[list[Any]]) -> dict[str, Any]:
