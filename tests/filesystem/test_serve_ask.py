@@ -1,9 +1,6 @@
-"""``mcp-roots serve --ask`` end to end over stdio with clients no one here wrote: the official Python SDK
-client (its ``elicitation_callback``) on both eras, and the official TypeScript SDK client (its elicitation
-handler, ``tests/interop/ts_ask.mjs``). The folder the user picks is served, with the access picked
-(``list_allowed_directories`` says which); a decline refuses and is not asked again; nothing outside the
-ceiling is offered; ``--roots`` grants up front; a client that declared roots is never asked.
-"""
+"""``mcp-roots serve --ask`` end to end with clients no one here wrote: the official Python SDK client on both
+eras (stdio, HTTP) and the TypeScript SDK client's elicitation handler (``tests/interop/ts_ask.mjs``): grants
+with their access, declines, revoking, the ceiling, ``--roots`` up front, a client with roots never asked."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""``wrap --ask`` end to end with the official Python SDK client (its ``elicitation_callback``) and the
-hostile server, which reads and writes whatever it is told: the user's grant replaces wrap's child with one
-confined to the folder granted (a new process; a read grant is read only in its sandbox), a decline refuses
-and is not asked again, nothing outside the ceiling is offered, and a host that cannot be asked (no
-elicitation) or need not be (it declared roots) is refused or served without a question.
-"""
+"""``wrap --ask`` end to end with the official Python SDK client and the hostile server (it reads and writes
+whatever it is told): a grant replaces wrap's child with one confined to the folder granted, read grants read
+only in its sandbox; declines, the ceiling, hosts that cannot or need not be asked."""
 
 from __future__ import annotations
 

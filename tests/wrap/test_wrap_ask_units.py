@@ -1,8 +1,6 @@
-"""wrap's question step (``wrap._ask.settle``) on its real port (``JsonRpcPort`` with consent) and the kit's
-manual clock, on asyncio and trio: a question no one answers is refused at the bound, a model that calls in
-a loop gets at most the stated number of questions, and a host that declared roots or takes URL-mode
-elicitation only is never asked. The host is a coroutine answering ``elicitation/create`` as a host would.
-"""
+"""wrap's question step on its real port (``JsonRpcPort`` with consent) and the kit's manual clock: no answer,
+the question budget, hosts never asked, sealed 2026-07-28 answers; the host is a coroutine answering
+``elicitation/create``. And wrap's command line for ``--ask``."""
 
 from __future__ import annotations
 
