@@ -103,8 +103,8 @@ def server_pids(world: dict[str, Path]) -> set[int]:
 
 
 async def gone(pids: set[int], world: dict[str, Path]) -> bool:
-    """Wait (bounded) until none of ``pids`` runs the server any more."""
-    for _ in range(200):
+    """Wait (bounded: 30 s, for a loaded machine) until none of ``pids`` runs the server any more."""
+    for _ in range(600):
         if not pids & server_pids(world):
             return True
         await anyio.sleep(0.05)
