@@ -571,7 +571,7 @@ class Proxy:
             await event.wait()
         finally:
             if self._to_host.pop(host_id, None) is not None:
-                with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(1, shield=True):  # a host that reads nothing holds no one
                     cancel = {"requestId": host_id, "reason": "no answer within wrap's bound"}
                     await self._to_host_send({"method": "notifications/cancelled", "params": cancel})
         return slot[0]
