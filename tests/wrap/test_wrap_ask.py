@@ -15,7 +15,17 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from mcp_roots.sandbox import support
-from tests.kit import SRT_ENV, RootsCallback, hostile_argv, srt_installed, srt_tmp, text_of, wrap_argv
+from tests.kit import (
+    LEGACY,
+    SRT_ENV,
+    RootsCallback,
+    connected,
+    hostile_argv,
+    srt_installed,
+    srt_tmp,
+    text_of,
+    wrap_argv,
+)
 
 pytestmark = [
     pytest.mark.anyio,
@@ -263,3 +273,39 @@ async def test_under_srt_a_read_grant_is_read_only_in_the_sandbox_too() -> None:
             assert (await call(client, "note", text="planted"))[1].startswith("ERROR")
             assert SECRET not in (await call(client, "summarize", topic="x"))[1]
         assert not (a / "planted.txt").exists()
+
+
+async def test_a_question_left_unanswered_is_refused_and_withdrawn_from_the_host(
+    world: dict[str, Path],
+) -> None:
+    # A raw host that takes the question and never answers it (the bound itself is tested on a manual clock
+    # in test_wrap_ask_units.py); wrap refuses the call and tells the host it gave the question up.
+    params = wrapped(world, "--ask-timeout", "1")
+    async with connected([params.command, *params.args]) as host:
+        taken = host._take
+
+        async def silent(message: dict[str, Any]) -> None:
+            if message.get("method") == "elicitation/create":
+                host.requests.append(message)
+                return
+            await taken(message)
+
+        host._take = silent  # type: ignore[method-assign]
+        capabilities: dict[str, Any] = {"elicitation": {}}
+        info = {"name": "silent-host", "version": "0"}
+        await host.request(
+            "initialize", {"protocolVersion": LEGACY, "capabilities": capabilities, "clientInfo": info}
+        )
+        await host.notify("notifications/initialized")
+        text = await host.text("read_path", {"path": str(world["a"] / "hello.txt")})
+        assert "did not answer" in text
+        assert "hello a" not in text
+        (question,) = [m for m in host.requests if m["method"] == "elicitation/create"]
+        for _ in range(100):
+            if any(n["method"] == "notifications/cancelled" for n in host.notifications):
+                break
+            await anyio.sleep(0.05)
+        cancels = [
+            n["params"]["requestId"] for n in host.notifications if n["method"] == "notifications/cancelled"
+        ]
+        assert cancels == [question["id"]]
