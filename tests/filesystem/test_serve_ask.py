@@ -4,10 +4,7 @@ with their access, declines, revoking, the ceiling, ``--roots`` up front, a clie
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +13,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests.kit import INTEROP, HttpServer, RootsCallback, node, serve_http, stdio_serve_command, text_of
+from tests.kit import HttpServer, RootsCallback, serve_http, stdio_serve_command, text_of, ts_ask_session
 
 pytestmark = pytest.mark.anyio
 SECRET = "OUTSIDE SECRET 90d4"
@@ -174,42 +171,17 @@ async def test_over_http_a_grant_lasts_the_legacy_session_or_the_tokens_lifetime
     assert len(user.questions) == (2 if era == "legacy" else 1)
 
 
-def ts_ask(world: dict[str, Path], answers: list[Any], calls: list[list[Any]]) -> dict[str, Any]:
-    """The TypeScript SDK client's session (tests/interop/ts_ask.mjs): its elicitation handler answers with
-    ``answers`` in turn; the summary has each call's result and each question the handler saw."""
-    spec = {"command": stdio_serve_command("--ask", "--ceiling", str(world["ceiling"])), "answers": answers}
-    spec["calls"] = calls
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(spec, f)
-    try:
-        done = subprocess.run(
-            [node(), str(INTEROP / "ts_ask.mjs"), f.name],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=INTEROP,
-            check=False,
-        )
-    finally:
-        os.unlink(f.name)
-    lines = done.stdout.strip().splitlines()
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert lines
-    summary: dict[str, Any] = json.loads(lines[-1])
-    return summary
-
-
 def test_the_typescript_sdk_clients_elicitation_handler_grants_and_declines(world: dict[str, Path]) -> None:
     a, b = world["a"], world["b"]
-    summary = ts_ask(
-        world,
+    summary = ts_ask_session(
+        stdio_serve_command("--ask", "--ceiling", str(world["ceiling"])),
         [{"action": "accept", "content": {"folder": str(a), "access": "read"}}, {"action": "decline"}],
         [
-            ["read_text_file", {"path": str(a / "hello.txt")}],
-            ["list_allowed_directories", {}],
-            ["read_text_file", {"path": str(b / "fixed.txt")}],
-            ["read_text_file", {"path": str(b / "fixed.txt")}],
-            ["read_text_file", {"path": str(world["outside"] / "secret.txt")}],
+            ("read_text_file", {"path": str(a / "hello.txt")}),
+            ("list_allowed_directories", {}),
+            ("read_text_file", {"path": str(b / "fixed.txt")}),
+            ("read_text_file", {"path": str(b / "fixed.txt")}),
+            ("read_text_file", {"path": str(world["outside"] / "secret.txt")}),
         ],
     )
     results = summary["results"]

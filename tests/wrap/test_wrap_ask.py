@@ -24,6 +24,7 @@ from tests.kit import (
     srt_installed,
     srt_tmp,
     text_of,
+    ts_ask_session,
     wrap_argv,
 )
 
@@ -309,3 +310,27 @@ async def test_a_question_left_unanswered_is_refused_and_withdrawn_from_the_host
             n["params"]["requestId"] for n in host.notifications if n["method"] == "notifications/cancelled"
         ]
         assert cancels == [question["id"]]
+
+
+def test_the_typescript_sdk_clients_elicitation_handler_through_wrap(world: dict[str, Path]) -> None:
+    a, b = world["a"], world["b"]
+    params = wrapped(world)
+    summary = ts_ask_session(
+        [params.command, *params.args],
+        [{"action": "accept", "content": {"folder": str(a), "access": "read"}}, {"action": "decline"}],
+        [
+            ("read_path", {"path": str(a / "hello.txt")}),
+            ("note", {"text": "planted"}),
+            ("read_path", {"path": str(b / "fixed.txt")}),
+        ],
+    )
+    granted, note, declined = summary["results"]
+    assert granted == {"isError": False, "text": "hello a"}
+    assert note["text"].startswith("ERROR")  # the read grant is read only in the child's sandbox
+    assert declined["isError"]
+    assert "declined" in declined["text"]
+    assert [q["folders"] for q in summary["questions"]] == [
+        [str(a), str(world["ceiling"])],
+        [str(b), str(world["ceiling"])],
+    ]
+    assert not (a / "planted.txt").exists()
