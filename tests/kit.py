@@ -695,6 +695,32 @@ def ts_session(
     return summary
 
 
+def ts_ask_session(command: Sequence[str], answers: list[Any], calls: Sequence[Call]) -> dict[str, Any]:
+    """A stdio session through the official TypeScript SDK client with elicitation and no roots
+    (tests/interop/ts_ask.mjs): its elicitation handler answers ``answers`` in turn (then cancels); the
+    summary has each call's ``{isError, text}`` and each question's ``{message, folders, accesses}``."""
+    spec: dict[str, Any] = {"command": list(command), "answers": answers, "deadline": _SESSION_DEADLINE}
+    spec["calls"] = [[name, arguments] for name, arguments in calls]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(spec, f)
+    try:
+        proc = subprocess.run(
+            [node(), str(INTEROP / "ts_ask.mjs"), f.name],
+            capture_output=True,
+            text=True,
+            timeout=_SESSION_DEADLINE + 30,
+            cwd=INTEROP,
+            check=False,
+        )
+    finally:
+        os.unlink(f.name)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        raise AssertionError(f"ts_ask.mjs failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    summary: dict[str, Any] = json.loads(lines[-1])
+    return summary
+
+
 # --- docs blocks -----------------------------------------------------------------------------------------
 # The fenced code blocks of README.md and docs/*.md, for the tests that run and parse them
 # (tests/test_docs.py; tests/mcp1/test_readme_mcp1.py runs the mcp 1.x server block). A block is its info

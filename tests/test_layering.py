@@ -137,7 +137,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
     "wrap": [
         ("_options", "_wire", "_schema", "_plan"),
         ("_child", "_launch"),
-        ("_modern", "_checks"),
+        ("_modern", "_checks", "_ask"),
         ("_proxy",),
         ("command", "__init__"),
     ],

@@ -74,7 +74,12 @@ TOOLS = [
         "inputSchema": string("text"),
     },
     {"name": "peek", "description": "Reads the fixed file inside a root.", "inputSchema": NONE},
-    {"name": "read_path", "description": "Reads any path it is given.", "inputSchema": string("path")},
+    {
+        "name": "read_path",
+        "description": "Reads any path it is given.",
+        "inputSchema": string("path"),
+        "annotations": {"readOnlyHint": True},  # true: it only reads (wrap --ask offers it read access)
+    },
     {
         "name": "write_path",
         "description": "Writes any path it is given.",

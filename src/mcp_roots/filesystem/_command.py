@@ -40,7 +40,10 @@ def add_serve_command(command: Any) -> None:
         "Run an MCP server with the official filesystem server's 14 tools over stdio (or streamable HTTP "
         "on 127.0.0.1 with --http). The directories given (DIR... or --roots) are both the fallback roots "
         "for clients that send none and the ceiling: client roots can narrow them, never widen them. "
-        "--ceiling sets a different ceiling. Logs go to stderr. "
+        "--ceiling sets a different ceiling. "
+        "With --ask, a client that sends no roots is asked (by elicitation: its user picks a folder and "
+        "read or read and write, for this session) when a call names a path inside --ceiling under no "
+        "folder granted; DIR... and --roots are then granted up front. Logs go to stderr. "
         "Over --http every request needs 'Authorization: Bearer TOKEN' with a token from --token-file "
         "(created with a random token, mode 0600, if missing); GET /ready answers a health check "
         "without one. "
@@ -49,6 +52,18 @@ def add_serve_command(command: Any) -> None:
     serve.add_argument("dirs", nargs="*", metavar="DIR", help="directories to serve (like --roots)")
     serve.add_argument(
         "--ceiling", action="append", metavar="A,B", help="directories client roots may not leave"
+    )
+    serve.add_argument(
+        "--ask",
+        action="store_true",
+        help="folders by the user's consent: a client without roots that declared elicitation is asked "
+        "for a folder inside --ceiling (required) when a call names a path in no folder granted",
+    )
+    serve.add_argument(
+        "--ask-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="with --ask: how long a question waits for the user's answer (default 120)",
     )
     serve.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT/mcp")
     _add_http_options(serve)
@@ -294,6 +309,7 @@ def _guard(args: argparse.Namespace) -> RootsGuard:
     # A relative folder is the working folder's, as the official server takes it: resolved once, at start.
     roots = [os.path.abspath(os.path.expanduser(root)) for root in roots]
     ceiling = None if ceiling is None else [os.path.abspath(os.path.expanduser(root)) for root in ceiling]
+    ask = _consent(args, ceiling)
     if not roots and ceiling is None and ENV_VAR not in os.environ and project is None:
         raise ConfigError(
             "mcp-roots serve needs the directories it may serve: mcp-roots serve DIR..., --roots A,B, "
@@ -319,8 +335,28 @@ def _guard(args: argparse.Namespace) -> RootsGuard:
         confine=args.confine,
         expand_user=True,
         fallback_until_roots=True,
+        allow_home=allow_home,  # with --ask: the home folder may be offered (never /)
+        **ask,
         **timeout,
     )
+
+
+def _consent(args: argparse.Namespace, ceiling: list[str] | None) -> dict[str, Any]:
+    """RootsGuard's consent options for --ask (none without it); a usage error says what --ask needs."""
+    ask = bool(getattr(args, "ask", False))
+    limit = getattr(args, "ask_timeout", None)
+    if not ask:
+        if limit is not None:
+            raise ConfigError("--ask-timeout bounds --ask's questions; give --ask too")
+        return {}
+    if ceiling is None:
+        raise ConfigError(
+            "--ask needs --ceiling DIR: the folders the user may grant from (DIR... and --roots, when "
+            "given, are granted up front)"
+        )
+    if limit is not None and not (math.isfinite(limit) and limit > 0):
+        raise ConfigError(f"--ask-timeout must be a positive number of seconds, not {limit:g}")
+    return {"consent": True} if limit is None else {"consent": True, "consent_timeout": limit}
 
 
 def _build(args: argparse.Namespace, guard: RootsGuard, tokens: TokenVerifier | None = None) -> MCPServer:
@@ -331,9 +367,12 @@ def _build(args: argparse.Namespace, guard: RootsGuard, tokens: TokenVerifier | 
 
     limits = Limits() if args.max_results is None else Limits(max_results=args.max_results)
     security = shared_request_state(args.state_key_file) if args.state_key_file is not None else None
-    return build_server(
+    server = build_server(
         guard,
         Settings(read_only=args.read_only, walk=limits, protect=args.protect),
         request_state_security=security,
         token_verifier=tokens,
     )
+    if getattr(args, "ask", False):  # the grants listed and withdrawn: list_granted_folders, revoke_...
+        guard.consent_tools(server)
+    return server

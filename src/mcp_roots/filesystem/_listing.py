@@ -221,4 +221,6 @@ def register(box: Toolbox) -> None:
     )
     async def list_allowed_directories(ctx: Context) -> TextOutput:
         roots = await guard.roots(ctx)
-        return ok("Allowed directories:\n" + "\n".join(str(p) for p in roots.paths))
+        # A folder granted read only (serve --ask) says so; the others read as the official server's.
+        lines = (f"{root.path}{'' if root.writable else ' (read-only)'}" for root in roots)
+        return ok("Allowed directories:\n" + "\n".join(lines))

@@ -10,7 +10,8 @@ from typing import Any
 
 from ..errors import RootsError, RootsUnavailable
 from ..paths._rootset import RootSet
-from ._facts import HANDLER, READ, TOOL, NeedRoots, RequestFacts
+from ._consent import ConsentConfig
+from ._facts import CONSENT_INPUT_KEY, HANDLER, READ, TOOL, NeedRoots, RequestFacts
 from ._policy import GuardPolicy
 from ._port import RootsPort
 from ._sources import SOURCE_UNCONFIGURED
@@ -27,6 +28,12 @@ def _meta(message: Mapping[str, Any]) -> Mapping[str, Any]:
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, Mapping) else None
     return meta if isinstance(meta, Mapping) else {}
+
+
+def _form(elicitation: object) -> bool:
+    """A client's ``elicitation`` capability takes a form (``{}`` is form mode, the 2025-06-18 shape; a
+    client that names only URL mode cannot take one)."""
+    return isinstance(elicitation, Mapping) and ("form" in elicitation or "url" not in elicitation)
 
 
 class _Host:
@@ -47,6 +54,7 @@ class JsonRpcPort(RootsPort):
         self._ask_host = ask_host
         self._input_key = input_key
         self._declared: bool | None = None
+        self._elicit = False  # the host declared form elicitation (consent may ask its user)
 
     @classmethod
     def serving(
@@ -57,9 +65,13 @@ class JsonRpcPort(RootsPort):
         timeout: float,
         ask_host: Callable[[], Awaitable[object]],
         input_key: str,
+        consent_timeout: float | None = None,
     ) -> JsonRpcPort:
         """The port of an operator's bounds: ``fallback`` (None: a client that sends no roots is refused)
-        and ``ceiling``, with a guard's defaults; ``timeout`` bounds a call's wait for the client's roots."""
+        and ``ceiling``, with a guard's defaults; ``timeout`` bounds a call's wait for the client's roots.
+        ``consent_timeout`` (None: off) turns on folders by the user's consent: a host without roots that
+        declared elicitation gets the fallback and its user's grants, each question answered within it."""
+        consent = None if consent_timeout is None else ConsentConfig(timeout=consent_timeout)
         policy = GuardPolicy(
             fallback=fallback if fallback is not None else RootSet.empty(source=SOURCE_UNCONFIGURED),
             ceiling=ceiling,
@@ -67,6 +79,7 @@ class JsonRpcPort(RootsPort):
             max_wait=0.1,
             timeout=timeout,
             first_answer_timeout=timeout,
+            consent=consent,
         )
         return cls(policy, ask_host, input_key)
 
@@ -78,6 +91,7 @@ class JsonRpcPort(RootsPort):
         capabilities = params.get("capabilities")
         roots = capabilities.get("roots") if isinstance(capabilities, Mapping) else None
         self._declared = isinstance(roots, Mapping)
+        self._elicit = _form(capabilities.get("elicitation") if isinstance(capabilities, Mapping) else None)
         list_changed = isinstance(roots, Mapping) and bool(roots.get("listChanged"))
         self.initialize_seen(self.host, declared=self._declared, list_changed=list_changed)
 
@@ -93,8 +107,10 @@ class JsonRpcPort(RootsPort):
             callback(None, now)
 
     def in_force(self) -> RootSet | None:
-        """The connection's roots in force now (``RootsCache.current``), None while none are; nothing is
-        waited for."""
+        """The connection's roots in force now (``RootsCache.current``; with consent, for a host that
+        declared no roots, the fallback and its user's grants), None while none are; nothing is waited for."""
+        if self.policy.consent is not None and self._declared is False:
+            return self.policy.consent_roots(self.facts({}, TOOL))  # the fallback and the grants
         state = self.policy.connections.get(self.host)
         try:
             return state.cache.current() if state is not None else None
@@ -143,15 +159,21 @@ class JsonRpcPort(RootsPort):
             meta = _meta(ctx)
             capabilities = meta.get(CLIENT_CAPABILITIES_KEY)
             params = ctx.get("params")
-            responses = params.get("inputResponses") if isinstance(params, Mapping) else None
+            params = params if isinstance(params, Mapping) else {}
+            responses = params.get("inputResponses")
+            responses = responses if isinstance(responses, Mapping) else {}
+            consent = responses.get(CONSENT_INPUT_KEY)
             return RequestFacts(
                 ctx,
                 kind,
                 modern=True,
                 declared=isinstance(capabilities, Mapping) and isinstance(capabilities.get("roots"), Mapping),
                 connection=None,
-                answer=responses.get(self._input_key) if isinstance(responses, Mapping) else None,
+                answer=responses.get(self._input_key),
                 stream=self.host,
+                elicit=_form(capabilities.get("elicitation") if isinstance(capabilities, Mapping) else None),
+                consent_answer=consent,
+                request_state=params.get("requestState") if consent is not None else None,
             )
         return RequestFacts(
             ctx,
@@ -161,6 +183,7 @@ class JsonRpcPort(RootsPort):
             connection=self.host if self._declared is not None else None,
             seen=True,
             send=self.send_roots_list,
+            elicit=self._elicit,
         )
 
     async def send_roots_list(self, connection: Any, waiting: Sequence[Any]) -> object:
@@ -172,6 +195,13 @@ class JsonRpcPort(RootsPort):
             "resultType": "input_required",
             "inputRequests": {self._input_key: {"method": "roots/list", "params": {}}},
         }
+
+    def ask_consent(self, facts: RequestFacts, params: dict[str, object], state: str) -> dict[str, Any]:
+        """The answer (without ``id``) that asks the user a consent question on 2026-07-28: one
+        ``elicitation/create`` input request, and ``state`` to echo (the client retries with the answer)."""
+        question = {"method": "elicitation/create", "params": params}
+        inputs = {CONSENT_INPUT_KEY: question}
+        return {"result": {"resultType": "input_required", "inputRequests": inputs, "requestState": state}}
 
     def refuse(self, facts: RequestFacts, message: str, in_body: bool = False) -> dict[str, Any]:
         """The answer (without ``id``) that refuses the request: an ``isError`` result for a tool call, a

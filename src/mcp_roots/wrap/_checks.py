@@ -18,14 +18,24 @@ from ._child import Child
 from ._schema import named_values
 from ._wire import Message
 
-__all__ = ["outside", "refusal"]
+__all__ = ["outside", "path_values", "refusal"]
 
 
 async def refusal(child: Child, message: Message, next_id: Callable[[], int], limit: float) -> str | None:
     """The refusal of the request's first path outside ``child``'s roots, or None."""
+    for value in await path_values(child, message, next_id, limit):
+        why = outside(child.roots, value)
+        if why is not None:
+            return why
+    return None
+
+
+async def path_values(child: Child, message: Message, next_id: Callable[[], int], limit: float) -> list[str]:
+    """Every path the request names (once each, in order): where ``child``'s tool schema puts them, under
+    any path name, or a resource's ``file:`` URI."""
     params = message.get("params")
     if not isinstance(params, dict):
-        return None
+        return []
     method = message.get("method")
     values: list[str] = []
     if method == "tools/call":
@@ -40,11 +50,7 @@ async def refusal(child: Child, message: Message, next_id: Callable[[], int], li
         uri = params.get("uri")
         if isinstance(uri, str) and uri[:5].lower() == "file:":
             values.append(uri)
-    for value in dict.fromkeys(values):
-        why = outside(child.roots, value)
-        if why is not None:
-            return why
-    return None
+    return list(dict.fromkeys(values))
 
 
 def outside(roots: RootSet, value: str) -> str | None:

@@ -12,7 +12,7 @@ import os
 import subprocess
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,6 +36,7 @@ __all__ = [
     "Clock",
     "Forwarded",
     "LoopClock",
+    "Told",
     "end_tree",
     "end_tree_now",
     "roots_answer",
@@ -53,6 +54,8 @@ INPUT_STALL = 5.0
 SCHEMA_BUDGET = 0.5
 #: Messages waiting for a child's input at once; past it, a message to the child is refused.
 _OUTBOX = 256
+#: Resource subscriptions a replacement child is told again, at most.
+MAX_SUBSCRIPTIONS = 1000
 
 
 class Clock(Protocol):
@@ -119,6 +122,7 @@ class Child:
         self.exit_note = ""
         self.init_result: dict[str, Any] | None = None
         self._tools: dict[str, list[PathSlot]] | None = None
+        self.read_only_tools: frozenset[str] = frozenset()  # tools/list's readOnlyHint: true
         self._tools_lock = anyio.Lock()
         self._idle: anyio.Event | None = None
 
@@ -137,8 +141,10 @@ class Child:
         """The server started confined to ``roots`` (on a worker thread), or ``process`` when the caller
         started it so already (``_plan.spawn``, before the event loop)."""
         if process is None:
-            paths = [str(p) for p in roots.paths]
-            start = functools.partial(spawn, plan, paths, write=write, network=network)
+            # A root granted read only (consent's read grant) is read only in the child's sandbox too.
+            paths = [str(root.path) for root in roots if root.writable]
+            read = [str(root.path) for root in roots if not root.writable]
+            start = functools.partial(spawn, plan, paths, write=write, network=network, read_roots=read)
             try:
                 with anyio.CancelScope(shield=True):  # a process started is never lost to a cancel
                     process = await anyio.to_thread.run_sync(start)
@@ -270,6 +276,7 @@ class Child:
         async with self._tools_lock:
             if self._tools is None:
                 schemas: dict[str, Mapping[str, Any]] = {}
+                read_only: set[str] = set()
                 cursor: object = None
                 for _ in range(_MAX_TOOL_PAGES):
                     answer = await self.ask(
@@ -283,9 +290,13 @@ class Child:
                         if isinstance(tool, dict) and isinstance(tool.get("name"), str):
                             schema = tool.get("inputSchema")
                             schemas[tool["name"]] = schema if isinstance(schema, dict) else {}
+                            hints = tool.get("annotations")
+                            if isinstance(hints, dict) and hints.get("readOnlyHint") is True:
+                                read_only.add(tool["name"])
                     cursor = listed.get("nextCursor")
                     if not cursor:
                         break
+                self.read_only_tools = frozenset(read_only)
                 walk = functools.partial(tool_slots_of, schemas, SCHEMA_BUDGET, self.generation)
                 self._tools = await anyio.to_thread.run_sync(walk)
             return self._tools.get(name)
@@ -311,6 +322,33 @@ class Child:
         self.ended = True
         self.input_closed = True
         await end_tree(self.process)
+
+
+class Told:
+    """What a replacement child is told again: the host's logging level, its resource subscriptions."""
+
+    def __init__(self) -> None:
+        self.level: object = None
+        self.subscriptions: dict[str, None] = {}
+
+    def remember(self, method: str, params: object) -> None:
+        """Note a host request forwarded (``logging/setLevel``, ``resources/(un)subscribe``)."""
+        if not isinstance(params, dict):
+            return
+        if method == "logging/setLevel":
+            self.level = params.get("level")
+        elif method == "resources/subscribe" and isinstance(params.get("uri"), str):
+            if len(self.subscriptions) < MAX_SUBSCRIPTIONS:
+                self.subscriptions[params["uri"]] = None
+        elif method == "resources/unsubscribe":
+            self.subscriptions.pop(str(params.get("uri")), None)
+
+    async def replay(self, child: Child, next_id: Callable[[], int], limit: float) -> None:
+        """Tell a new ``child`` what the host told the ones before it."""
+        if self.level is not None:
+            await child.ask(next_id(), "logging/setLevel", {"level": self.level}, limit)
+        for uri in list(self.subscriptions):
+            await child.ask(next_id(), "resources/subscribe", {"uri": uri}, limit)
 
 
 def tool_slots_of(

@@ -115,11 +115,11 @@ class Pool:
 
     def __init__(self, size: int = POOL_SIZE) -> None:
         self.size = size
-        self._children: OrderedDict[tuple[str, ...], Child] = OrderedDict()
+        self._children: OrderedDict[tuple[tuple[str, str], ...], Child] = OrderedDict()
 
     @staticmethod
-    def key(roots: RootSet) -> tuple[str, ...]:
-        return tuple(str(p) for p in roots.paths)
+    def key(roots: RootSet) -> tuple[tuple[str, str], ...]:
+        return tuple((str(root.path), root.access) for root in roots)  # a read grant is another child
 
     def get(self, roots: RootSet) -> Child | None:
         key = self.key(roots)

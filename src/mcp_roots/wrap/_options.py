@@ -33,3 +33,4 @@ class Options:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     restart_interval: float = 0.1  # the least time between two child starts (a flapping client's bound)
     roots_timeout: float = 10.0  # how long a call waits for the client's roots
+    ask_timeout: float | None = None  # --ask: a host without roots is asked for folders (None: never)

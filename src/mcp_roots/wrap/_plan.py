@@ -305,10 +305,14 @@ def prepare_cache(plan: Plan) -> None:
         os.makedirs(os.path.join(plan.cache, sub), mode=0o700, exist_ok=True)
 
 
-def spawn(plan: Plan, roots: Sequence[str], *, write: bool, network: bool) -> subprocess.Popen[bytes]:
-    """The server of ``plan`` started confined to ``roots`` (read-write unless ``write`` is false) and its
-    private cache folder, in a session of its own, its stdin and stdout pipes, its stderr this process's;
-    its working folder is the first root (none: the cache's home). Raises OSError or SandboxUnavailable."""
+def spawn(
+    plan: Plan, roots: Sequence[str], *, write: bool, network: bool, read_roots: Sequence[str] = ()
+) -> subprocess.Popen[bytes]:
+    """The server of ``plan`` started confined to ``roots`` (read-write unless ``write`` is false),
+    ``read_roots`` (read only) and its private cache folder, in a session of its own, its stdin and stdout
+    pipes, its stderr this process's; its working folder is the first root (none: the cache's home). Raises
+    OSError or SandboxUnavailable."""
+    first = [*roots, *read_roots][:1]
     return popen(
         [*roots, plan.cache],
         list(plan.argv),
@@ -316,11 +320,11 @@ def spawn(plan: Plan, roots: Sequence[str], *, write: bool, network: bool) -> su
         network=network,
         sandbox=plan.sandbox,
         allow_domains=plan.allow_domains,
-        extra_read=list(plan.read),
+        extra_read=[*plan.read, *read_roots],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=None,  # the child's stderr is wrap's
-        cwd=roots[0] if roots else os.path.join(plan.cache, "home"),
+        cwd=first[0] if first else os.path.join(plan.cache, "home"),
         env=dict(plan.env),
         start_new_session=True,
     )

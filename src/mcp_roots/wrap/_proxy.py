@@ -2,11 +2,9 @@
 Wrap is a server to the host and a client to a confined child.
 """
 
-# The proxy: host <-> wrap <-> child as raw JSON-RPC. Wrap is a server to the host (it records the host's
-# ``initialize``, asks its roots, follows ``list_changed`` through RootsCache) and a client to a child
-# confined
-# to the effective roots; it replaces the child when they change, checks path arguments before forwarding,
-# answers the child's roots/list itself and passes everything else through with the ids kept apart.
+# Wrap records the host's ``initialize``, asks its roots (with --ask, its user for folders: ``_ask``) and
+# follows ``list_changed`` through RootsCache; it replaces the child when the effective roots change, checks
+# path arguments before forwarding, answers the child's roots/list itself, passes the rest on, ids apart.
 
 from __future__ import annotations
 
@@ -23,9 +21,10 @@ from anyio.abc import TaskGroup
 from .. import RootSet
 from ..errors import RootsError
 from ..roots import JsonRpcPort
+from . import _ask as ask
 from . import _checks as checks
 from . import _modern as modern
-from ._child import Child, ChildFailed, Forwarded, end_tree, roots_answer
+from ._child import Child, ChildFailed, Forwarded, Told, end_tree, roots_answer
 from ._options import Options
 from ._wire import (
     INVALID_REQUEST,
@@ -49,7 +48,6 @@ INTERNAL = -32603
 INVALID_PARAMS = -32602
 NOT_INITIALIZED = -32002
 METHOD_NOT_FOUND = -32601
-MAX_SUBSCRIPTIONS = 1000
 HOST_ID_PREFIX = "mcp-roots-wrap-"  # the ids of wrap's own requests to the host
 BUSY = -32000
 #: Requests that read or write files on the host's behalf: they wait for the roots in force (a refresh a
@@ -79,10 +77,9 @@ class Proxy:
         self._last_start = -math.inf
         self._in_flight = 0
         self._scopes: dict[Any, anyio.CancelScope] = {}  # host id -> a request still being routed
-        self._log_level: object = None
         self.era: str | None = None  # "legacy" after initialize, modern.MODERN after a 2026-07-28 request
         self.pool = modern.Pool()
-        self._subscriptions: dict[str, None] = {}
+        self.told = Told()
         # The roots: the roots layer's decision table, through its raw JSON-RPC port (wrap's rules are its
         # children and the wire).
         self.port = JsonRpcPort.serving(
@@ -91,6 +88,7 @@ class Proxy:
             timeout=options.roots_timeout,
             ask_host=self._ask_host_roots,
             input_key=modern.ROOTS_KEY,
+            consent_timeout=options.ask_timeout,
         )
         self._group: TaskGroup | None = None
         self._roots_known = False  # some roots have been in force: later requests wait for a refresh
@@ -216,12 +214,7 @@ class Proxy:
                 raise ChildFailed(f"the wrapped server refused initialize: {_error_text(answer)}")
             child.init_result = answer["result"]
             await child.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-            if self._log_level is not None:
-                await child.ask(
-                    next(self._ids), "logging/setLevel", {"level": self._log_level}, options.start_timeout
-                )
-            for uri in list(self._subscriptions):
-                await child.ask(next(self._ids), "resources/subscribe", {"uri": uri}, options.start_timeout)
+            await self.told.replay(child, self._next_id, options.start_timeout)
         except ChildFailed:
             await self._drop(child)
             raise
@@ -473,7 +466,7 @@ class Proxy:
                         await self._host_error(host_id, INTERNAL, "the wrapped server is gone or not reading")
                     return
                 owned = False  # the child's answer (or its end) answers it now
-                self._remember(method, message.get("params"))
+                self.told.remember(method, message.get("params"))
         finally:
             self._scopes.pop(host_id, None)
             if owned:
@@ -502,7 +495,18 @@ class Proxy:
             # Any request after a list_changed waits for its refresh too (a prompt may read files): the
             # child confined to the revoked roots serves nothing that arrived after the change.
             await self.port.settle(message)
-        return await self.child_now(), message
+        child = await self.child_now()
+        if method == "tools/call" and self.options.ask_timeout is not None:  # --ask: a question first?
+            paths = await checks.path_values(child, message, self._next_id, self.options.start_timeout)
+            call = ask.call_of(child, message)
+            why = await ask.settle(self.port, message, call, paths, self._ask_host, write=self.options.write)
+            if why is not None:
+                assert self._group is not None
+                self._group.start_soon(self._replace_quietly)  # a declined re-ask may withdraw a grant
+                await self._refuse(message, why)
+                return None
+            child = await self.child_now()  # confined to the folders granted now
+        return child, message
 
     async def _route_modern(self, message: Message) -> tuple[Child, Message] | None:
         """2026-07-28: no session, so a file request's roots come with it, by one round trip; other
@@ -517,7 +521,16 @@ class Proxy:
         if not isinstance(decided, RootSet):
             await self._answer(message, decided)
             return None
-        return await self._pool_child(decided), modern.to_legacy(modern.without_round_trip(message))
+        child = await self._pool_child(decided)
+        if method == "tools/call" and self.options.ask_timeout is not None:  # --ask: a question first?
+            paths = await checks.path_values(child, message, self._next_id, self.options.start_timeout)
+            call, write = ask.call_of(child, message), self.options.write
+            outcome = ask.settle_modern(self.port, message, call, paths, decided, write=write)
+            if isinstance(outcome, dict):
+                await self._answer(message, outcome)
+                return None
+            child = child if outcome is None else await self._pool_child(outcome)
+        return child, modern.to_legacy(modern.without_round_trip(message))
 
     async def _pool_child(self, roots: RootSet) -> Child:
         async with self._start_lock:
@@ -534,18 +547,6 @@ class Proxy:
                 self._group.start_soon(self._retire, old)
             return child
 
-    def _remember(self, method: str, params: object) -> None:
-        """What a replacement child is told again: the logging level, the resource subscriptions."""
-        if not isinstance(params, dict):
-            return
-        if method == "logging/setLevel":
-            self._log_level = params.get("level")
-        elif method == "resources/subscribe" and isinstance(params.get("uri"), str):
-            if len(self._subscriptions) < MAX_SUBSCRIPTIONS:
-                self._subscriptions[params["uri"]] = None
-        elif method == "resources/unsubscribe":
-            self._subscriptions.pop(str(params.get("uri")), None)
-
     async def _refuse(self, message: Message, text: str) -> None:
         await self._answer(message, self.port.refusal(message, text))
 
@@ -558,14 +559,25 @@ class Proxy:
 
     # -- to the host --
 
-    async def _ask_host_roots(self) -> object:
+    async def _ask_host(self, method: str, params: object = None) -> Message:
+        """Send wrap's own request to the host; its answer (a result or an error). A request given up
+        (cancelled: its bound passed) is withdrawn, and the host told."""
         host_id = f"{HOST_ID_PREFIX}{next(self._host_ids)}"
         event = anyio.Event()
         slot: list[Message] = []
         self._to_host[host_id] = (None, None, event, slot)
-        await self._to_host_send(request(host_id, "roots/list"))
-        await event.wait()
-        answer = slot[0]
+        try:
+            await self._to_host_send(request(host_id, method, params))
+            await event.wait()
+        finally:
+            if self._to_host.pop(host_id, None) is not None:
+                with anyio.move_on_after(1, shield=True):  # a host that reads nothing holds no one
+                    cancel = {"requestId": host_id, "reason": "no answer within wrap's bound"}
+                    await self._to_host_send({"method": "notifications/cancelled", "params": cancel})
+        return slot[0]
+
+    async def _ask_host_roots(self) -> object:
+        answer = await self._ask_host("roots/list")
         if "result" not in answer:
             raise RootsError(f"roots/list failed: {_error_text(answer)}")
         return answer["result"]

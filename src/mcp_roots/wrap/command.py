@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -76,6 +77,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME",
         help="pass this environment variable through (the rest is cleared)",
+    )
+    parser.add_argument(
+        "--ask",
+        action="store_true",
+        help="for a host that sends no roots but declared elicitation: a call naming a path inside the "
+        "ceiling under no folder granted asks the user (which folder, read or read and write, for this "
+        "session); a granted folder replaces the server with one confined to it as well",
+    )
+    parser.add_argument(
+        "--ask-timeout",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="with --ask: how long a question waits for the user's answer (default 120)",
     )
     parser.add_argument("--read-only", action="store_true", help="the roots are read-only for the server")
     parser.add_argument("--network", action="store_true", help="let the server open sockets (default: none)")
@@ -147,8 +162,13 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
         refuse_container(command)
     elif not command:
         raise ConfigError("wrap: no COMMAND after '--' (see 'mcp-roots wrap --help')")
-    for value, name in ((args.drain, "--drain"), (args.start_timeout, "--start-timeout")):
-        if not value > 0:
+    timeouts = (
+        (args.drain, "--drain"),
+        (args.start_timeout, "--start-timeout"),
+        (args.ask_timeout, "--ask-timeout"),
+    )
+    for value, name in timeouts:
+        if not (value > 0 and math.isfinite(value)):
             raise ConfigError(f"wrap: {name} must be a number of seconds > 0, not {value!r}")
     for count, name in (
         (args.max_in_flight, "--max-in-flight"),
@@ -186,12 +206,18 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
         start_timeout=args.start_timeout,
         max_in_flight=args.max_in_flight,
         max_message_bytes=args.max_message_bytes,
+        ask_timeout=args.ask_timeout if args.ask else None,
     )
     policy = plan.describe([str(p) for p in ceiling.paths], options.write, options.network)
     if launch is not None:
         policy = launch.describe() + "\n" + policy
     if fallback is not None:
         policy += f"\nroots for a client that sends none: {fallback.describe()}"
+    if options.ask_timeout is not None:
+        policy += (
+            "\nfolders by the user's consent (--ask): a host without roots that declared elicitation is "
+            "asked for a folder in the ceiling, for this session"
+        )
     return options, policy
 
 
