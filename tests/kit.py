@@ -721,6 +721,48 @@ def ts_ask_session(command: Sequence[str], answers: list[Any], calls: Sequence[C
     return summary
 
 
+class FormUser:
+    """The user behind the official client's ``elicitation_callback`` (a consent question's form): answers
+    each question with the next of ``answers`` (an action such as ``"decline"``, an accept's
+    ``(folder, access)``, or a raw ``ElicitResult`` dict; when none are left, ``"decline"``) and records
+    what each showed; ``hold`` set: a user who does not answer until it is set."""
+
+    def __init__(self, *answers: str | tuple[str, str] | dict[str, Any]) -> None:
+        self.answers = list(answers)
+        self.questions: list[Any] = []
+        self.hold: anyio.Event | None = None
+        self.shown = anyio.Event()
+
+    async def __call__(self, context: Any, params: Any) -> Any:
+        from mcp_types import ElicitRequestFormParams, ElicitResult
+
+        assert isinstance(params, ElicitRequestFormParams)
+        self.questions.append(params)
+        self.shown.set()
+        if self.hold is not None:
+            await self.hold.wait()
+        answer = self.answers.pop(0) if self.answers else "decline"
+        if isinstance(answer, tuple):
+            return ElicitResult(action="accept", content={"folder": str(answer[0]), "access": answer[1]})
+        if isinstance(answer, str):
+            return ElicitResult(action=answer)  # type: ignore[arg-type]
+        return ElicitResult(**answer)
+
+    def choices(self, index: int, field: str) -> list[str]:
+        """The ``field`` (``folder`` or ``access``) choices question ``index`` offered."""
+        properties: Any = self.questions[index].requested_schema["properties"]
+        return list(properties[field]["enum"])
+
+    def folders(self, index: int = -1) -> list[str]:
+        return self.choices(index, "folder")
+
+    def accesses(self, index: int = -1) -> list[str]:
+        return self.choices(index, "access")
+
+    def offered(self, index: int = -1) -> tuple[list[str], list[str]]:
+        return self.folders(index), self.accesses(index)
+
+
 # --- docs blocks -----------------------------------------------------------------------------------------
 # The fenced code blocks of README.md and docs/*.md, for the tests that run and parse them
 # (tests/test_docs.py; tests/mcp1/test_readme_mcp1.py runs the mcp 1.x server block). A block is its info

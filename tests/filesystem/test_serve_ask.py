@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
-import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests.kit import HttpServer, RootsCallback, serve_http, stdio_serve_command, text_of, ts_ask_session
+from tests.kit import (
+    FormUser,
+    HttpServer,
+    RootsCallback,
+    serve_http,
+    stdio_serve_command,
+    text_of,
+    ts_ask_session,
+)
 
 pytestmark = pytest.mark.anyio
 SECRET = "OUTSIDE SECRET 90d4"
@@ -41,26 +47,6 @@ def served(world: dict[str, Path], *options: str) -> StdioServerParameters:
     return StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
 
 
-class User:
-    """The user behind the client's form: the next of ``answers`` (an action, or ``(folder, access)``)."""
-
-    def __init__(self, *answers: str | tuple[str, str]) -> None:
-        self.answers = list(answers)
-        self.questions: list[types.ElicitRequestFormParams] = []
-
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        assert isinstance(params, types.ElicitRequestFormParams)
-        self.questions.append(params)
-        answer = self.answers.pop(0)
-        if isinstance(answer, tuple):
-            return types.ElicitResult(action="accept", content={"folder": answer[0], "access": answer[1]})
-        return types.ElicitResult(action=answer)  # type: ignore[arg-type]
-
-    def offered(self, index: int = -1) -> tuple[list[str], list[str]]:
-        properties: Any = self.questions[index].requested_schema["properties"]
-        return list(properties["folder"]["enum"]), list(properties["access"]["enum"])
-
-
 async def call(client: Client, tool: str, **arguments: str) -> tuple[bool, str]:
     result = await client.call_tool(tool, arguments)
     return bool(result.is_error), text_of(result)
@@ -69,7 +55,7 @@ async def call(client: Client, tool: str, **arguments: str) -> tuple[bool, str]:
 @pytest.mark.parametrize("era", ERAS)
 async def test_the_folder_granted_is_served_with_its_access(world: dict[str, Path], era: str) -> None:
     a, ceiling = world["a"], world["ceiling"]
-    user = User((str(a), "read"), "cancel", (str(a), "read-write"))
+    user = FormUser((str(a), "read"), "cancel", (str(a), "read-write"))
     async with Client(served(world), mode=ERAS[era], elicitation_callback=user) as client:
         assert await call(client, "list_allowed_directories") == (False, "Allowed directories:\n")
         assert await call(client, "read_text_file", path=str(a / "hello.txt")) == (False, "hello a")
@@ -88,7 +74,7 @@ async def test_the_folder_granted_is_served_with_its_access(world: dict[str, Pat
 
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_decline_refuses_and_is_not_asked_again(world: dict[str, Path], era: str) -> None:
-    user = User("decline")
+    user = FormUser("decline")
     async with Client(served(world), mode=ERAS[era], elicitation_callback=user) as client:
         for _ in range(2):
             error, text = await call(client, "read_text_file", path=str(world["a"] / "hello.txt"))
@@ -99,7 +85,7 @@ async def test_a_decline_refuses_and_is_not_asked_again(world: dict[str, Path], 
 
 async def test_a_grant_withdrawn_with_revoke_granted_folder_is_asked_again(world: dict[str, Path]) -> None:
     a = world["a"]
-    user = User((str(a), "read"), "decline")
+    user = FormUser((str(a), "read"), "decline")
     async with Client(served(world), mode="legacy", elicitation_callback=user) as client:
         assert await call(client, "read_text_file", path=str(a / "hello.txt")) == (False, "hello a")
         assert str(a) in (await call(client, "list_granted_folders"))[1]
@@ -113,7 +99,7 @@ async def test_a_grant_withdrawn_with_revoke_granted_folder_is_asked_again(world
 
 async def test_nothing_outside_the_ceiling_is_offered(world: dict[str, Path]) -> None:
     (world["ceiling"] / "link").symlink_to(world["outside"])
-    user = User()
+    user = FormUser()
     async with Client(served(world), mode="legacy", elicitation_callback=user) as client:
         for path in (world["outside"] / "secret.txt", world["ceiling"] / "link" / "secret.txt"):
             error, text = await call(client, "read_text_file", path=str(path))
@@ -123,7 +109,7 @@ async def test_nothing_outside_the_ceiling_is_offered(world: dict[str, Path]) ->
 
 
 async def test_roots_are_granted_up_front_and_the_rest_asked(world: dict[str, Path]) -> None:
-    user = User("cancel")
+    user = FormUser("cancel")
     async with Client(
         served(world, "--roots", str(world["b"])), mode="legacy", elicitation_callback=user
     ) as client:
@@ -136,7 +122,7 @@ async def test_roots_are_granted_up_front_and_the_rest_asked(world: dict[str, Pa
 
 
 async def test_a_client_that_declared_roots_is_never_asked(world: dict[str, Path]) -> None:
-    user = User((str(world["a"]), "read"))
+    user = FormUser((str(world["a"]), "read"))
     roots = RootsCallback(world["b"])
     async with Client(
         served(world), mode="legacy", elicitation_callback=user, list_roots_callback=roots
@@ -146,7 +132,7 @@ async def test_a_client_that_declared_roots_is_never_asked(world: dict[str, Path
     assert user.questions == []
 
 
-async def http_session(server: HttpServer, mode: str, user: User, path: Path) -> list[tuple[bool, str]]:
+async def http_session(server: HttpServer, mode: str, user: FormUser, path: Path) -> list[tuple[bool, str]]:
     """Two reads of ``path`` in one session of the SDK client over streamable HTTP (the server's token)."""
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
@@ -162,7 +148,7 @@ async def test_over_http_a_grant_lasts_the_legacy_session_or_the_tokens_lifetime
     world: dict[str, Path], era: str
 ) -> None:
     a = world["a"]
-    user = User((str(a), "read"), (str(a), "read"))
+    user = FormUser((str(a), "read"), (str(a), "read"))
     with serve_http("--ask", "--ceiling", str(world["ceiling"])) as server:
         assert await http_session(server, ERAS[era], user, a / "hello.txt") == [(False, "hello a")] * 2
         assert len(user.questions) == 1  # the second read is in the folder granted

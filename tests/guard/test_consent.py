@@ -23,7 +23,6 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
-    ElicitRequestFormParams,
     ElicitRequestParams,
     ElicitResult,
     ErrorData,
@@ -35,7 +34,7 @@ from mcp_types import (
 from mcp_roots import RootsGuard
 from mcp_roots.roots._facts import CONSENT_INPUT_KEY
 from tests import forkserver
-from tests.kit import HttpServer, ManualClock, RootsCallback, launch_http, text_of
+from tests.kit import FormUser, HttpServer, ManualClock, RootsCallback, launch_http, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -98,35 +97,6 @@ def make_server(guard: RootsGuard) -> MCPServer:
     return server
 
 
-class User:
-    """The user behind the client's elicitation_callback: answers each question as told, and records it."""
-
-    def __init__(self, *answers: dict[str, Any]) -> None:
-        self.answers = list(answers)
-        self.asked: list[ElicitRequestParams] = []
-        self.hold: anyio.Event | None = None  # a user who never answers
-        self.shown = anyio.Event()  # a question was shown
-
-    async def __call__(self, context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
-        self.asked.append(params)
-        self.shown.set()
-        if self.hold is not None:
-            await self.hold.wait()
-        answer = self.answers.pop(0) if self.answers else {"action": "decline"}
-        return ElicitResult(**answer)
-
-    def folders(self, index: int = -1) -> list[str]:
-        return self.choices(index, "folder")
-
-    def accesses(self, index: int = -1) -> list[str]:
-        return self.choices(index, "access")
-
-    def choices(self, index: int, field: str) -> list[str]:
-        params = self.asked[index]
-        assert isinstance(params, ElicitRequestFormParams)
-        return list(params.requested_schema["properties"][field]["enum"])
-
-
 def accept(folder: Path, access: str = "read") -> dict[str, Any]:
     return {"action": "accept", "content": {"folder": str(folder), "access": access}}
 
@@ -136,7 +106,9 @@ def consent_guard(tree: Tree, **options: Any) -> RootsGuard:
 
 
 @asynccontextmanager
-async def connect(server: MCPServer, mode: str, user: User | None, **kwargs: Any) -> AsyncIterator[Client]:
+async def connect(
+    server: MCPServer, mode: str, user: FormUser | None, **kwargs: Any
+) -> AsyncIterator[Client]:
     async with Client(server, mode=mode, elicitation_callback=user, **kwargs) as client:
         expected = "2026-07-28" if mode == "auto" else None
         assert expected is None or client.protocol_version == expected
@@ -150,29 +122,29 @@ async def call(client: Client, tool: str, **arguments: Any) -> tuple[bool, str]:
 
 @pytest.mark.parametrize("mode", ERAS)
 async def test_accept_grants_the_folder_for_the_next_calls_and_no_further(tree: Tree, mode: str) -> None:
-    user = User(accept(tree.a), {"action": "decline"})
+    user = FormUser(accept(tree.a), {"action": "decline"})
     async with connect(make_server(consent_guard(tree)), mode, user) as client:
         assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
-        assert len(user.asked) == 1
+        assert len(user.questions) == 1
         assert user.folders(0) == [str(tree.b), str(tree.a), str(tree.ceiling)]
-        message = user.asked[0].message
+        message = user.questions[0].message
         assert "notes" in message
         assert "read" in message
         assert str(tree.b) in message
         # the grant serves the next call with no question
         assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
-        assert len(user.asked) == 1
+        assert len(user.questions) == 1
         # beyond the folder granted: asked again (declined here), refused
         refused, text = await call(client, "read", path=tree.other / "g.txt")
         assert refused
         assert "declined" in text
         assert "in other" not in text
-        assert len(user.asked) == 2
+        assert len(user.questions) == 2
 
 
 @pytest.mark.parametrize("mode", ERAS)
 async def test_decline_refuses_and_is_not_asked_again(tree: Tree, mode: str) -> None:
-    user = User({"action": "decline"})
+    user = FormUser({"action": "decline"})
     async with connect(make_server(consent_guard(tree)), mode, user) as client:
         refused, text = await call(client, "read", path=tree.b / "f.txt")
         assert refused
@@ -181,12 +153,12 @@ async def test_decline_refuses_and_is_not_asked_again(tree: Tree, mode: str) -> 
         refused, text = await call(client, "read", path=tree.b / "f.txt")
         assert refused
         assert "not asked again" in text
-        assert len(user.asked) == 1
+        assert len(user.questions) == 1
 
 
 @pytest.mark.parametrize("mode", ERAS)
 async def test_cancel_refuses(tree: Tree, mode: str) -> None:
-    user = User({"action": "cancel"})
+    user = FormUser({"action": "cancel"})
     async with connect(make_server(consent_guard(tree)), mode, user) as client:
         refused, text = await call(client, "read", path=tree.b / "f.txt")
         assert refused
@@ -196,7 +168,7 @@ async def test_cancel_refuses(tree: Tree, mode: str) -> None:
 
 @pytest.mark.parametrize("mode", ERAS)
 async def test_an_answer_off_the_choices_grants_nothing(tree: Tree, mode: str) -> None:
-    user = User(accept(tree.outside), accept(tree.a, "read-write"))
+    user = FormUser(accept(tree.outside), accept(tree.a, "read-write"))
     async with connect(make_server(consent_guard(tree)), mode, user) as client:
         refused, text = await call(client, "read", path=tree.b / "f.txt")
         assert refused
@@ -210,7 +182,7 @@ async def test_no_answer_within_the_bound_is_refused(tree: Tree) -> None:
     guard = consent_guard(tree, consent_timeout=30.0)
     clock = ManualClock()
     guard._policy.consent.clock = clock  # type: ignore[union-attr]
-    user = User(accept(tree.a))
+    user = FormUser(accept(tree.a))
     user.hold = anyio.Event()
     got: list[tuple[bool, str]] = []
     done = anyio.Event()
@@ -235,7 +207,7 @@ async def test_no_answer_within_the_bound_is_refused(tree: Tree) -> None:
     assert got[0][0]
     assert "did not answer" in got[0][1]
     assert "30 s" in got[0][1]
-    assert len(user.asked) == 1
+    assert len(user.questions) == 1
 
 
 @pytest.mark.parametrize("mode", ERAS)
@@ -256,7 +228,7 @@ async def test_a_client_without_elicitation_is_refused_in_words(tree: Tree, mode
 @pytest.mark.parametrize("mode", ERAS)
 async def test_a_read_grant_refuses_writes(tree: Tree, mode: str) -> None:
     target = tree.b / "f.txt"
-    user = User(accept(tree.a, "read"), accept(tree.b, "read-write"))
+    user = FormUser(accept(tree.a, "read"), accept(tree.b, "read-write"))
     async with connect(make_server(consent_guard(tree)), mode, user) as client:
         # a writing tool: both accesses offered; read chosen: the write is refused
         refused, text = await call(client, "write", path=target, text="changed")
@@ -269,22 +241,22 @@ async def test_a_read_grant_refuses_writes(tree: Tree, mode: str) -> None:
         assert refused
         assert "read-only root" in text
         assert target.read_text() == "in b"
-        assert len(user.asked) == 1
+        assert len(user.questions) == 1
         # the writing tool again: asked for write, granted read-write on b (innermost): it writes
         assert await call(client, "write", path=target, text="changed") == (False, "written")
         assert target.read_text() == "changed"
-        assert len(user.asked) == 2
+        assert len(user.questions) == 2
 
 
 @pytest.mark.parametrize("mode", ERAS)
 async def test_nothing_outside_the_ceiling_is_offered_or_granted(tree: Tree, mode: str) -> None:
-    user = User(accept(tree.ceiling))
+    user = FormUser(accept(tree.ceiling))
     async with connect(make_server(consent_guard(tree)), mode, user) as client:
         for path in (tree.outside / "secret.txt", tree.ceiling / "link" / "secret.txt", "/etc/hostname"):
             refused, text = await call(client, "read", path=path)
             assert refused
             assert "TOP SECRET" not in text
-        assert user.asked == []  # never asked about a path outside the ceiling, through a link or not
+        assert user.questions == []  # never asked about a path outside the ceiling, through a link or not
         # the control: the same path through the link leaks from an unguarded tool
         assert await call(client, "naive_read", path=tree.ceiling / "link" / "secret.txt") == (
             False,
@@ -296,7 +268,7 @@ async def test_nothing_outside_the_ceiling_is_offered_or_granted(tree: Tree, mod
         refused, text = await call(client, "read", path=tree.ceiling / "link" / "secret.txt")
         assert refused
         assert "TOP SECRET" not in text
-        assert len(user.asked) == 1
+        assert len(user.questions) == 1
 
 
 @pytest.mark.parametrize("mode", ERAS)
@@ -304,11 +276,11 @@ async def test_names_with_control_and_bidi_characters_are_shown_escaped(tree: Tr
     evil = tree.ceiling / "x\x1b[2J\u202etxt.exe"
     evil.mkdir()
     (evil / "n.txt").write_text("evil")
-    user = User({"action": "decline"})
+    user = FormUser({"action": "decline"})
     async with connect(make_server(consent_guard(tree)), mode, user) as client:
         await call(client, "read", path=evil / "n.txt")
     assert "\x1b" in user.folders()[0]  # the control: the name offered as a value is the raw one
-    message = user.asked[0].message
+    message = user.questions[0].message
     assert "\x1b" not in message
     assert "\u202e" not in message
     assert "\\x1b[2J\\u202etxt.exe" in message
@@ -322,36 +294,36 @@ async def test_a_model_calling_in_a_loop_gets_at_most_the_stated_questions(tree:
     for folder in folders:
         folder.mkdir()
         (folder / "x.txt").write_text("x")
-    user = User()  # declines everything
+    user = FormUser()  # declines everything
     async with connect(make_server(guard), "legacy", user) as client:
         texts = [(await call(client, "read", path=folder / "x.txt"))[1] for folder in folders]
-        assert len(user.asked) == 3
+        assert len(user.questions) == 3
         assert sum("at most 3 questions a minute" in text for text in texts) == 7
         await clock.advance(20.0)  # a third of a minute: one more
         await call(client, "read", path=folders[-1] / "x.txt")
-        assert len(user.asked) == 4
+        assert len(user.questions) == 4
 
 
 async def test_grants_end_with_the_session(tree: Tree) -> None:
-    user = User(accept(tree.a), accept(tree.a))
+    user = FormUser(accept(tree.a), accept(tree.a))
     server = make_server(consent_guard(tree))
     async with connect(server, "legacy", user) as client:
         assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
     async with connect(server, "legacy", user) as client:
         assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
-    assert len(user.asked) == 2  # the second session was asked again
+    assert len(user.questions) == 2  # the second session was asked again
 
 
 @pytest.mark.parametrize("mode", ERAS)
 async def test_a_client_that_declared_roots_is_never_asked(tree: Tree, mode: str) -> None:
-    user = User(accept(tree.ceiling))
+    user = FormUser(accept(tree.ceiling))
     roots = RootsCallback(tree.a)
     async with connect(make_server(consent_guard(tree)), mode, user, list_roots_callback=roots) as client:
         assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
         refused, text = await call(client, "read", path=tree.other / "g.txt")
         assert refused
         assert "in other" not in text
-    assert user.asked == []
+    assert user.questions == []
 
 
 async def modern_question(client: Client, path: Path) -> InputRequiredResult:
@@ -369,7 +341,7 @@ async def test_a_forged_or_replayed_request_state_grants_nothing(tree: Tree) -> 
     granted: InputResponses = {
         CONSENT_INPUT_KEY: ElicitResult(action="accept", content={"folder": str(tree.a), "access": "read"})
     }
-    async with connect(server, "auto", User()) as client:
+    async with connect(server, "auto", FormUser()) as client:
         # the client answers a question never asked: no requestState, a forged one
         for state in (None, "forged", "e30.0000"):
             result = await client.call_tool(
@@ -400,7 +372,7 @@ async def test_a_forged_or_replayed_request_state_grants_nothing(tree: Tree) -> 
         assert not result.is_error
         assert text_of(result) == "in b"
     # replayed by another session (no grants of its own): refused
-    async with connect(server, "auto", User()) as client:
+    async with connect(server, "auto", FormUser()) as client:
         result = await client.call_tool(
             "read", {"path": str(path)}, input_responses=granted, request_state=asked.request_state
         )
@@ -416,7 +388,7 @@ async def test_a_modern_question_expires(tree: Tree) -> None:
     granted: InputResponses = {
         CONSENT_INPUT_KEY: ElicitResult(action="accept", content={"folder": str(tree.a), "access": "read"})
     }
-    async with connect(make_server(guard), "auto", User()) as client:
+    async with connect(make_server(guard), "auto", FormUser()) as client:
         asked = await modern_question(client, path)
         await clock.advance(601.0)
         result = await client.call_tool(
@@ -437,12 +409,12 @@ def test_consent_needs_a_ceiling() -> None:
 async def test_over_stdio(tree: Tree, mode: str) -> None:
     command = forkserver.command(str(SERVERS / "consent_server.py"), "--ceiling", str(tree.ceiling))
     params = StdioServerParameters(command=command[0], args=command[1:])
-    user = User(accept(tree.a), {"action": "decline"})
+    user = FormUser(accept(tree.a), {"action": "decline"})
     async with Client(params, mode=mode, elicitation_callback=user) as client:
         assert (client.protocol_version == "2026-07-28") is (mode == "auto")
         assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
         assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
-        assert len(user.asked) == 1
+        assert len(user.questions) == 1
         refused, text = await call(client, "read", path=tree.other / "g.txt")
         assert refused
         assert "declined" in text
@@ -450,7 +422,7 @@ async def test_over_stdio(tree: Tree, mode: str) -> None:
         refused, text = await call(client, "read", path=tree.outside / "secret.txt")
         assert refused
         assert "TOP SECRET" not in text
-        assert len(user.asked) == 2
+        assert len(user.questions) == 2
 
 
 @pytest.mark.parametrize("mode", ERAS)
@@ -463,7 +435,7 @@ async def test_grants_are_seen_and_withdrawn(tree: Tree, mode: str) -> None:
     async def env(ctx: Context) -> str:
         return (await guard.roots(ctx)).as_env()["MCP_ROOTS_JSON"]
 
-    user = User(accept(tree.a), accept(tree.a))
+    user = FormUser(accept(tree.a), accept(tree.a))
     async with connect(server, mode, user) as client:
         assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
         listed = (await call(client, "list_granted_folders"))[1].splitlines()
@@ -480,7 +452,7 @@ async def test_grants_are_seen_and_withdrawn(tree: Tree, mode: str) -> None:
         assert "withdrew" in (await call(client, "revoke_granted_folder", folder=tree.a))[1]
         # the next call sees it: asked again
         assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
-        assert len(user.asked) == 2
+        assert len(user.questions) == 2
     rows = {row.name: row for row in guard.audit(server)}
     assert rows["revoke_granted_folder"].exempt is not None
 
@@ -497,13 +469,13 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Tree
 @pytest.mark.parametrize("mode", ERAS)
 async def test_over_streamable_http(http_server: tuple[Tree, HttpServer], mode: str) -> None:
     tree, server = http_server
-    user = User(accept(tree.a), accept(tree.a), {"action": "decline"})
+    user = FormUser(accept(tree.a), accept(tree.a), {"action": "decline"})
     async with Client(server.url, mode=mode, elicitation_callback=user) as client:
         assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
         assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
         # legacy: the session keeps the grant; 2026-07-28 with no authenticated caller: each request is its
         # own, so nothing is kept and the user is asked again
-        assert len(user.asked) == (1 if mode == "legacy" else 2)
+        assert len(user.questions) == (1 if mode == "legacy" else 2)
         refused, text = await call(client, "read", path=tree.outside / "secret.txt")
         assert refused
         assert "TOP SECRET" not in text
@@ -535,7 +507,7 @@ def http_auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
 
 
 @asynccontextmanager
-async def as_caller(url: str, token: str, user: User) -> AsyncIterator[Client]:
+async def as_caller(url: str, token: str, user: FormUser) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
         transport = streamable_http_client(url, http_client=http)
@@ -546,16 +518,16 @@ async def as_caller(url: str, token: str, user: User) -> AsyncIterator[Client]:
 
 async def test_grants_are_kept_per_authenticated_caller(http_auth_server: tuple[Tree, HttpServer]) -> None:
     tree, server = http_auth_server
-    alice, bob = User(accept(tree.a)), User({"action": "decline"})
+    alice, bob = FormUser(accept(tree.a)), FormUser({"action": "decline"})
     async with as_caller(server.url, "token-a", alice) as client:
         assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
     # a new connection of the same caller: its grant is kept (2026-07-28, per principal)
     async with as_caller(server.url, "token-a", alice) as client:
         assert await call(client, "read", path=tree.b / "f.txt") == (False, "in b")
-    assert len(alice.asked) == 1
+    assert len(alice.questions) == 1
     # another caller gets none of it: asked, declines, refused
     async with as_caller(server.url, "token-b", bob) as client:
         refused, text = await call(client, "read", path=tree.b / "f.txt")
     assert refused
     assert "declined" in text
-    assert len(bob.asked) == 1
+    assert len(bob.questions) == 1

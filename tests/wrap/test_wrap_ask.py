@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -18,6 +17,7 @@ from mcp_roots.sandbox import support
 from tests.kit import (
     LEGACY,
     SRT_ENV,
+    FormUser,
     RootsCallback,
     connected,
     hostile_argv,
@@ -68,29 +68,6 @@ def wrapped(world: dict[str, Path], *options: str, **env: str) -> StdioServerPar
     return StdioServerParameters(command=argv[0], args=argv[1:], env={**os.environ, **env})
 
 
-class User:
-    """The user behind the client's elicitation form: answers each question with the next of ``answers``
-    (an action, or an accept's ``(folder, access)``), and keeps what each question showed."""
-
-    def __init__(self, *answers: str | tuple[str, str]) -> None:
-        self.answers = list(answers)
-        self.questions: list[types.ElicitRequestFormParams] = []
-
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        assert isinstance(params, types.ElicitRequestFormParams)
-        self.questions.append(params)
-        answer = self.answers.pop(0)
-        if isinstance(answer, tuple):
-            folder, access = answer
-            return types.ElicitResult(action="accept", content={"folder": folder, "access": access})
-        return types.ElicitResult(action=answer)  # type: ignore[arg-type]
-
-    def offered(self, index: int = -1) -> tuple[list[str], list[str]]:
-        schema = self.questions[index].requested_schema
-        properties: Any = schema["properties"]
-        return list(properties["folder"]["enum"]), list(properties["access"]["enum"])
-
-
 async def call(client: Client, tool: str, **arguments: str) -> tuple[bool, str]:
     result = await client.call_tool(tool, arguments)
     return bool(result.is_error), text_of(result)
@@ -126,7 +103,7 @@ async def test_a_grant_replaces_the_child_with_one_confined_to_the_folder_grante
     world: dict[str, Path],
 ) -> None:
     a, ceiling = world["a"], world["ceiling"]
-    user = User((str(a), "read"))
+    user = FormUser((str(a), "read"))
     async with Client(wrapped(world), mode="legacy", elicitation_callback=user) as client:
         before = server_pids(world)  # the child confined to no folder, started with wrap
         assert before
@@ -153,7 +130,7 @@ async def test_a_writing_tool_under_a_read_grant_asks_again_and_read_and_write_l
     world: dict[str, Path],
 ) -> None:
     a = world["a"]
-    user = User((str(a), "read"), (str(a), "read-write"))
+    user = FormUser((str(a), "read"), (str(a), "read-write"))
     async with Client(wrapped(world), mode="legacy", elicitation_callback=user) as client:
         assert await call(client, "read_path", path=str(a / "hello.txt")) == (False, "hello a")
         assert await call(client, "write_path", path=str(a / "new.txt"), text="new") == (False, "written")
@@ -165,7 +142,7 @@ async def test_a_writing_tool_under_a_read_grant_asks_again_and_read_and_write_l
 
 
 async def test_a_decline_refuses_and_is_not_asked_again_and_a_cancel_refuses(world: dict[str, Path]) -> None:
-    user = User("decline", "cancel")
+    user = FormUser("decline", "cancel")
     async with Client(wrapped(world), mode="legacy", elicitation_callback=user) as client:
         for _ in range(2):
             error, text = await call(client, "read_path", path=str(world["a"] / "hello.txt"))
@@ -182,7 +159,7 @@ async def test_a_decline_refuses_and_is_not_asked_again_and_a_cancel_refuses(wor
 
 async def test_on_2026_07_28_the_question_travels_inside_the_call(world: dict[str, Path]) -> None:
     a, b = world["a"], world["b"]
-    user = User((str(a), "read"), "decline", (str(a), "read-write"))
+    user = FormUser((str(a), "read"), "decline", (str(a), "read-write"))
     async with Client(wrapped(world), elicitation_callback=user) as client:  # mode="auto": 2026-07-28
         assert client.protocol_version == "2026-07-28"
         assert await call(client, "read_path", path=str(a / "hello.txt")) == (False, "hello a")
@@ -202,7 +179,7 @@ async def test_on_2026_07_28_the_question_travels_inside_the_call(world: dict[st
 
 async def test_nothing_outside_the_ceiling_is_ever_offered(world: dict[str, Path]) -> None:
     (world["ceiling"] / "link").symlink_to(world["outside"])  # inside by name, outside once resolved
-    user = User()
+    user = FormUser()
     async with Client(wrapped(world), mode="legacy", elicitation_callback=user) as client:
         for path in (
             world["outside"] / "secret.txt",
@@ -222,7 +199,7 @@ async def test_a_folder_name_with_control_and_bidi_characters_is_shown_escaped(
     odd = world["ceiling"] / "x\u202ey\x1b[2J"
     odd.mkdir()
     (odd / "f.txt").write_text("odd")
-    user = User("decline")
+    user = FormUser("decline")
     async with Client(wrapped(world), mode="legacy", elicitation_callback=user) as client:
         assert (await call(client, "read_path", path=str(odd / "f.txt")))[0]
     (question,) = user.questions
@@ -250,7 +227,7 @@ async def test_a_host_without_elicitation_is_refused_in_words_that_say_so(world:
 
 
 async def test_a_host_that_declared_roots_is_never_asked(world: dict[str, Path]) -> None:
-    user = User((str(world["a"]), "read"))
+    user = FormUser((str(world["a"]), "read"))
     roots = RootsCallback(world["b"])
     async with Client(
         wrapped(world), mode="legacy", elicitation_callback=user, list_roots_callback=roots
@@ -267,7 +244,7 @@ async def test_under_srt_a_read_grant_is_read_only_in_the_sandbox_too() -> None:
     with srt_tmp() as folder:  # srt cannot grant a folder under /dev/shm
         world = make_world(folder)
         a = world["a"]
-        user = User((str(a), "read"))
+        user = FormUser((str(a), "read"))
         server = wrapped(world, "--sandbox", "srt", **SRT_ENV)
         async with Client(server, mode="legacy", elicitation_callback=user) as client:
             assert await call(client, "read_path", path=str(a / "hello.txt")) == (False, "hello a")
