@@ -113,6 +113,7 @@ ARGUMENT_ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("read_text_file", {}, "path is required"),
     ("read_text_file", {"path": "note.txt", "head": 1.5}, "head must be a whole number of lines, not 1.5"),
     ("read_multiple_files", {"paths": "note.txt"}, "paths must be an array, not a string"),
+    ("read_multiple_files", {"paths": []}, "paths must have at least 1 item"),
     ("edit_file", {"path": "note.txt", "edits": [{"oldText": "a"}]}, "edits[0].newText is required"),
     (
         "search_files",
