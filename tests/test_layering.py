@@ -121,6 +121,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
         ("_listing", "_reading", "_writing"),
         ("_server", "_stdio", "_http"),
         ("_early", "_http_setup"),
+        ("_lean",),
         ("_command",),
         ("__init__",),
     ],
@@ -154,7 +155,8 @@ APP_API: dict[str, str] = {
     "sandbox": "mcp-roots run, doctor and wrap: spawn confined, the protected set, the kernel's support",
     "roots": "the operator's configuration (fallback roots, the ceiling, the config file and variables), and "
     "RAW_PORT for an application with no SDK",
-    "guard": "the schema walk: every path in a tool's input schema (the probe, wrap)",
+    "guard": "the schema walk: every path in a tool's input schema (the probe, wrap); the guarded call "
+    "(serve's lean path)",
     "adapters": "serve's stdio transport: the low-level server behind an MCPServer, checked",
     "_rootsguard": "mcp-roots audit: audit_server and format_audit (the facade's audit of any server)",
     "_sys.linux": "renameat2 for the probe's swap race",

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from mcp.server import MCPServer
     from mcp.server.auth.provider import TokenVerifier
 
+    from ._common import Settings
     from ._early import StartupFile
     from ._http_setup import HttpSetup
 
@@ -178,6 +179,14 @@ def serve(args: argparse.Namespace) -> int:
             startup = _startup_file(args) if stdio else None
             guard = _guard(args)
             max_message = _max_message_bytes(args)
+            if startup is not None and startup[1] and _lean_on():
+                # Answers recorded: the lean path serves the tools, the SDK only what it does not own.
+                wire_in, wire_out = stack.enter_context(_pipes_claimed())
+                lean = functools.partial(_lean_then_sdk, args, guard, startup, wire_in, wire_out, max_message)
+                import anyio
+
+                anyio.run(lean)
+                return EXIT_OK
             if startup is not None:
                 wire = _answer_early(startup, max_message, stack)
             server = _build(args, guard, None if http is None else http.tokens)
@@ -261,6 +270,49 @@ def _answer_early(
     return recorder, recorder
 
 
+#: ``0``: serve's lean path is off (every message goes to the SDK, as on a first start).
+LEAN_ENV_VAR = "MCP_ROOTS_SERVE_LEAN"
+
+
+def _lean_on() -> bool:
+    """Whether serve's lean path may serve (``MCP_ROOTS_SERVE_LEAN=0``: every call goes to the SDK)."""
+    return os.environ.get(LEAN_ENV_VAR, "1") != "0"
+
+
+def _pipes_claimed() -> contextlib.AbstractContextManager[tuple[int, int]]:
+    from ._stdio import pipes_claimed
+
+    return pipes_claimed()
+
+
+async def _lean_then_sdk(
+    args: argparse.Namespace,
+    guard: RootsGuard,
+    startup: tuple[StartupFile, dict[str, dict[str, Any]]],
+    wire_in: int,
+    wire_out: int,
+    max_message: int,
+) -> None:
+    """Serve on the lean path (``_lean``) and, at the first message it does not own, load the SDK and
+    serve the rest of the session with it, the client's initialize and initialized replayed first."""
+    from . import _early, _lean
+    from ._stdio import StdinLines, StdoutWriter, serve_stdio
+
+    file, answers = startup
+    stdin = StdinLines(wire_in, max_message)
+    stdout = StdoutWriter(wire_out)
+    handover = await _lean.serve_lean(stdin, stdout, answers, guard, _settings(args))
+    if handover is None:
+        return  # the client left: the SDK was never needed
+    try:
+        server = _build(args, guard)
+    except ModuleNotFoundError as exc:
+        _say(f"{PROG}: error: '{PROG} serve' cannot load the mcp SDK for a request: {exc}")
+        return
+    recorder = _early.Recorder(stdin, stdout, file, answers, handover)
+    await serve_stdio(server, max_line_bytes=max_message, wire=(recorder, recorder))
+
+
 def _max_message_bytes(args: argparse.Namespace) -> int:
     from ._stdio import DEFAULT_MAX_LINE_BYTES
 
@@ -323,17 +375,17 @@ def _guard(args: argparse.Namespace) -> RootsGuard:
     )
 
 
-def _build(args: argparse.Namespace, guard: RootsGuard, tokens: TokenVerifier | None = None) -> MCPServer:
-    from ._server import build_server
-    from ._state import shared_request_state
-    from ._toolbox import Settings
+def _settings(args: argparse.Namespace) -> Settings:
+    from ._common import Settings
     from ._walk import Limits
 
     limits = Limits() if args.max_results is None else Limits(max_results=args.max_results)
+    return Settings(read_only=args.read_only, walk=limits, protect=args.protect)
+
+
+def _build(args: argparse.Namespace, guard: RootsGuard, tokens: TokenVerifier | None = None) -> MCPServer:
+    from ._server import build_server
+    from ._state import shared_request_state
+
     security = shared_request_state(args.state_key_file) if args.state_key_file is not None else None
-    return build_server(
-        guard,
-        Settings(read_only=args.read_only, walk=limits, protect=args.protect),
-        request_state_security=security,
-        token_verifier=tokens,
-    )
+    return build_server(guard, _settings(args), request_state_security=security, token_verifier=tokens)
