@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
+from tests.filesystem.test_serve_startup import INITIALIZED, Serve, call, initialize, tools_list
 from tests.kit import RootsCallback, stdio_serve_command
 
 pytestmark = pytest.mark.anyio
@@ -46,6 +46,9 @@ def build_tree(base: Path) -> tuple[Path, Path]:
     (served / "out").symlink_to(outside)  # a symlink out of the roots
     (served / "out.txt").symlink_to(outside / "secret.txt")
     return served, outside
+
+
+TWO = {"oldText": "two", "newText": "2"}
 
 
 def calls(served: Path, outside: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -166,7 +169,15 @@ async def session(
 async def fill(served: Path, cache: Path, log: Path) -> None:
     """A first start, which records the answers the lean path needs."""
     await session(params(served, cache, log, LEAN_OFF), "legacy", [served], [])
-    assert list((cache / "mcp-roots" / "serve").glob("*.json")), log.read_text()
+    assert recorded(cache), said(log)
+
+
+def said(log: Path) -> str:
+    return log.read_text()
+
+
+def recorded(cache: Path) -> list[Path]:
+    return list((cache / "mcp-roots" / "serve").glob("*.json"))
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
@@ -193,7 +204,8 @@ async def test_every_tool_answers_alike_on_the_lean_path_and_the_sdks(
         assert lean == sdk, (name, arguments)
     refused = [r for r in runs["lean"] if r["isError"]]
     assert len(refused) > 25  # the refusal paths were reached, not answered alike by luck
-    assert not (outside / "new.txt").exists() and (outside / "secret.txt").read_text() == "secret\n"
+    assert not (outside / "new.txt").exists()
+    assert (outside / "secret.txt").read_text() == "secret\n"
 
 
 async def test_a_client_whose_roots_are_all_outside_is_refused_alike(tmp_path: Path, cache: Path) -> None:
@@ -207,7 +219,136 @@ async def test_a_client_whose_roots_are_all_outside_is_refused_alike(tmp_path: P
             params(served, cache, log, env), "legacy", [outside], no_roots_calls(served)
         )
         if path == "lean":
-            assert SERVING in log.read_text() and HANDED not in log.read_text()
+            assert SERVING in log.read_text()
+            assert HANDED not in log.read_text()
     assert runs["lean"] == runs["sdk"]
     said = [result["content"][0]["text"] for result in runs["lean"]]
     assert all("(no roots)" in text or text == "Allowed directories:\n" for text in said), said
+
+
+# --- the hand-over, line by line as a host sends ------------------------------------------------------------
+
+
+def raw_start(served: Path, cache: Path, env: dict[str, str]) -> Serve:
+    """serve at debug, initialized, its tools listed (the lean path's start when ``env`` leaves it on)."""
+    server = Serve([str(served)], cache, log_level="DEBUG", env=env)
+    server.send(initialize())
+    server.answer(0, [str(served)])
+    server.send(INITIALIZED, tools_list(1))
+    server.answer(1, [str(served)])
+    return server
+
+
+def finish(server: Serve) -> tuple[dict[Any, dict[str, Any]], str]:
+    """Close stdin; every answer left is read (a second answer to an id fails), with the server's log."""
+    assert server.proc.stdin is not None
+    assert server.proc.stdout is not None
+    server.proc.stdin.close()
+    for line in server.proc.stdout:
+        message = json.loads(line)
+        if "method" not in message:
+            assert message["id"] not in server.answers, f"a second answer to {message['id']}"
+            server.answers[message["id"]] = message
+    assert server.proc.wait(timeout=60) == 0
+    assert server.proc.stderr is not None
+    return server.answers, server.proc.stderr.read().decode(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A tree and a cache a first start of serve on it filled, shared by the raw tests (each builds the
+    tree anew: the command line, and so the recorded answers, stay the same)."""
+    base = tmp_path_factory.mktemp("lean")
+    served, _ = build_tree(base / "tree")
+    cache = base / "cache"
+    finish(raw_start(served, cache, LEAN_OFF))
+    assert recorded(cache)
+    return base / "tree", cache
+
+
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+#: What a client may send mid-session that the lean path does not own.
+MID_SESSION: dict[str, dict[str, Any]] = {
+    "prompts/list": {"method": "prompts/list"},
+    "resources/read": {"method": "resources/read", "params": {"uri": "file:///etc/passwd"}},
+    "an unknown method": {"method": "vendor/unknown", "params": {}},
+    "a 2026-07-28 request": {"method": "tools/list", "params": {"_meta": MODERN_META}},
+}
+
+
+def burst(served: Path, first: int, what: str) -> list[dict[str, Any]]:
+    """Calls before and after the message ``what``, back to back with it, from id ``first`` on."""
+    read = {"path": str(served / "note.txt")}
+    written = str(served / f"w{first}.txt")
+    return [
+        call(first, "read_text_file", read),
+        {"jsonrpc": "2.0", "id": first + 1, **MID_SESSION[what]},
+        call(first + 2, "list_directory", {"path": str(served / "sub")}),
+        {"jsonrpc": "2.0", "id": first + 3, "method": "ping"},
+        call(first + 4, "write_file", {"path": written, "content": written}),
+        call(first + 5, "read_text_file", {"path": written}),
+    ]
+
+
+def run_bursts(
+    served: Path, cache: Path, env: dict[str, str], whats: list[tuple[int, str]]
+) -> tuple[dict[Any, Any], str]:
+    """One session: each burst (its first id, its message), answered before the next is sent."""
+    server = raw_start(served, cache, env)
+    try:
+        for first, what in whats:
+            messages = burst(served, first, what)
+            server.send(*messages[:5])  # the read of the file written waits for the write's answer
+            for ident in range(first, first + 5):
+                server.answer(ident, [str(served)])
+            server.send(messages[5])
+            server.answer(first + 5, [str(served)])
+        return finish(server)
+    finally:
+        server.proc.kill()
+
+
+def test_a_message_the_lean_path_does_not_own_goes_to_the_sdk_with_nothing_lost(
+    filled: tuple[Path, Path],
+) -> None:
+    """prompts/list, resources/read, an unknown method, a 2026-07-28 request, each mid-session on the lean
+    path with calls back to back around it: every message answered once, each answer the SDK path's."""
+    tree, cache = filled
+    bursts = list(zip(range(10, 10 * (len(MID_SESSION) + 1), 10), MID_SESSION, strict=True))
+    served, _ = build_tree(tree)
+    sdk, _ = run_bursts(served, cache, LEAN_OFF, bursts)  # the SDK path's answers, one session
+    for first, what in bursts:
+        served, _ = build_tree(tree)
+        lean, log = run_bursts(served, cache, {}, [(first, what)])
+        assert "Traceback" not in log, log
+        assert SERVING in log, log
+        assert f"{HANDED} at {MID_SESSION[what]['method']!r}" in log, log
+        ids = list(range(first, first + 6))
+        assert sorted(lean) == [0, 1, *ids]
+        assert [lean[i] for i in ids] == [sdk[i] for i in ids], what
+        assert lean[first + 5]["result"]["content"][0]["text"].endswith(f"w{first}.txt")
+
+
+@pytest.mark.parametrize("path", ["sdk", "lean"])
+def test_an_unknown_method_is_answered_method_not_found_and_logged_once(
+    filled: tuple[Path, Path], path: str
+) -> None:
+    """-32601 for each; one log line per method name, for the first 32 names, then one line for the rest:
+    a client cannot flood the log."""
+    tree, cache = filled
+    served, _ = build_tree(tree)
+    server = raw_start(served, cache, LEAN_OFF if path == "sdk" else {})
+    try:
+        names = [f"vendor/m{i}" for i in range(40)] * 3
+        server.send(*({"jsonrpc": "2.0", "id": i, "method": m} for i, m in enumerate(names, 10)))
+        for ident in range(10, 10 + len(names)):
+            error = server.answer(ident, [str(served)])["error"]
+            assert error["code"] == -32601
+        _, log = finish(server)
+    finally:
+        server.proc.kill()
+    lines = [line for line in log.splitlines() if "WARNING" in line]
+    for i in range(40):
+        assert sum(f"'vendor/m{i}'" in line for line in lines) == (1 if i < 32 else 0), log
+    assert sum("a method serve does not have" in line for line in lines) == 32, log
+    assert sum("no more are logged" in line for line in lines) == 1, log

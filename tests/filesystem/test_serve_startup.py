@@ -30,12 +30,18 @@ class Serve:
     """One ``mcp-roots serve`` process on pipes, spoken to line by line as a host does."""
 
     def __init__(
-        self, args: list[str], cache: Path, cwd: Path | None = None, log_level: str | None = None
+        self,
+        args: list[str],
+        cache: Path,
+        cwd: Path | None = None,
+        log_level: str | None = None,
+        env: dict[str, str] | None = None,
+        serve: list[str] = SERVE,
     ) -> None:
-        env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+        env = {**os.environ, "XDG_CACHE_HOME": str(cache), **(env or {})}
         pipe = subprocess.PIPE
         level = [] if log_level is None else ["--log-level", log_level]
-        command = [*SERVE, *level, *args]
+        command = [*serve, *level, *args]
         self.proc = subprocess.Popen(command, stdin=pipe, stdout=pipe, stderr=pipe, env=env, cwd=cwd)
         self.answers: dict[int, dict[str, Any]] = {}
 

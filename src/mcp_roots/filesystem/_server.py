@@ -4,6 +4,7 @@ on one toolbox (reading, writing, listing), guarded by the ``RootsGuard`` given.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,6 +12,7 @@ from mcp.server import MCPServer
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import RequestStateSecurity
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
 
 from .. import RootsGuard, __version__
@@ -20,6 +22,12 @@ from ._arguments import argument_error
 from ._toolbox import Settings, Toolbox
 
 __all__ = ["build_server"]
+
+logger = logging.getLogger("mcp_roots")
+
+#: The method names an unknown-method line is logged for, at most; one more line says the rest are not.
+MAX_UNKNOWN_LOGGED = 32
+_METHOD_NOT_FOUND = -32601
 
 #: The SDK's handlers for what serve does not have (prompts, resources): left out, so that serve declares
 #: only the tools capability, and a client asking for them gets "Method not found" (as from the official
@@ -89,7 +97,33 @@ def build_server(
     _writing.register(box)
     _listing.register(box)
     _check_arguments(server)
+    _log_unknown_methods(server)
     return server
+
+
+def _log_unknown_methods(server: MCPServer) -> None:
+    """One warning line per method name the SDK answers "Method not found" (-32601), for the first
+    ``MAX_UNKNOWN_LOGGED`` names, then one line saying the rest are not logged: a client cannot flood the
+    log."""
+    seen: set[str] = set()
+
+    async def logged(ctx: Any, call_next: Any) -> Any:
+        try:
+            return await call_next(ctx)
+        except MCPError as exc:
+            method = str(ctx.method)
+            if exc.error.code != _METHOD_NOT_FOUND or method in seen or len(seen) > MAX_UNKNOWN_LOGGED:
+                raise
+            seen.add(method)
+            if len(seen) > MAX_UNKNOWN_LOGGED:
+                logger.warning("serve: more unknown methods asked for; no more are logged")
+            else:
+                logger.warning(
+                    "serve: a client asked for %.80r, a method serve does not have (-32601)", method
+                )
+            raise
+
+    server.middleware.insert(0, logged)
 
 
 def _check_arguments(server: MCPServer) -> None:
