@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ._common import Settings
     from ._early import StartupFile
     from ._http_setup import HttpSetup
+    from ._stdio import StdinLines
 
 __all__ = ["add_serve_command", "serve"]
 
@@ -302,8 +303,13 @@ async def _lean_then_sdk(
     stdin = StdinLines(wire_in, max_message)
     stdout = StdoutWriter(wire_out)
     handover = await _lean.serve_lean(stdin, stdout, answers, guard, _settings(args))
-    if handover is None:
-        return  # the client left: the SDK was never needed
+    if handover.client_left and handover.initialize_id is None:
+        return  # nothing was given from the file: nothing to check
+    if handover.client_left:
+        # The client left before the SDK was needed: the SDK still answers the client's initialize and the
+        # lists given from the file, off the wire (answers to a closed pipe go nowhere), and a file whose
+        # answers differ from the SDK's is removed (``_early.Recorder``).
+        stdin, stdout = _replayed_only(handover.replay), StdoutWriter(_null_out())
     try:
         server = _build(args, guard)
     except ModuleNotFoundError as exc:
@@ -311,6 +317,21 @@ async def _lean_then_sdk(
         return
     recorder = _early.Recorder(stdin, stdout, file, answers, handover)
     await serve_stdio(server, max_line_bytes=max_message, wire=(recorder, recorder))
+
+
+def _replayed_only(lines: list[str]) -> StdinLines:
+    """Lines that give ``lines`` and then end."""
+    from ._stdio import StdinLines
+
+    read, write = os.pipe()
+    os.close(write)
+    given = StdinLines(read)
+    given.put_back(lines)
+    return given
+
+
+def _null_out() -> int:
+    return os.open(os.devnull, os.O_WRONLY)
 
 
 def _max_message_bytes(args: argparse.Namespace) -> int:

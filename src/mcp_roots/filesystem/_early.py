@@ -105,6 +105,8 @@ class Handover:
     lists: dict[str, Any] = field(default_factory=dict)
     #: the ids of requests of the lean session's not answered yet: the client's answers to them are dropped
     drop: set[str] = field(default_factory=set)
+    #: the client left while the lean session served it: the SDK only checks the answers given early
+    client_left: bool = False
 
 
 def answer_early(

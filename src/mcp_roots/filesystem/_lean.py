@@ -101,9 +101,9 @@ class LeanSession:
 
     # -- the session --
 
-    async def run(self) -> Handover | None:
-        """Serve until the client leaves (None) or a message the SDK must answer (the hand-over, whose
-        lines are back in ``lines``, the replayed ones first)."""
+    async def run(self) -> Handover:
+        """Serve until the client leaves (``client_left``) or a message the SDK must answer (the hand-over,
+        whose lines are back in ``lines``, the replayed ones first)."""
         async with anyio.create_task_group() as group:
             self._group = group
             first = await self._serve()
@@ -121,7 +121,8 @@ class LeanSession:
         with anyio.CancelScope(shield=True):
             await self.port.connection_closed(self.port.host)
         if first is None:
-            return None
+            self.handover.client_left = True
+            return self.handover
         self.handover.drop = set(self._asked)
         self._lines.put_back(self.handover.replay + self._kept)
         return self.handover
@@ -439,7 +440,7 @@ async def serve_lean(
     answers: Mapping[str, Mapping[str, Any]],
     guard: RootsGuard,
     settings: Settings,
-) -> Handover | None:
-    """Serve the client on the lean path until it leaves (None) or the SDK must take over (the hand-over:
-    replay its lines, drop the answers to ``drop``)."""
+) -> Handover:
+    """Serve the client on the lean path until it leaves (``client_left``) or the SDK must take over (the
+    hand-over: replay its lines, drop the answers to ``drop``)."""
     return await LeanSession(lines, out, answers, guard, settings).run()
