@@ -130,6 +130,18 @@ def start(served: Path, cache: Path, *extra: str) -> dict[str, Any]:
         raise
 
 
+def record(args: list[str], cache: Path) -> None:
+    """A first start of ``serve ARGS`` with ``cache``: the answers a later start's lean path needs."""
+    server = Serve(args, cache)
+    try:
+        server.send(initialize(), INITIALIZED, tools_list(1))
+        server.answer(1, [])
+        assert server.close() == 0
+    finally:
+        server.proc.kill()
+    assert recorded(cache)
+
+
 def recorded(cache: Path) -> list[Path]:
     return sorted((cache / "mcp-roots" / "serve").glob("*.json"))
 
