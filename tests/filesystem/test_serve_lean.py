@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests.filesystem.test_serve_startup import INITIALIZED, Serve, call, initialize, tools_list
+from mcp_roots.filesystem._lean import MAX_IN_FLIGHT
+from tests.filesystem.test_serve_startup import INITIALIZED, Serve, call, initialize, poison, tools_list
 from tests.kit import RootsCallback, stdio_serve_command
 
 pytestmark = pytest.mark.anyio
@@ -352,3 +354,80 @@ def test_an_unknown_method_is_answered_method_not_found_and_logged_once(
         assert sum(f"'vendor/m{i}'" in line for line in lines) == (1 if i < 32 else 0), log
     assert sum("a method serve does not have" in line for line in lines) == 32, log
     assert sum("no more are logged" in line for line in lines) == 1, log
+
+
+def test_a_quiet_lean_session_has_the_sdk_check_the_answers_it_gave(filled: tuple[Path, Path]) -> None:
+    """Answers given from a file the SDK disagrees with: once the session is quiet, the SDK checks them in
+    the background and the file goes, while the session goes on serving on the lean path."""
+    tree, cache = filled
+    served, _ = build_tree(tree)
+    [file] = recorded(cache)
+    kept = file.read_bytes()
+    try:
+        poison(file)
+        server = raw_start(served, cache, {})
+        try:
+            deadline = time.monotonic() + 120  # not a timing check: how long a loaded machine may take
+            while file.exists():
+                assert time.monotonic() < deadline, "the file given from was never checked"
+                time.sleep(0.2)
+            server.send(call(2, "read_text_file", {"path": str(served / "note.txt")}))
+            assert server.answer(2, [str(served)])["result"]["content"][0]["text"] == "one\ntwo\nthree\n"
+            _, log = finish(server)
+        finally:
+            server.proc.kill()
+        assert "the SDK's answer to tools/list differs" in log, log
+        assert SERVING in log, log
+        assert HANDED not in log, log
+    finally:
+        file.write_bytes(kept)
+        file.chmod(0o600)
+
+
+def test_an_answer_to_the_lean_paths_roots_request_after_the_hand_over_is_not_the_sdks(
+    filled: tuple[Path, Path],
+) -> None:
+    """The client answers the lean session's roots/list only after a message handed the session over:
+    the answer is taken out of the SDK's input (the SDK never sees an answer to a request it did not
+    send), and the SDK asks again for itself."""
+    tree, cache = filled
+    served, _ = build_tree(tree)
+    server = Serve([str(served)], cache, log_level="DEBUG")
+    assert server.proc.stdout is not None
+    try:
+        server.send(initialize(), INITIALIZED)
+        asked = [json.loads(server.proc.stdout.readline()) for _ in range(2)]
+        [lean_request] = [m for m in asked if m.get("method") == "roots/list"]
+        assert str(lean_request["id"]).startswith("mcp-roots-lean-")
+        server.send({"jsonrpc": "2.0", "id": 1, "method": "prompts/list"})  # the hand-over
+        roots = {"roots": [{"uri": served.as_uri()}]}
+        server.send({"jsonrpc": "2.0", "id": lean_request["id"], "result": roots})  # late
+        server.send(call(2, "read_text_file", {"path": str(served / "note.txt")}))
+        assert server.answer(1, [str(served)])["error"]["code"] == -32601
+        assert server.answer(2, [str(served)])["result"]["content"][0]["text"] == "one\ntwo\nthree\n"
+        _, log = finish(server)
+    finally:
+        server.proc.kill()
+    assert HANDED in log, log
+    assert str(lean_request["id"]) not in log, log  # no one complained of an answer it did not expect
+
+
+def test_many_calls_back_to_back_are_each_answered_once_on_the_lean_path(filled: tuple[Path, Path]) -> None:
+    """More calls at once than the lean session runs at once: they wait their turn, none is lost or
+    answered twice, the roots/list answer still gets through."""
+    tree, cache = filled
+    served, _ = build_tree(tree)
+    server = Serve([str(served)], cache, log_level="DEBUG")
+    try:
+        server.send(initialize(), INITIALIZED)
+        count = 3 * MAX_IN_FLIGHT
+        server.send(
+            *(call(i, "read_text_file", {"path": str(served / "note.txt")}) for i in range(1, count + 1))
+        )
+        for ident in range(1, count + 1):
+            assert server.answer(ident, [str(served)])["result"]["content"][0]["text"] == "one\ntwo\nthree\n"
+        _, log = finish(server)
+    finally:
+        server.proc.kill()
+    assert SERVING in log, log
+    assert HANDED not in log, log

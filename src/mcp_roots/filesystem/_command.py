@@ -13,6 +13,9 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import anyio.to_thread
+
 from .. import RootsError, RootsGuard, fallback_roots
 from ..errors import ConfigError
 from ..roots import ENV_VAR
@@ -22,7 +25,7 @@ if TYPE_CHECKING:
     from mcp.server.auth.provider import TokenVerifier
 
     from ._common import Settings
-    from ._early import StartupFile
+    from ._early import Handover, StartupFile
     from ._http_setup import HttpSetup
     from ._stdio import StdinLines
 
@@ -184,8 +187,6 @@ def serve(args: argparse.Namespace) -> int:
                 # Answers recorded: the lean path serves the tools, the SDK only what it does not own.
                 wire_in, wire_out = stack.enter_context(_pipes_claimed())
                 lean = functools.partial(_lean_then_sdk, args, guard, startup, wire_in, wire_out, max_message)
-                import anyio
-
                 anyio.run(lean)
                 return EXIT_OK
             if startup is not None:
@@ -213,8 +214,6 @@ def serve(args: argparse.Namespace) -> int:
 
                 asyncio.run(service.serve(sock))
             else:
-                import anyio
-
                 from ._stdio import serve_stdio
 
                 anyio.run(functools.partial(serve_stdio, server, max_line_bytes=max_message, wire=wire))
@@ -302,20 +301,60 @@ async def _lean_then_sdk(
     file, answers = startup
     stdin = StdinLines(wire_in, max_message)
     stdout = StdoutWriter(wire_out)
-    handover = await _lean.serve_lean(stdin, stdout, answers, guard, _settings(args))
-    if handover.client_left and handover.initialize_id is None:
-        return  # nothing was given from the file: nothing to check
+    done: list[Handover] = []
+
+    async def check(given: Handover) -> None:
+        # The session is quiet: the SDK, imported in a thread, answers the client's initialize and the
+        # lists given from the file off the wire; a file whose answers differ is removed (_early.Recorder).
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(0.0005)  # the import holds the interpreter: the loop takes it back soon
+        try:
+            await anyio.to_thread.run_sync(_import_sdk, abandon_on_cancel=True)
+        finally:
+            sys.setswitchinterval(switch)
+        await _check_given(args, guard, file, answers, given, max_message)
+        done.append(given)
+
+    handover = await _lean.serve_lean(stdin, stdout, answers, guard, _settings(args), check)
     if handover.client_left:
-        # The client left before the SDK was needed: the SDK still answers the client's initialize and the
-        # lists given from the file, off the wire (answers to a closed pipe go nowhere), and a file whose
-        # answers differ from the SDK's is removed (``_early.Recorder``).
-        stdin, stdout = _replayed_only(handover.replay), StdoutWriter(_null_out())
+        if handover.initialize_id is not None and not done:
+            await _check_given(args, guard, file, answers, handover, max_message)
+        return
     try:
         server = _build(args, guard)
     except ModuleNotFoundError as exc:
         _say(f"{PROG}: error: '{PROG} serve' cannot load the mcp SDK for a request: {exc}")
         return
     recorder = _early.Recorder(stdin, stdout, file, answers, handover)
+    await serve_stdio(server, max_line_bytes=max_message, wire=(recorder, recorder))
+
+
+def _import_sdk() -> None:
+    import mcp.server.stdio  # noqa: F401
+
+    from . import _server  # noqa: F401
+
+
+async def _check_given(
+    args: argparse.Namespace,
+    guard: RootsGuard,
+    file: StartupFile,
+    answers: dict[str, dict[str, Any]],
+    given: Handover,
+    max_message: int,
+) -> None:
+    """The SDK's answers to the client's initialize and to the lists given from the file, compared off
+    the wire (its answers go to the null device)."""
+    from . import _early
+    from ._stdio import StdoutWriter, serve_stdio
+
+    try:
+        server = _build(args, guard)
+    except ModuleNotFoundError as exc:
+        logging.getLogger("mcp_roots").debug("serve: the recorded answers are not checked: %s", exc)
+        return
+    out = StdoutWriter(_null_out())
+    recorder = _early.Recorder(_replayed_only(given.replay), out, file, answers, given)
     await serve_stdio(server, max_line_bytes=max_message, wire=(recorder, recorder))
 
 

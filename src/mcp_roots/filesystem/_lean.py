@@ -23,7 +23,8 @@ import inspect
 import itertools
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import math
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,8 @@ logger = logging.getLogger("mcp_roots")
 LEAN_ID_PREFIX = "mcp-roots-lean-"
 #: Calls in flight at once; the next request waits for one to end (the pipe holds what the client sends).
 MAX_IN_FLIGHT = 64
+#: A session this long quiet (nothing in flight) has the SDK check the answers it gave from the file.
+IDLE_SECONDS = 1.0
 _TOOL = "tool"  # roots._facts.TOOL, as the port names a tools/call's kind
 
 _MESSAGE: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar("mcp_roots_lean_message")
@@ -80,8 +83,10 @@ class LeanSession:
         answers: Mapping[str, Mapping[str, Any]],
         guard: RootsGuard,
         settings: Settings,
+        on_idle: Callable[[Handover], Coroutine[Any, Any, None]] | None = None,
     ) -> None:
         self._lines = lines
+        self._on_idle = on_idle
         self._out = out
         self._answers = answers
         self._write_lock = anyio.Lock()
@@ -129,10 +134,18 @@ class LeanSession:
 
     async def _serve(self) -> str | None:
         while True:
-            try:
-                line = await self._lines.__anext__()
-            except StopAsyncIteration:
-                return None
+            line: str | None = None
+            idle = self._on_idle is not None and self._initialized and not self._in_flight
+            with anyio.move_on_after(IDLE_SECONDS if idle else math.inf):
+                try:
+                    line = await self._lines.__anext__()
+                except StopAsyncIteration:
+                    return None
+            if line is None:  # quiet: the SDK checks the answers given from the file, off the wire
+                check, self._on_idle = self._on_idle, None
+                assert check is not None
+                self._group.start_soon(check, self.handover.snapshot())
+                continue
             try:
                 taken = await self._take(line)
             except Exception:
@@ -440,7 +453,9 @@ async def serve_lean(
     answers: Mapping[str, Mapping[str, Any]],
     guard: RootsGuard,
     settings: Settings,
+    on_idle: Callable[[Handover], Coroutine[Any, Any, None]] | None = None,
 ) -> Handover:
     """Serve the client on the lean path until it leaves (``client_left``) or the SDK must take over (the
-    hand-over: replay its lines, drop the answers to ``drop``)."""
-    return await LeanSession(lines, out, answers, guard, settings).run()
+    hand-over: replay its lines, drop the answers to ``drop``). ``on_idle`` runs, once, in a task of the
+    session when it is first quiet, with a copy of what the hand-over would be at that point."""
+    return await LeanSession(lines, out, answers, guard, settings, on_idle).run()
