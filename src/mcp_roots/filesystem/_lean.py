@@ -48,6 +48,8 @@ logger = logging.getLogger("mcp_roots")
 LEAN_ID_PREFIX = "mcp-roots-lean-"
 #: Calls in flight at once; the next request waits for one to end (the pipe holds what the client sends).
 MAX_IN_FLIGHT = 64
+#: Lines read ahead (parked) while the calls in flight are at the bound, at most.
+MAX_PARKED = 256
 #: A session this long quiet (nothing in flight) has the SDK check the answers it gave from the file.
 IDLE_SECONDS = 1.0
 _TOOL = "tool"  # roots._facts.TOOL, as the port names a tools/call's kind
@@ -102,6 +104,7 @@ class LeanSession:
         self._slot = anyio.Event()
         self._draining: anyio.CancelScope | None = None
         self._kept: list[str] = []
+        self._parked: list[str] = []  # read while the calls in flight were at the bound
         self.ended = False
 
     # -- the session --
@@ -117,7 +120,8 @@ class LeanSession:
             else:
                 method = parse(first).get("method")
                 logger.debug("serve: lean path: handed to the SDK at %.80r", method)
-                self._kept.append(first)
+                self._kept += [first, *self._parked]
+                self._parked.clear()
                 with anyio.CancelScope() as draining:
                     self._draining = draining
                     if self._in_flight:
@@ -134,11 +138,11 @@ class LeanSession:
 
     async def _serve(self) -> str | None:
         while True:
-            line: str | None = None
+            line: str | None = self._parked.pop(0) if self._parked else None
             idle = self._on_idle is not None and self._initialized and not self._in_flight
             with anyio.move_on_after(IDLE_SECONDS if idle else math.inf):
                 try:
-                    line = await self._lines.__anext__()
+                    line = line if line is not None else await self._lines.__anext__()
                 except StopAsyncIteration:
                     return None
             if line is None:  # quiet: the SDK checks the answers given from the file, off the wire
@@ -167,6 +171,19 @@ class LeanSession:
             message = parse(line) if self._kept_ids_pending(line) else {}
             if not (message and self._answered(message)):
                 self._kept.append(line)
+
+    async def _read_while_full(self) -> None:
+        """While the calls in flight are at the bound: take the client's answers to this session's requests
+        (the calls may wait for them) and park the other lines, up to ``MAX_PARKED`` (then the pipe holds
+        the rest)."""
+        while len(self._parked) < MAX_PARKED:
+            try:
+                line = await self._lines.__anext__()
+            except StopAsyncIteration:
+                return
+            message = parse(line) if self._kept_ids_pending(line) else {}
+            if not (message and self._answered(message)):
+                self._parked.append(line)
 
     def _kept_ids_pending(self, line: str) -> bool:
         return bool(self._asked) and LEAN_ID_PREFIX in line
@@ -277,7 +294,10 @@ class LeanSession:
             return False
         while len(self._in_flight) >= MAX_IN_FLIGHT:
             self._slot = anyio.Event()
-            await self._slot.wait()
+            async with anyio.create_task_group() as waiting:
+                waiting.start_soon(self._read_while_full)
+                await self._slot.wait()
+                waiting.cancel_scope.cancel()
         scope = anyio.CancelScope()
         self._in_flight[key] = scope
         self._group.start_soon(self._call, message, scope, key, name, arguments)
