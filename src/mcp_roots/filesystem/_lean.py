@@ -50,8 +50,9 @@ LEAN_ID_PREFIX = "mcp-roots-lean-"
 MAX_IN_FLIGHT = 64
 #: Lines read ahead (parked) while the calls in flight are at the bound, at most.
 MAX_PARKED = 256
-#: A session this long quiet (nothing in flight) has the SDK check the answers it gave from the file.
-IDLE_SECONDS = 1.0
+#: A session this long quiet (nothing in flight) has the SDK check the answers it gave from the file: a
+#: host is quiet most of the time, and a client that keeps calling is not slowed by the import.
+IDLE_SECONDS = 5.0
 _TOOL = "tool"  # roots._facts.TOOL, as the port names a tools/call's kind
 
 _MESSAGE: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar("mcp_roots_lean_message")
@@ -201,7 +202,7 @@ class LeanSession:
         if not isinstance(method, str):
             return False
         if "id" not in message:
-            return self._notification(method, message)
+            return self._notification(line, method, message)
         ident, params = message["id"], message.get("params")
         if not is_id(ident):
             return False
@@ -245,10 +246,10 @@ class LeanSession:
         logger.debug("serve: lean path: serving %s without the SDK", requested)
         return True
 
-    def _notification(self, method: str, message: dict[str, Any]) -> bool:
+    def _notification(self, line: str, method: str, message: dict[str, Any]) -> bool:
         if method == "notifications/initialized" and self._version is not None and not self._initialized:
             self._initialized = True
-            self.handover.replay.append(json.dumps(message) + "\n")
+            self.handover.replay.append(line)
             self._group.start_soon(self._keep_roots)
             return True
         if not self._initialized:
