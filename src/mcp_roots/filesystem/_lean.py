@@ -23,7 +23,6 @@ import inspect
 import itertools
 import json
 import logging
-import math
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -140,12 +139,16 @@ class LeanSession:
     async def _serve(self) -> str | None:
         while True:
             line: str | None = self._parked.pop(0) if self._parked else None
-            idle = self._on_idle is not None and self._initialized and not self._in_flight
-            with anyio.move_on_after(IDLE_SECONDS if idle else math.inf):
-                try:
-                    line = line if line is not None else await self._lines.__anext__()
-                except StopAsyncIteration:
-                    return None
+            try:
+                if line is not None:
+                    pass
+                elif self._on_idle is not None and self._initialized and not self._in_flight:
+                    with anyio.move_on_after(IDLE_SECONDS):
+                        line = await self._lines.__anext__()
+                else:  # no timer: this is every call's path
+                    line = await self._lines.__anext__()
+            except StopAsyncIteration:
+                return None
             if line is None:  # quiet: the SDK checks the answers given from the file, off the wire
                 check, self._on_idle = self._on_idle, None
                 assert check is not None
