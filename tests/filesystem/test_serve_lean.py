@@ -367,12 +367,15 @@ def test_a_quiet_lean_session_has_the_sdk_check_the_answers_it_gave(filled: tupl
         poison(file)
         server = raw_start(served, cache, {})
         try:
+            read = {"path": str(served / "note.txt")}
+            server.send(call(2, "read_text_file", read))  # the roots/list asked at start answered on the way
+            assert server.answer(2, [str(served)])["result"]["content"][0]["text"] == "one\ntwo\nthree\n"
             deadline = time.monotonic() + 120  # not a timing check: how long a loaded machine may take
             while file.exists():
                 assert time.monotonic() < deadline, "the file given from was never checked"
                 time.sleep(0.2)
-            server.send(call(2, "read_text_file", {"path": str(served / "note.txt")}))
-            assert server.answer(2, [str(served)])["result"]["content"][0]["text"] == "one\ntwo\nthree\n"
+            server.send(call(3, "read_text_file", read))
+            assert server.answer(3, [str(served)])["result"]["content"][0]["text"] == "one\ntwo\nthree\n"
             _, log = finish(server)
         finally:
             server.proc.kill()

@@ -107,8 +107,6 @@ class Handover:
     drop: set[str] = field(default_factory=set)
     #: the client left while the lean session served it: the SDK only checks the answers given early
     client_left: bool = False
-    #: the SDK has checked the answers given early already (the lean session's quiet moment)
-    checked: bool = False
 
     def snapshot(self) -> Handover:
         """A copy of the lines to replay and the answers given so far."""

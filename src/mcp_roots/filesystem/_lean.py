@@ -23,6 +23,7 @@ import inspect
 import itertools
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -105,7 +106,7 @@ class LeanSession:
         self._draining: anyio.CancelScope | None = None
         self._kept: list[str] = []
         self._parked: list[str] = []  # read while the calls in flight were at the bound
-        self.ended = False
+        self._last = time.monotonic()  # when the session last read a message or ended a call
 
     # -- the session --
 
@@ -138,22 +139,11 @@ class LeanSession:
 
     async def _serve(self) -> str | None:
         while True:
-            line: str | None = self._parked.pop(0) if self._parked else None
             try:
-                if line is not None:
-                    pass
-                elif self._on_idle is not None and self._initialized and not self._in_flight:
-                    with anyio.move_on_after(IDLE_SECONDS):
-                        line = await self._lines.__anext__()
-                else:  # no timer: this is every call's path
-                    line = await self._lines.__anext__()
+                line = self._parked.pop(0) if self._parked else await self._lines.__anext__()
             except StopAsyncIteration:
                 return None
-            if line is None:  # quiet: the SDK checks the answers given from the file, off the wire
-                check, self._on_idle = self._on_idle, None
-                assert check is not None
-                self._group.start_soon(check, self.handover.snapshot())
-                continue
+            self._last = time.monotonic()
             try:
                 taken = await self._take(line)
             except Exception:
@@ -254,6 +244,7 @@ class LeanSession:
             self._initialized = True
             self.handover.replay.append(line)
             self._group.start_soon(self._keep_roots)
+            self._group.start_soon(self._watch_quiet)
             return True
         if not self._initialized:
             return False
@@ -268,6 +259,17 @@ class LeanSession:
                 scope.cancel()
             return True  # a request not in flight: nothing to cancel (the SDK ignores it too)
         return False
+
+    async def _watch_quiet(self) -> None:
+        """Once the session has been quiet (nothing read, nothing in flight) for ``IDLE_SECONDS``: the SDK
+        checks the answers given from the file, off the wire (``on_idle``)."""
+        while self._on_idle is not None:
+            quiet = time.monotonic() - self._last
+            if quiet >= IDLE_SECONDS and not self._in_flight:
+                check, self._on_idle = self._on_idle, None
+                self._group.start_soon(check, self.handover.snapshot())
+                return
+            await anyio.sleep(max(IDLE_SECONDS - quiet, 0.1))
 
     async def _keep_roots(self) -> None:
         """The connection's roots kept fresh while the session lasts (as the SDK path's guard does)."""
@@ -323,6 +325,7 @@ class LeanSession:
                 await self._send(message["id"], answer)
         finally:
             del self._in_flight[key]
+            self._last = time.monotonic()
             self._slot.set()
             if not self._in_flight and self._draining is not None:
                 self._draining.cancel()
