@@ -310,10 +310,12 @@ async def _lean_then_sdk(
         sys.setswitchinterval(0.0005)  # the import holds the interpreter: the loop takes it back soon
         try:
             await anyio.to_thread.run_sync(_import_sdk, abandon_on_cancel=True)
+            await _check_given(args, guard, file, answers, given, max_message)
+            done.append(given)
+        except Exception:  # a check that fails leaves the file unchecked, never the session broken
+            logging.getLogger("mcp_roots").exception("serve: the recorded answers could not be checked")
         finally:
             sys.setswitchinterval(switch)
-        await _check_given(args, guard, file, answers, given, max_message)
-        done.append(given)
 
     handover = await _lean.serve_lean(stdin, stdout, answers, guard, _settings(args), check)
     if handover.client_left:
