@@ -93,6 +93,7 @@ class LeanSession:
         self._out = out
         self._answers = answers
         self._write_lock = anyio.Lock()
+        # The guard's own policy (its one decision table and its connections' roots), as its adapters use it.
         self.port = _Port(guard._policy, self._ask_roots, "roots")
         self._tools = _lean_tools(guard, settings, self.port)
         self._schemas: dict[str, Mapping[str, Any]] = {}
