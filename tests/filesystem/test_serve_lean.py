@@ -21,7 +21,15 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from mcp_roots.filesystem._lean import MAX_IN_FLIGHT
-from tests.filesystem.test_serve_startup import INITIALIZED, Serve, call, initialize, poison, tools_list
+from tests.filesystem.test_serve_startup import (
+    INITIALIZED,
+    Serve,
+    call,
+    initialize,
+    poison,
+    record,
+    tools_list,
+)
 from tests.kit import RootsCallback, stdio_serve_command
 
 pytestmark = pytest.mark.anyio
@@ -432,5 +440,30 @@ def test_many_calls_back_to_back_are_each_answered_once_on_the_lean_path(filled:
         _, log = finish(server)
     finally:
         server.proc.kill()
+    assert SERVING in log, log
+    assert HANDED not in log, log
+
+
+def test_an_oversize_line_is_dropped_and_the_lean_session_goes_on(tmp_path: Path) -> None:
+    """A line over --max-message-bytes never reaches the lean session whole: dropped with a warning, and
+    the next call is served on the lean path (the bound is the transport's, shared with the SDK path)."""
+    served, _ = build_tree(tmp_path / "tree")
+    cache = tmp_path / "cache"
+    args = ["--max-message-bytes", "65536", str(served)]
+    record(args, cache)
+    server = Serve(args, cache, log_level="DEBUG")
+    try:
+        server.send(initialize(), INITIALIZED)
+        huge = {"path": str(served / "big.txt"), "content": "x" * 200_000}
+        server.send(
+            call(1, "write_file", huge), call(2, "read_text_file", {"path": str(served / "note.txt")})
+        )
+        assert server.answer(2, [str(served)])["result"]["content"][0]["text"] == "one\ntwo\nthree\n"
+        answers, log = finish(server)
+    finally:
+        server.proc.kill()
+    assert 1 not in answers
+    assert not (served / "big.txt").exists()
+    assert "longer than 65536 bytes" in log, log
     assert SERVING in log, log
     assert HANDED not in log, log
