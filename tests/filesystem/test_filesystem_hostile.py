@@ -115,12 +115,19 @@ def result_text(result: Any) -> str:
     return "".join(getattr(block, "text", "") for block in result.content)
 
 
-async def test_hostile_patterns_are_answered_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("path", ["sdk", "lean"])
+async def test_hostile_patterns_are_answered_at_once(tmp_path: Path, path: str) -> None:
+    """On the SDK path (a first start) and the lean path (a later one, its start-up answers recorded)."""
     root = hostile_tree(tmp_path)
     cases = hostile_cases(root)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     params = StdioServerParameters(
-        command=serve_command(str(root))[0], args=serve_command(str(root))[1:], env=dict(os.environ)
+        command=serve_command(str(root))[0], args=serve_command(str(root))[1:], env=env
     )
+    if path == "lean":
+        async with Client(params, mode="legacy") as client:
+            await client.list_tools()  # recorded: the next start serves the calls on the lean path
+        assert list((tmp_path / "cache" / "mcp-roots" / "serve").glob("*.json"))
     slow: list[str] = []
     wrong: list[str] = []
     with anyio.fail_after(120):

@@ -97,6 +97,20 @@ async def test_a_grant_withdrawn_with_revoke_granted_folder_is_asked_again(world
     assert len(user.questions) == 2
 
 
+async def test_a_start_with_answers_recorded_still_asks(world: dict[str, Path], tmp_path: Path) -> None:
+    """serve's second start of a command line answers from its recorded start-up answers; with --ask the
+    calls still go where the question is asked (a lean session that cannot ask would refuse them)."""
+    params = served(world)
+    params.env = {**(params.env or {}), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    for start in range(2):
+        user = FormUser((str(world["a"]), "read"))
+        async with Client(params, mode="legacy", elicitation_callback=user) as client:
+            read = await call(client, "read_text_file", path=str(world["a"] / "hello.txt"))
+            assert read == (False, "hello a"), start
+        assert len(user.questions) == 1, start
+    assert list((tmp_path / "cache" / "mcp-roots" / "serve").glob("*.json")), "nothing was recorded"
+
+
 async def test_nothing_outside_the_ceiling_is_offered(world: dict[str, Path]) -> None:
     (world["ceiling"] / "link").symlink_to(world["outside"])
     user = FormUser()

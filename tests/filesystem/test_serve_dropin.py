@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.filesystem.test_serve_startup import INITIALIZED, Serve, call, initialize
+from tests.filesystem.test_serve_startup import INITIALIZED, Serve, call, initialize, record
 
 
 @pytest.fixture
@@ -113,6 +113,7 @@ ARGUMENT_ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("read_text_file", {}, "path is required"),
     ("read_text_file", {"path": "note.txt", "head": 1.5}, "head must be a whole number of lines, not 1.5"),
     ("read_multiple_files", {"paths": "note.txt"}, "paths must be an array, not a string"),
+    ("read_multiple_files", {"paths": []}, "paths must have at least 1 item"),
     ("edit_file", {"path": "note.txt", "edits": [{"oldText": "a"}]}, "edits[0].newText is required"),
     (
         "search_files",
@@ -122,10 +123,22 @@ ARGUMENT_ERRORS: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
-def test_argument_errors_are_in_the_schemas_words(served: Path, tmp_path: Path) -> None:
+#: Where a call is served: the SDK (a first start), or the lean path (a later start: answers recorded).
+PATHS = ["sdk", "lean"]
+
+
+def serving(path: str, served: Path, cache: Path, log_level: str | None = None) -> Serve:
+    """serve on ``served``, on the path named (the lean one after a first start recorded its answers)."""
+    if path == "lean":
+        record([str(served)], cache)
+    return Serve([str(served)], cache, log_level=log_level)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_argument_errors_are_in_the_schemas_words(served: Path, tmp_path: Path, path: str) -> None:
     """A bad argument is named with the rule its schema states, never a validator's internals (its type
     names, its documentation URL)."""
-    server = Serve([str(served)], tmp_path / "cache")
+    server = serving(path, served, tmp_path / "cache")
     try:
         server.send(initialize())
         server.answer(0, [])
@@ -143,8 +156,9 @@ def test_argument_errors_are_in_the_schemas_words(served: Path, tmp_path: Path) 
         server.proc.kill()
 
 
+@pytest.mark.parametrize("path", PATHS)
 def test_control_characters_of_a_clients_path_are_escaped_in_what_serve_writes(
-    served: Path, tmp_path: Path
+    served: Path, tmp_path: Path, path: str
 ) -> None:
     """A path with terminal escapes (ESC, BEL, a C1 CSI): every answer naming it shows them as \\xNN."""
     hostile = "a\x1b[31mb\x07c\x9b2J"
@@ -158,7 +172,7 @@ def test_control_characters_of_a_clients_path_are_escaped_in_what_serve_writes(
         ("read_text_file", {"path": f"/etc/{hostile}"}),
         ("read_text_file", {"path": str(served / f"{hostile}.missing")}),
     ]
-    server = Serve([str(served)], tmp_path / "cache", log_level="INFO")
+    server = serving(path, served, tmp_path / "cache", log_level="DEBUG")
     try:
         server.send(initialize())
         server.answer(0, [])
@@ -173,5 +187,6 @@ def test_control_characters_of_a_clients_path_are_escaped_in_what_serve_writes(
         logged = server.proc.stderr.read().decode(errors="replace")
         assert "\x1b" not in logged
         assert "\x07" not in logged
+        assert ("lean path: serving" in logged) == (path == "lean"), logged
     finally:
         server.proc.kill()

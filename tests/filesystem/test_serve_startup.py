@@ -30,12 +30,18 @@ class Serve:
     """One ``mcp-roots serve`` process on pipes, spoken to line by line as a host does."""
 
     def __init__(
-        self, args: list[str], cache: Path, cwd: Path | None = None, log_level: str | None = None
+        self,
+        args: list[str],
+        cache: Path,
+        cwd: Path | None = None,
+        log_level: str | None = None,
+        env: dict[str, str] | None = None,
+        serve: list[str] = SERVE,
     ) -> None:
-        env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+        env = {**os.environ, "XDG_CACHE_HOME": str(cache), **(env or {})}
         pipe = subprocess.PIPE
         level = [] if log_level is None else ["--log-level", log_level]
-        command = [*SERVE, *level, *args]
+        command = [*serve, *level, *args]
         self.proc = subprocess.Popen(command, stdin=pipe, stdout=pipe, stderr=pipe, env=env, cwd=cwd)
         self.answers: dict[int, dict[str, Any]] = {}
 
@@ -122,6 +128,18 @@ def start(served: Path, cache: Path, *extra: str) -> dict[str, Any]:
     except BaseException:
         server.proc.kill()
         raise
+
+
+def record(args: list[str], cache: Path) -> None:
+    """A first start of ``serve ARGS`` with ``cache``: the answers a later start's lean path needs."""
+    server = Serve(args, cache)
+    try:
+        server.send(initialize(), INITIALIZED, tools_list(1))
+        server.answer(1, [])
+        assert server.close() == 0
+    finally:
+        server.proc.kill()
+    assert recorded(cache)
 
 
 def recorded(cache: Path) -> list[Path]:

@@ -77,6 +77,9 @@ def _check(
     enum = schema.get("enum")
     if isinstance(enum, list) and value not in enum:
         return f"{where} must be one of {', '.join(repr(v) for v in enum)}"
+    least = schema.get("minItems")
+    if kind == "array" and isinstance(least, int) and len(value) < least:  # type: ignore[arg-type]
+        return f"{where} must have at least {least} item{'' if least == 1 else 's'}"
     if kind == "array" and isinstance(schema.get("items"), Mapping):
         assert isinstance(value, (list, tuple))
         for index, item in enumerate(value):

@@ -13,6 +13,9 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import anyio.to_thread
+
 from .. import RootsError, RootsGuard, fallback_roots
 from ..errors import ConfigError
 from ..roots import ENV_VAR
@@ -21,8 +24,10 @@ if TYPE_CHECKING:
     from mcp.server import MCPServer
     from mcp.server.auth.provider import TokenVerifier
 
-    from ._early import StartupFile
+    from ._common import Settings
+    from ._early import Handover, StartupFile
     from ._http_setup import HttpSetup
+    from ._stdio import StdinLines
 
 __all__ = ["add_serve_command", "serve"]
 
@@ -193,6 +198,13 @@ def serve(args: argparse.Namespace) -> int:
             startup = _startup_file(args) if stdio else None
             guard = _guard(args)
             max_message = _max_message_bytes(args)
+            # --ask: the lean session sends no question (elicitation/create), so the SDK serves every call.
+            if startup is not None and startup[1] and _lean_on() and not getattr(args, "ask", False):
+                # Answers recorded: the lean path serves the tools, the SDK only what it does not own.
+                wire_in, wire_out = stack.enter_context(_pipes_claimed())
+                lean = functools.partial(_lean_then_sdk, args, guard, startup, wire_in, wire_out, max_message)
+                anyio.run(lean)
+                return EXIT_OK
             if startup is not None:
                 wire = _answer_early(startup, max_message, stack)
             server = _build(args, guard, None if http is None else http.tokens)
@@ -218,8 +230,6 @@ def serve(args: argparse.Namespace) -> int:
 
                 asyncio.run(service.serve(sock))
             else:
-                import anyio
-
                 from ._stdio import serve_stdio
 
                 anyio.run(functools.partial(serve_stdio, server, max_line_bytes=max_message, wire=wire))
@@ -274,6 +284,111 @@ def _answer_early(
             loader.join()
     recorder = _early.Recorder(stdin, StdoutWriter(wire_out), file, answers, handover)
     return recorder, recorder
+
+
+#: ``0``: serve's lean path is off (every message goes to the SDK, as on a first start).
+LEAN_ENV_VAR = "MCP_ROOTS_SERVE_LEAN"
+
+
+def _lean_on() -> bool:
+    """Whether serve's lean path may serve (``MCP_ROOTS_SERVE_LEAN=0``: every call goes to the SDK)."""
+    return os.environ.get(LEAN_ENV_VAR, "1") != "0"
+
+
+def _pipes_claimed() -> contextlib.AbstractContextManager[tuple[int, int]]:
+    from ._stdio import pipes_claimed
+
+    return pipes_claimed()
+
+
+async def _lean_then_sdk(
+    args: argparse.Namespace,
+    guard: RootsGuard,
+    startup: tuple[StartupFile, dict[str, dict[str, Any]]],
+    wire_in: int,
+    wire_out: int,
+    max_message: int,
+) -> None:
+    """Serve on the lean path (``_lean``) and, at the first message it does not own, load the SDK and
+    serve the rest of the session with it, the client's initialize and initialized replayed first."""
+    from . import _early, _lean
+    from ._stdio import StdinLines, StdoutWriter, serve_stdio
+
+    file, answers = startup
+    stdin = StdinLines(wire_in, max_message)
+    stdout = StdoutWriter(wire_out)
+    done: list[Handover] = []
+
+    async def check(given: Handover) -> None:
+        # The session is quiet: the SDK, imported in a thread, answers the client's initialize and the
+        # lists given from the file off the wire; a file whose answers differ is removed (_early.Recorder).
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(0.0005)  # the import holds the interpreter: the loop takes it back soon
+        try:
+            await anyio.to_thread.run_sync(_import_sdk, abandon_on_cancel=True)
+            await _check_given(args, guard, file, answers, given, max_message)
+            done.append(given)
+        except Exception:  # a check that fails leaves the file unchecked, never the session broken
+            logging.getLogger("mcp_roots").exception("serve: the recorded answers could not be checked")
+        finally:
+            sys.setswitchinterval(switch)
+
+    handover = await _lean.serve_lean(stdin, stdout, answers, guard, _settings(args), check)
+    if handover.client_left:
+        if handover.initialize_id is not None and not done:
+            await _check_given(args, guard, file, answers, handover, max_message)
+        return
+    try:
+        server = _build(args, guard)
+    except ModuleNotFoundError as exc:
+        _say(f"{PROG}: error: '{PROG} serve' cannot load the mcp SDK for a request: {exc}")
+        return
+    recorder = _early.Recorder(stdin, stdout, file, answers, handover)
+    await serve_stdio(server, max_line_bytes=max_message, wire=(recorder, recorder))
+
+
+def _import_sdk() -> None:
+    import mcp.server.stdio  # noqa: F401
+
+    from . import _server  # noqa: F401
+
+
+async def _check_given(
+    args: argparse.Namespace,
+    guard: RootsGuard,
+    file: StartupFile,
+    answers: dict[str, dict[str, Any]],
+    given: Handover,
+    max_message: int,
+) -> None:
+    """The SDK's answers to the client's initialize and to the lists given from the file, compared off
+    the wire (its answers go to the null device)."""
+    from . import _early
+    from ._stdio import StdoutWriter, serve_stdio
+
+    try:
+        server = _build(args, guard)
+    except ModuleNotFoundError as exc:
+        logging.getLogger("mcp_roots").debug("serve: the recorded answers are not checked: %s", exc)
+        return
+    out = StdoutWriter(_null_out())
+    recorder = _early.Recorder(_replayed_only(given.replay), out, file, answers, given)
+    await serve_stdio(server, max_line_bytes=max_message, wire=(recorder, recorder))
+
+
+def _replayed_only(lines: list[str]) -> StdinLines:
+    """Lines that give ``lines`` and then end."""
+    from ._stdio import StdinLines
+
+    read, write = os.pipe()
+    os.close(write)
+    given = StdinLines(read)
+    given.put_back(lines)
+    return given
+
+
+def _null_out() -> int:
+    return os.open(os.devnull, os.O_WRONLY)
 
 
 def _max_message_bytes(args: argparse.Namespace) -> int:
@@ -359,20 +474,20 @@ def _consent(args: argparse.Namespace, ceiling: list[str] | None) -> dict[str, A
     return {"consent": True} if limit is None else {"consent": True, "consent_timeout": limit}
 
 
-def _build(args: argparse.Namespace, guard: RootsGuard, tokens: TokenVerifier | None = None) -> MCPServer:
-    from ._server import build_server
-    from ._state import shared_request_state
-    from ._toolbox import Settings
+def _settings(args: argparse.Namespace) -> Settings:
+    from ._common import Settings
     from ._walk import Limits
 
     limits = Limits() if args.max_results is None else Limits(max_results=args.max_results)
+    return Settings(read_only=args.read_only, walk=limits, protect=args.protect)
+
+
+def _build(args: argparse.Namespace, guard: RootsGuard, tokens: TokenVerifier | None = None) -> MCPServer:
+    from ._server import build_server
+    from ._state import shared_request_state
+
     security = shared_request_state(args.state_key_file) if args.state_key_file is not None else None
-    server = build_server(
-        guard,
-        Settings(read_only=args.read_only, walk=limits, protect=args.protect),
-        request_state_security=security,
-        token_verifier=tokens,
-    )
+    server = build_server(guard, _settings(args), request_state_security=security, token_verifier=tokens)
     if getattr(args, "ask", False):  # the grants listed and withdrawn: list_granted_folders, revoke_...
         guard.consent_tools(server)
     return server

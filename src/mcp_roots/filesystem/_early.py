@@ -41,7 +41,7 @@ import anyio
 from ._cachefile import StartupFile, is_answer_to
 from ._stdio import StdinLines, StdoutWriter, write_all
 
-__all__ = ["LISTS", "Handover", "Recorder", "SdkLoader", "StartupFile", "answer_early"]
+__all__ = ["LISTS", "Handover", "Recorder", "SdkLoader", "StartupFile", "answer_early", "is_id", "parse"]
 
 logger = logging.getLogger("mcp_roots")
 
@@ -60,7 +60,7 @@ LISTS = ("tools/list", "prompts/list", "resources/list", "resources/templates/li
 _KNOWN = frozenset(("initialize", *LISTS))
 
 
-def _is_id(value: object) -> TypeGuard[int | str]:
+def is_id(value: object) -> TypeGuard[int | str]:
     return isinstance(value, (int, str)) and not isinstance(value, bool)
 
 
@@ -103,6 +103,14 @@ class Handover:
     given: dict[str, Any] | None = None
     #: the list answers given early, by method: the SDK is asked each one again and must agree
     lists: dict[str, Any] = field(default_factory=dict)
+    #: the ids of requests of the lean session's not answered yet: the client's answers to them are dropped
+    drop: set[str] = field(default_factory=set)
+    #: the client left while the lean session served it: the SDK only checks the answers given early
+    client_left: bool = False
+
+    def snapshot(self) -> Handover:
+        """A copy of the lines to replay and the answers given so far."""
+        return Handover(list(self.replay), self.initialize_id, self.given, dict(self.lists))
 
 
 def answer_early(
@@ -125,11 +133,11 @@ def answer_early(
             lines.feed(os.read(wire_in, _READ_CHUNK))
             pending = lines.ready()
             while pending:
-                message = _parse(pending[0])
+                message = parse(pending[0])
                 method = message.get("method")
                 ident = message.get("id")
                 params = message.get("params")
-                if version is None and method == "initialize" and _is_id(ident) and isinstance(params, dict):
+                if version is None and method == "initialize" and is_id(ident) and isinstance(params, dict):
                     requested = params.get("protocolVersion")
                     if not isinstance(requested, str) or requested not in answers:
                         return _stop(lines, handover, pending)
@@ -149,7 +157,7 @@ def answer_early(
                     and version is not None
                     and method in LISTS  # first: a method that is not a string is in no mapping
                     and method in answers[version]
-                    and _is_id(ident)
+                    and is_id(ident)
                     and params in (None, {})
                 ):
                     if not _answer(wire_out, ident, answers[version][method]):
@@ -166,7 +174,7 @@ def answer_early(
         sys.setswitchinterval(switch)
 
 
-def _parse(line: str) -> dict[str, Any]:
+def parse(line: str) -> dict[str, Any]:
     """The JSON-RPC message of ``line``, or ``{}`` (what no rule here matches): for one that is not JSON,
     nests deeper than the parser goes, or is longer than any message recorded or answered early."""
     if len(line) > _MAX_PARSE:
@@ -240,19 +248,34 @@ class Recorder:
     async def __anext__(self) -> str:
         if self._check_lines and not self._replay_left:
             return self._check_lines.pop(0)
-        try:
-            line = await self._stdin.__anext__()
-        except StopAsyncIteration:
-            if self._checks:  # the client left at once: the SDK still answers the checks before it stops
-                with anyio.move_on_after(_CHECK_SECONDS):
-                    await self._checked().wait()
-            raise
+        while True:
+            try:
+                line = await self._stdin.__anext__()
+            except StopAsyncIteration:
+                if self._checks:  # the client left at once: the SDK still answers the checks before it stops
+                    with anyio.move_on_after(_CHECK_SECONDS):
+                        await self._checked().wait()
+                raise
+            if not self._answers_lean(line):
+                break
         if self._replay_left:
             self._replay_left -= 1
         if self._seen < _RECORD_MESSAGES or self._open:
             self._seen += 1
-            self._look_in(_parse(line))
+            self._look_in(parse(line))
         return line
+
+    def _answers_lean(self, line: str) -> bool:
+        """Whether ``line`` answers a request of the lean session's (not the SDK's to see)."""
+        drop = None if self._handover is None else self._handover.drop
+        if not drop:
+            return False
+        message = parse(line)
+        ident = message.get("id")
+        if "method" in message or not isinstance(ident, str) or ident not in drop:
+            return False
+        drop.discard(ident)
+        return True
 
     def _checked(self) -> anyio.Event:
         if self._all_checked is None:
@@ -272,7 +295,7 @@ class Recorder:
             return  # a notification, or the client's answer to a request of the server's
         ident = message["id"]
         key = json.dumps(ident)
-        if not _is_id(ident) or key in self._open:
+        if not is_id(ident) or key in self._open:
             self._stop_recording()
             return
         method = message["method"]
@@ -298,7 +321,7 @@ class Recorder:
 
     async def write(self, text: str) -> int:
         if self._handover is not None and (self._handover.initialize_id is not None or self._checks):
-            message = _parse(text)
+            message = parse(text)
             if "method" not in message and message.get("id") is not None:
                 if message["id"] == self._handover.initialize_id:
                     self._drop("initialize", message, self._handover.given)
@@ -312,7 +335,7 @@ class Recorder:
                         self._checked().set()
                     return len(text)
         if self._open:
-            self._look_out(_parse(text))
+            self._look_out(parse(text))
         return await self._stdout.write(text)
 
     def _drop(self, method: str, message: dict[str, Any], given: Any) -> None:

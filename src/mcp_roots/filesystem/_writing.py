@@ -1,20 +1,18 @@
-"""The writing tools: write_file and edit_file (atomic replacement, edit_file's git-style diff bounded in
-work), create_directory and move_file (no-replace rename).
+"""The writing tools on the SDK: write_file and edit_file (atomic replacement, edit_file's git-style diff
+bounded in work), create_directory and move_file (no-replace rename); their work is ``_cores``'.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Annotated
 
 from mcp.server.mcpserver import Context
-from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from .. import RootSet
-from . import _text
-from ._results import TextOutput, ToolFailure, ok, read_capped, run_blocking, shown, writes
-from ._toolbox import Settings, Toolbox
+from . import _cores
+from ._results import TextOutput, result, writes
+from ._toolbox import Toolbox
 
 __all__ = ["EditOperation", "register"]
 
@@ -24,38 +22,6 @@ class EditOperation(BaseModel):
 
     oldText: str = Field(description="Text to search for - must match exactly")
     newText: str = Field(description="Text to replace with")
-
-
-def edit(
-    roots: RootSet,
-    settings: Settings,
-    path: str,
-    edits: list[EditOperation],
-    dry_run: bool,
-    stop: threading.Event,
-) -> str:
-    """edit_file's work: apply the edits, diff, and (unless ``dry_run``) replace the file atomically."""
-    original = _text.decode_text(read_capped(roots, path, settings.max_read_bytes)).replace("\r\n", "\n")
-    changed = _text.apply_edits(original, [(e.oldText, e.newText) for e in edits])
-    diff = _text.unified_diff(original, changed, path, max_work=settings.max_diff_work, stop=stop)
-    fence = "```"
-    while fence in diff:
-        fence += "`"
-    if stop.is_set():
-        raise _text.OverBudget(f"edit_file {path}: cancelled")
-    if not dry_run:
-        roots.write_text(path, changed)
-    return f"{fence}diff\n{diff}{fence}\n\n"
-
-
-def move(roots: RootSet, source: str, destination: str) -> None:
-    """move_file's work: the final names are acted on as they are (a symlink is moved, not its target).
-    The official tool refuses an existing destination: ``replace=False`` does, atomically (renameat2
-    RENAME_NOREPLACE), with no look-then-rename window."""
-    try:
-        roots.rename(source, destination, replace=False)
-    except FileExistsError:
-        raise ToolFailure(f"Destination already exists: {shown(destination)}") from None
 
 
 def register(box: Toolbox) -> None:
@@ -78,8 +44,7 @@ def register(box: Toolbox) -> None:
     )
     async def write_file(path: str, content: str, ctx: Context) -> TextOutput:
         roots = await writable(ctx)
-        result = await run_blocking(lambda _: roots.write_text(path, content), path)
-        return result if isinstance(result, CallToolResult) else ok(f"Successfully wrote to {shown(path)}")
+        return result(await _cores.write_file(roots, path, content))
 
     @box.tool(
         "edit_file",
@@ -97,8 +62,8 @@ def register(box: Toolbox) -> None:
         dryRun: Annotated[bool, Field(description="Preview changes using git-style diff format")] = False,
     ) -> TextOutput:
         roots = await writable(ctx)
-        result = await run_blocking(lambda stop: edit(roots, settings, path, edits, dryRun, stop), path)
-        return result if isinstance(result, CallToolResult) else ok(result)
+        pairs = [(e.oldText, e.newText) for e in edits]
+        return result(await _cores.edit_file(roots, settings, path, pairs, dryRun))
 
     @box.tool(
         "create_directory",
@@ -110,10 +75,7 @@ def register(box: Toolbox) -> None:
     )
     async def create_directory(path: str, ctx: Context) -> TextOutput:
         roots = await writable(ctx)
-        result = await run_blocking(lambda _: roots.mkdir(path, parents=True, exist_ok=True), path)
-        if isinstance(result, CallToolResult):
-            return result
-        return ok(f"Successfully created directory {shown(path)}")
+        return result(await _cores.create_directory(roots, path))
 
     @box.tool(
         "move_file",
@@ -125,7 +87,4 @@ def register(box: Toolbox) -> None:
     )
     async def move_file(source: str, destination: str, ctx: Context) -> TextOutput:
         roots = await writable(ctx)
-        result = await run_blocking(lambda _: move(roots, source, destination), source)
-        if isinstance(result, CallToolResult):
-            return result
-        return ok(f"Successfully moved {shown(source)} to {shown(destination)}")
+        return result(await _cores.move_file(roots, source, destination))
