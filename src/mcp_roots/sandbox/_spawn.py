@@ -27,7 +27,7 @@ from .._sys import privileges
 from ..errors import SandboxUnavailable
 from . import _srt
 from ._plan import SYSTEM_READ_PATHS, Confinement, RootPaths, plan, program_of, refuse_or_warn
-from ._root import private_root
+from ._root import RootLayout, private_root, root_layout
 from ._tree import ConfinedProcess, split_tree
 
 __all__ = [
@@ -214,13 +214,14 @@ def _child_step(
     switch: tuple[int | None, int | None, list[int] | None] = (None, None, None),
     then: Any = None,
     tree_fd: int = -1,
-    named: Sequence[str] = (),
-    probe_root: Sequence[tuple[str, bool]] = (),
+    layout: RootLayout | None = None,
+    ruleset: int | None = None,
 ) -> Any:
     """The code the forked child runs before its exec: a mount namespace of its own with ``binds`` (if any)
     and, with ``tree_fd``, a PID namespace, the fork into it (see ``_tree``) and a root of its own (only
-    the grant); the user switch (bounding set emptied first, while CAP_SETPCAP is still there); the
-    confinement; then the caller's own ``preexec_fn``. On failure it writes the cause to ``report`` (a
+    the grant: ``layout``, planned before the fork); the user switch (bounding set emptied first, while
+    CAP_SETPCAP is still there); the confinement (Landlock's ``ruleset`` built before the fork where
+    given); then the caller's own ``preexec_fn``. On failure it writes the cause to ``report`` (a
     pipe) and raises (the spawn fails)."""
     uid, gid, groups = switch
 
@@ -243,11 +244,10 @@ def _child_step(
             current = confinement
             if tree_fd >= 0:
                 split_tree(tree_fd)  # returns in the program's process only, pid 2 of its namespace
-                if confinement is not None:  # only the grant exists for it from here on
-                    private_root(confinement.grants(), named, confinement.exact_paths())
+                if layout is not None:  # only the grant exists for it from here on
+                    private_root(layout)
+                if confinement is not None:
                     current = confinement.in_private_root()
-                elif probe_root:
-                    private_root(probe_root)
             stage = "confine"
             if (uid, gid, groups) != (None, None, None):
                 # After the namespaces and the root of its own: as root (the only one who may switch)
@@ -260,7 +260,7 @@ def _child_step(
                 if uid is not None:
                     os.setreuid(uid, uid)
             if current is not None:
-                current.apply_to_current_thread()
+                current.apply_to_current_thread(ruleset)
         except BaseException as exc:
             os.write(report, f"{stage}:{exc}".encode(errors="replace")[:2000])
             raise
@@ -279,14 +279,25 @@ def _spawn_from_child(
     tree: bool = False,
     probe_root: Sequence[tuple[str, bool]] = (),
 ) -> subprocess.Popen[Any]:
+    # Everything the child can be spared is done here, before the fork: each page of this process that
+    # the child's Python code touches is copied for it (most of a spawn's cost).
+    layout: RootLayout | None = None
+    ruleset: int | None = None
+    try:
+        if tree and confinement is not None:
+            layout = root_layout(confinement.grants(), _named_folders(argv), confinement.exact_paths())
+            ruleset = confinement.ruleset()
+        elif tree and probe_root:
+            layout = root_layout(probe_root)
+    except OSError as exc:
+        raise SandboxUnavailable(f"the kernel refused the confinement: {exc.strerror or exc}") from None
     read_end, write_end = os.pipe()  # close-on-exec: the child's copy closes at its exec
     tree_read, tree_write = os.pipe() if tree else (-1, -1)
     try:
         planned = binds or (confinement.binds if confinement else ())
         switch = _user_switch(options)
         then = options.pop("preexec_fn", None)
-        named = _named_folders(argv)
-        step = _child_step(confinement, planned, write_end, switch, then, tree_write, named, probe_root)
+        step = _child_step(confinement, planned, write_end, switch, then, tree_write, layout, ruleset)
         try:
             process = ConfinedProcess(argv, preexec_fn=step, **options)
             if tree:
@@ -310,7 +321,7 @@ def _spawn_from_child(
                 ) from None
             raise SandboxUnavailable(f"the kernel refused the confinement: {cause or exc}") from None
     finally:
-        for fd in (read_end, write_end, tree_read, tree_write):
+        for fd in (read_end, write_end, tree_read, tree_write, -1 if ruleset is None else ruleset):
             if fd >= 0:
                 os.close(fd)
 

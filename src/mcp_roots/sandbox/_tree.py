@@ -59,7 +59,7 @@ def split_tree(tree_fd: int) -> None:
     me = os.pidfd_open(os.getpid())
     status_r, status_w = os.pipe()
     pid_r, pid_w = os.pipe()
-    first = os.fork()
+    first = privileges.fork()
     if first == 0 and _first_process(me, status_r, status_w, pid_r, pid_w, tree_fd):
         return  # the program's process (the first process never returns: it exits)
     try:
@@ -113,7 +113,7 @@ def _first_process(me: int, status_r: int, status_w: int, pid_r: int, pid_w: int
         poller.register(me, select.POLLIN)
         if poller.poll(0):  # the process outside ended before the line above: nothing to wait for
             os._exit(1)
-        program = os.fork()
+        program = privileges.fork()
         if program == 0:
             os.setsid()  # a session and group of its own again, inside (setpriority(PRIO_PGRP, 0) is its own)
             os.close(status_w)
