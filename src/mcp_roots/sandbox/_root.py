@@ -8,7 +8,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .._sys import privileges
@@ -60,12 +60,12 @@ def root_layout(
         trees[real] = ((before[0] if before else True) and read_only, folder)
     # A path beneath another granted at least as widely is there already (its tree was copied with it).
     kept: list[tuple[str, bool, bool]] = []
+    kept_mode: dict[str, bool] = {}  # kept tree -> read-only
     for real, (read_only, folder) in sorted(trees.items(), key=lambda item: (item[0].count(os.sep), item[0])):
-        if any(
-            _beneath(real, other) and (not read_only_other or read_only) for other, read_only_other, _ in kept
-        ):
+        if any(not kept_mode[other] or read_only for other in _holders(real, kept_mode)):
             continue
         kept.append((real, read_only, folder))
+        kept_mode[real] = read_only
     # What the tmpfs holds: a folder for every top tree (and its parents), the named folders and the
     # symlinks' parents, outside every tree. A tree inside another is attached where that tree holds it.
     folders: dict[str, None] = {}
@@ -77,11 +77,7 @@ def root_layout(
             make(parent)
         folders.setdefault(path)
 
-    outside = [
-        (real, folder)
-        for real, _, folder in kept
-        if not any(_beneath(real, o) for o, _, _ in kept if o != real)
-    ]
+    outside = [(real, folder) for real, _, folder in kept if not _holders(real, kept_mode, itself=False)]
     for real, folder in outside:
         if folder:
             make(real)
@@ -89,20 +85,21 @@ def root_layout(
             make(os.path.dirname(real))
             files.append(real)
     for path in named:
-        if path not in folders and path not in files and not any(_beneath(path, real) for real, _, _ in kept):
+        if path not in folders and path not in files and not _holders(path, kept_mode):
             make(path)
     made_links: list[tuple[str, str]] = []
+    link_names = {link: None for link, _ in links}
     for path, text in links:
         # Where the kernel will look for it: through its folder's own symlinks (``/bin/sh`` is in /usr/bin).
         parent = os.path.dirname(path)
-        crosses = any(_beneath(parent, link) for link, _ in links)
+        crosses = bool(_holders(parent, link_names))
         where = os.path.join(os.path.realpath(parent), os.path.basename(path)) if crosses else path
         if (
             crosses
             or where in folders
             or where in files
             or any(where == made for made, _ in made_links)
-            or any(_beneath(where, real) for real, _, _ in kept)
+            or _holders(where, kept_mode)
         ):
             continue  # there already, or beneath a symlink made in its turn (``/bin/sh`` is /usr/bin's)
         make(parent)
@@ -162,5 +159,14 @@ def private_root(layout: RootLayout) -> None:
             os.chdir(cwd)
 
 
-def _beneath(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+def _holders(path: str, folders: Mapping[str, object], *, itself: bool = True) -> list[str]:
+    """The entries of ``folders`` that ``path`` is beneath (``itself``: or is), by its own ancestors: a
+    lookup per level, not a comparison per entry."""
+    found = [path] if itself and path in folders else []
+    while True:
+        parent = os.path.dirname(path)
+        if parent == path:
+            return found
+        path = parent
+        if path in folders:
+            found.append(path)
