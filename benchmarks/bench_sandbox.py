@@ -3,8 +3,10 @@
 anchor) and under ours, side by side in one run.
 
 Usage: python benchmarks/bench_sandbox.py [--spawns 200] [--files 10000] [--greps 15]
-Rows: `subprocess.run` (the baseline); `bwrap` (a PID namespace, --die-with-parent, a new session, no
-capability, only the system paths and the root bound read-only, its own /proc and /dev: what ours holds);
+Rows: `subprocess.run` (the baseline); with a `preexec_fn` (one fork of this Python process) and
+`popen_tree` (the PID namespace's three processes, unconfined): the floor of ours, in parts; `bwrap` (a PID
+namespace, --die-with-parent, a new session, no capability, only the system paths and the root bound
+read-only, its own /proc and /dev: what ours holds);
 `RootSet.run` (the forked child makes a PID and a mount namespace, a root of its own holding only the
 grant, then Landlock and the seccomp filter, and execs), `RootSet.run_async`, and `write=True` where the root
 holds a `.git` (the protected set bound read-only too) beside `protect=False`. Each round runs every row once
@@ -32,7 +34,7 @@ from pathlib import Path
 import anyio.from_thread
 
 from mcp_roots import RootSet
-from mcp_roots.sandbox import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, mount_namespace, support
+from mcp_roots.sandbox import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, mount_namespace, popen_tree, support
 
 
 def bwrap_argv(root: Path, write: bool) -> list[str] | None:
@@ -60,6 +62,10 @@ def bwrap_argv(root: Path, write: bool) -> list[str] | None:
         str(root),
     ]
     return [*argv, "--"]
+
+
+def _nothing() -> None:
+    pass
 
 
 def children_cpu() -> float:
@@ -139,6 +145,12 @@ def main() -> None:
             spawns = measure(
                 {
                     "subprocess.run(['true'])": lambda: subprocess.run(["true"], check=True),
+                    # The floor of ours, in parts: one fork of this process (a preexec_fn forces fork over
+                    # vfork), and the PID namespace's three processes alone (unconfined, no root of its own).
+                    "subprocess.run(['true'], preexec_fn=...), one Python fork": lambda: subprocess.run(
+                        ["true"], check=True, preexec_fn=_nothing
+                    ),
+                    "popen_tree(['true']), the PID namespace alone": lambda: popen_tree(["true"]).wait(),
                     **anchor,
                     "RootSet.run(['true'])": lambda: roots.run(["true"], check=True),
                     "RootSet.run_async(['true'])": lambda: portal.call(roots.run_async, ["true"]),
