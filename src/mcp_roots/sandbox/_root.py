@@ -10,10 +10,11 @@ import os
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .._sys import privileges
 
-__all__ = ["RootLayout", "private_root", "root_layout"]
+__all__ = ["RootLayout", "named_folders", "private_root", "root_layout"]
 
 #: Where the new root is built (a tmpfs over it, in the child's mount namespace only): the first that is a
 #: folder here. The granted paths are copied from the old root first, so one beneath it is no matter.
@@ -157,6 +158,19 @@ def private_root(layout: RootLayout) -> None:
     if cwd is not None:
         with contextlib.suppress(OSError):
             os.chdir(cwd)
+
+
+def named_folders(argv: Any) -> list[str]:
+    """The folders its command line names: they exist in its root (empty, read-only, unreadable to it) even
+    where not granted, as under Landlock alone, where stat() sees them (a server that checks its arguments
+    at start, such as the official filesystem server, starts before any root is granted)."""
+    args = [argv] if isinstance(argv, (str, bytes, os.PathLike)) else list(argv)
+    found = []
+    for arg in args[1:64]:
+        name = os.fsdecode(os.fspath(arg)) if isinstance(arg, (str, bytes, os.PathLike)) else ""
+        if os.path.isabs(name) and os.path.isdir(name):
+            found.append(os.path.realpath(name))
+    return found
 
 
 def _holders(path: str, folders: Mapping[str, object], *, itself: bool = True) -> list[str]:
