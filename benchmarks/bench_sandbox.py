@@ -175,6 +175,10 @@ def main() -> None:
             ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "t"],
         ):
             subprocess.run(["git", "-C", str(repo), *git], check=True, env=git_env)
+        # Files as new as the index are "racily clean": every status would hash them all again (and
+        # --no-optional-locks never writes the index that would settle it). Settle it once, a second on.
+        time.sleep(1.1)
+        subprocess.run(["git", "-C", str(repo), "status", "-s"], check=True, env=git_env, stdout=devnull)
         repo_roots = RootSet.from_paths([repo])
         repo_bwrap = bwrap_argv(repo, write=False)
         grep = ["grep", "-r", "-c", "needle", str(tree)]
