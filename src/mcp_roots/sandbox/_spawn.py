@@ -4,7 +4,8 @@ Where namespaces are allowed, first a PID and a mount namespace of their own (on
 
 # Two ways. Where namespaces are allowed (``namespaces()``), the forked child (single-threaded: an
 # unprivileged ``unshare(CLONE_NEWUSER)`` answers EINVAL in a threaded one) unshares, binds, forks into its
-# PID namespace (``_tree``), confines itself and execs: the whole tree ends with it. Elsewhere a fresh thread
+# PID namespace (``_tree``), whose first process confines itself and spawns the program (``_exec``): the whole
+# tree ends with it. Elsewhere a fresh thread
 # of ours confines itself and forks+execs the child, which inherits it all (no code runs in the child before
 # its exec), and the protected set is refused. A child started as another user (``user=``, ``group=``) takes
 # the first way too: the switch needs the capabilities the child then drops.

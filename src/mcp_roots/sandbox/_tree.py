@@ -2,10 +2,11 @@
 kills every process in it, whatever session or group it moved to (``split_tree``, ``end``).
 """
 
-# The forked child (single-threaded, unshare(CLONE_NEWPID) done) forks twice: the namespace's first process,
-# and from it the process that confines itself and execs the program. The forked child stays outside as the
-# caller's Popen: it passes signals on to the program, and exits with the program's status once the
-# namespace is gone. ConfinedProcess.wait() waits for that end too (after a SIGKILL).
+# The forked child (single-threaded, unshare(CLONE_NEWPID) done) forks the namespace's first process, which
+# either starts the program itself (``first_starts``: it confines itself and spawns it, then passes signals
+# on to it) or forks the process that confines itself and execs the program. The forked child stays outside
+# as the caller's Popen: it passes signals on, and exits with the program's status once the namespace is
+# gone. ConfinedProcess.wait() waits for that end too (after a SIGKILL).
 
 from __future__ import annotations
 
