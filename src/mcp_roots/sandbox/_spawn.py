@@ -226,7 +226,7 @@ def _child_step(
     CAP_SETPCAP is still there); the confinement (Landlock's ``ruleset`` built before the fork where
     given); then the caller's own ``preexec_fn``. On failure it writes the cause to ``report`` (a
     pipe) and raises (the spawn fails). With ``first_starts`` the namespace's first process confines
-    itself and spawns the program (``_first_starts``): the step never returns."""
+    itself and spawns the program (``_exec.first_starts``): the step never returns."""
     uid, gid, groups = switch
 
     def step() -> None:
@@ -304,7 +304,8 @@ def _spawn_from_child(
         then = options.pop("preexec_fn", None)
         # The program spawned (vfork) by the namespace's first process where subprocess's exec can be
         # done the same way there: one fork of this process fewer.
-        spawns = exec_plan(argv, options) if tree and then is None and switch == (None, None, None) else None
+        plain = tree and confinement is not None and then is None and switch == (None, None, None)
+        spawns = exec_plan(argv, options) if plain else None
         starts = None
         if spawns is not None and confinement is not None:
             started_read, started_write = os.pipe()
@@ -327,6 +328,9 @@ def _spawn_from_child(
             said = read_all(started_read)  # until the program runs, or its start failed
             if said != b"+":
                 process.wait()
+                for stream in (process.stdin, process.stdout, process.stderr):
+                    if stream is not None:
+                        stream.close()
                 if said.startswith(b"exec:"):
                     code = int(said[5:])
                     raise OSError(code, os.strerror(code), spawns.shown)
