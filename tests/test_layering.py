@@ -46,7 +46,7 @@ INSIDE: dict[str, list[tuple[str, ...]]] = {
     "sandbox": [
         ("_protect",),
         ("_plan", "_tree", "_root"),
-        ("_srt",),
+        ("_srt", "_exec"),
         ("_spawn", "_self"),
         ("_launch",),
         ("_proof",),

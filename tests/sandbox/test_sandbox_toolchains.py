@@ -1,6 +1,6 @@
 """The toolchains people shell out to run confined, read-only and read-write: node (under ``mcp-roots run``
-too: it reads OpenSSL's configuration at start) and npx of a real package, python with a venv and pip in a
-root, git, a C compiler, ripgrep. Their metadata calls (npm's lock, the linker's chmod) need no opt-in."""
+too: it reads OpenSSL's configuration at start), npx of a real package, pip and uv making and filling a venv
+in a root; git, a C compiler, ripgrep. Their metadata calls (npm's lock, a linker's chmod) need no opt-in."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 
 from mcp_roots import RootSet
 from mcp_roots.sandbox import mount_namespace, support
+from tests.kit import REPO
 
 KERNEL = support()
 pytestmark = pytest.mark.skipif(not KERNEL.complete, reason="needs Landlock and the seccomp filter")
@@ -78,7 +79,13 @@ def _env(root: Path) -> dict[str, str]:
 
 
 def _run(
-    root: Path, argv: list[str], *, write: bool, network: bool = False
+    root: Path,
+    argv: list[str],
+    *,
+    write: bool,
+    network: bool = False,
+    env: dict[str, str] | None = None,
+    extra_read: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
     return RootSet.from_paths([root]).run(
         argv,
@@ -87,8 +94,9 @@ def _run(
         capture_output=True,
         text=True,
         cwd=str(root),
-        env=_env(root),
+        env=env or _env(root),
         timeout=600,
+        extra_read=extra_read,
     )
 
 
@@ -151,6 +159,45 @@ def test_python_makes_a_venv_in_the_root_and_pip_installs_into_it(root: Path) ->
     # Read-only, the same install is refused and nothing changes.
     again = _run(root, [*pip, "--force-reinstall"], write=False)
     assert again.returncode != 0
+
+
+UV = REPO / ".venv-launchers" / "bin" / "uv"
+
+
+@needs_namespaces
+def test_uv_makes_a_venv_in_the_root_and_installs_a_local_wheel(root: Path) -> None:
+    if not UV.exists():
+        pytest.fail("uv is not installed: make .venv-launchers/.installed (make test does)")
+    wheel = _wheel(root)
+    env = {**_env(root), "UV_CACHE_DIR": str(root / ".uv-cache"), "UV_PYTHON_DOWNLOADS": "never"}
+    interpreter = os.path.realpath(sys.executable)  # the base interpreter, read-only beside the root
+    base = (sys.base_prefix,)
+    venv = root / "venv"
+    python = str(venv / "bin" / "python")
+    install = [str(UV), "pip", "install", "--python", python, "--offline", "--no-index", str(wheel)]
+    # Read-only: refused in words (the file system is read-only), nothing made.
+    refused = _run(
+        root, [str(UV), "venv", "--python", interpreter, str(venv)], write=False, env=env, extra_read=base
+    )
+    assert refused.returncode != 0
+    assert "Read-only file system" in refused.stderr, refused.stderr
+    assert not venv.exists()
+    # Read-write: the venv, then the wheel installed into it (uv's cache, hard links and locks in the root).
+    made = _run(
+        root, [str(UV), "venv", "--python", interpreter, str(venv)], write=True, env=env, extra_read=base
+    )
+    assert made.returncode == 0, made.stderr
+    installed = _run(root, install, write=True, env=env, extra_read=base)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    assert "+ tinypkg==1.0" in installed.stderr
+    used = _run(root, [python, "-c", "import tinypkg; print(tinypkg.ANSWER)"], write=False)
+    assert used.stdout.strip() == "42", used.stderr
+    # Read-only again, without the cache (the install itself is what is refused): the venv is unchanged.
+    before = sorted(str(path.relative_to(venv)) for path in venv.rglob("*"))
+    again = _run(root, [*install, "--reinstall", "--no-cache"], write=False, env=env, extra_read=base)
+    assert again.returncode != 0
+    assert "Read-only file system" in again.stderr, again.stderr
+    assert sorted(str(path.relative_to(venv)) for path in venv.rglob("*")) == before
 
 
 GIT = shutil.which("git")

@@ -25,8 +25,10 @@ __all__ = [
     "SCOPE_SIGNAL",
     "LandlockMissing",
     "abi_version",
+    "build_ruleset",
     "fs_rights_for",
     "restrict_thread",
+    "restrict_with",
     "scopes_for",
     "set_no_new_privs",
     "thread_count",
@@ -189,18 +191,40 @@ def restrict_thread(
     a rule or the restriction fails, in which case the thread may already have no_new_privs set, but is
     otherwise unconfined.
     """
+    skipped: list[str] = []
+    ruleset = build_ruleset(
+        rules, handled_fs=handled_fs, handled_net=handled_net, scoped=scoped, skipped=skipped
+    )
+    try:
+        restrict_with(ruleset)
+    finally:
+        os.close(ruleset)
+    return skipped
+
+
+def build_ruleset(
+    rules: Iterable[tuple[str, int]],
+    *,
+    handled_fs: int,
+    handled_net: int = 0,
+    scoped: int = 0,
+    skipped: list[str] | None = None,
+) -> int:
+    """The ruleset of ``restrict_thread`` as a descriptor (close-on-exec), confining nothing yet: built
+    once, before a fork, it holds the inodes the rules name (a path swapped later changes nothing), and
+    the child only calls ``restrict_with``. Paths skipped are appended to ``skipped``."""
     attr = _RulesetAttr(handled_fs, handled_net, scoped)
     ruleset = _syscall(
         _SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0)
     )
-    skipped: list[str] = []
     try:
         for path, rights in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except (FileNotFoundError, NotADirectoryError, PermissionError):
                 # Absent, or out of this user's reach (a child started as another user): nothing to grant.
-                skipped.append(path)
+                if skipped is not None:
+                    skipped.append(path)
                 continue
             try:
                 if rights & EXACT_PATH and _resolved(fd, path) != path:
@@ -225,11 +249,16 @@ def restrict_thread(
                 raise OSError(exc.errno, f"Landlock rule for {path!r}: {exc.strerror}") from None
             finally:
                 os.close(fd)
-        set_no_new_privs()
-        _syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
-    finally:
+    except BaseException:
         os.close(ruleset)
-    return skipped
+        raise
+    return ruleset
+
+
+def restrict_with(ruleset: int) -> None:
+    """Confine the calling thread to a ruleset of ``build_ruleset`` (no_new_privs set first)."""
+    set_no_new_privs()
+    _syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
 
 
 def set_no_new_privs() -> None:

@@ -267,15 +267,25 @@ class Confinement:
             return self
         return replace(self, syscall_filter=self.private_filter, private_filter=None)
 
-    def apply_to_current_thread(self) -> None:
-        """Confine the calling thread and everything it starts from now on: every capability dropped, then
-        Landlock, then the filter. Irreversible. (The binds are the spawner's: they come first, in the
-        child.)"""
-        if self.drop_capabilities:
-            privileges.drop_capabilities()
-        landlock.restrict_thread(
+    def ruleset(self) -> int:
+        """The Landlock ruleset of the rules, as a descriptor (close-on-exec) for
+        ``apply_to_current_thread``: built before a fork, so the child opens no path for it."""
+        return landlock.build_ruleset(
             self.rules, handled_fs=self.handled_fs, handled_net=self.handled_net, scoped=self.scoped
         )
+
+    def apply_to_current_thread(self, ruleset: int | None = None) -> None:
+        """Confine the calling thread and everything it starts from now on: every capability dropped, then
+        Landlock (``ruleset`` where built already), then the filter. Irreversible. (The binds are the
+        spawner's: they come first, in the child.)"""
+        if self.drop_capabilities:
+            privileges.drop_capabilities()
+        if ruleset is not None:
+            landlock.restrict_with(ruleset)
+        else:
+            landlock.restrict_thread(
+                self.rules, handled_fs=self.handled_fs, handled_net=self.handled_net, scoped=self.scoped
+            )
         if self.syscall_filter is not None:
             seccomp.apply_to_thread(self.syscall_filter)
 

@@ -4,7 +4,8 @@ Where namespaces are allowed, first a PID and a mount namespace of their own (on
 
 # Two ways. Where namespaces are allowed (``namespaces()``), the forked child (single-threaded: an
 # unprivileged ``unshare(CLONE_NEWUSER)`` answers EINVAL in a threaded one) unshares, binds, forks into its
-# PID namespace (``_tree``), confines itself and execs: the whole tree ends with it. Elsewhere a fresh thread
+# PID namespace (``_tree``), whose first process confines itself and spawns the program (``_exec``): the whole
+# tree ends with it. Elsewhere a fresh thread
 # of ours confines itself and forks+execs the child, which inherits it all (no code runs in the child before
 # its exec), and the protected set is refused. A child started as another user (``user=``, ``group=``) takes
 # the first way too: the switch needs the capabilities the child then drops.
@@ -18,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
 from typing import IO, Any
@@ -26,9 +27,10 @@ from typing import IO, Any
 from .._sys import privileges
 from ..errors import SandboxUnavailable
 from . import _srt
+from ._exec import exec_plan, first_starts
 from ._plan import SYSTEM_READ_PATHS, Confinement, RootPaths, plan, program_of, refuse_or_warn
-from ._root import private_root
-from ._tree import ConfinedProcess, split_tree
+from ._root import RootLayout, named_folders, private_root, root_layout
+from ._tree import ConfinedProcess, read_all, split_tree
 
 __all__ = [
     "NO_NAMESPACES",
@@ -214,14 +216,17 @@ def _child_step(
     switch: tuple[int | None, int | None, list[int] | None] = (None, None, None),
     then: Any = None,
     tree_fd: int = -1,
-    named: Sequence[str] = (),
-    probe_root: Sequence[tuple[str, bool]] = (),
+    layout: RootLayout | None = None,
+    ruleset: int | None = None,
+    first_starts: Callable[[], int] | None = None,
 ) -> Any:
     """The code the forked child runs before its exec: a mount namespace of its own with ``binds`` (if any)
     and, with ``tree_fd``, a PID namespace, the fork into it (see ``_tree``) and a root of its own (only
-    the grant); the user switch (bounding set emptied first, while CAP_SETPCAP is still there); the
-    confinement; then the caller's own ``preexec_fn``. On failure it writes the cause to ``report`` (a
-    pipe) and raises (the spawn fails)."""
+    the grant: ``layout``, planned before the fork); the user switch (bounding set emptied first, while
+    CAP_SETPCAP is still there); the confinement (Landlock's ``ruleset`` built before the fork where
+    given); then the caller's own ``preexec_fn``. On failure it writes the cause to ``report`` (a
+    pipe) and raises (the spawn fails). With ``first_starts`` the namespace's first process confines
+    itself and spawns the program (``_exec.first_starts``): the step never returns."""
     uid, gid, groups = switch
 
     def step() -> None:
@@ -242,12 +247,11 @@ def _child_step(
                     os.chdir(os.getcwd())
             current = confinement
             if tree_fd >= 0:
-                split_tree(tree_fd)  # returns in the program's process only, pid 2 of its namespace
-                if confinement is not None:  # only the grant exists for it from here on
-                    private_root(confinement.grants(), named, confinement.exact_paths())
+                split_tree(tree_fd, first_starts)  # returns in the program's process only (pid 2)
+                if layout is not None:  # only the grant exists for it from here on
+                    private_root(layout)
+                if confinement is not None:
                     current = confinement.in_private_root()
-                elif probe_root:
-                    private_root(probe_root)
             stage = "confine"
             if (uid, gid, groups) != (None, None, None):
                 # After the namespaces and the root of its own: as root (the only one who may switch)
@@ -260,7 +264,7 @@ def _child_step(
                 if uid is not None:
                     os.setreuid(uid, uid)
             if current is not None:
-                current.apply_to_current_thread()
+                current.apply_to_current_thread(ruleset)
         except BaseException as exc:
             os.write(report, f"{stage}:{exc}".encode(errors="replace")[:2000])
             raise
@@ -279,53 +283,83 @@ def _spawn_from_child(
     tree: bool = False,
     probe_root: Sequence[tuple[str, bool]] = (),
 ) -> subprocess.Popen[Any]:
+    # Everything the child can be spared is done here, before the fork: each page of this process that
+    # the child's Python code touches is copied for it (most of a spawn's cost).
+    layout: RootLayout | None = None
+    ruleset: int | None = None
+    try:
+        if tree and confinement is not None:
+            layout = root_layout(confinement.grants(), named_folders(argv), confinement.exact_paths())
+            ruleset = confinement.ruleset()
+        elif tree and probe_root:
+            layout = root_layout(probe_root)
+    except OSError as exc:
+        raise SandboxUnavailable(f"the kernel refused the confinement: {exc.strerror or exc}") from None
     read_end, write_end = os.pipe()  # close-on-exec: the child's copy closes at its exec
     tree_read, tree_write = os.pipe() if tree else (-1, -1)
+    started_read = started_write = -1
     try:
         planned = binds or (confinement.binds if confinement else ())
         switch = _user_switch(options)
         then = options.pop("preexec_fn", None)
-        named = _named_folders(argv)
-        step = _child_step(confinement, planned, write_end, switch, then, tree_write, named, probe_root)
+        # The program spawned (vfork) by the namespace's first process where subprocess's exec can be
+        # done the same way there: one fork of this process fewer.
+        plain = tree and confinement is not None and then is None and switch == (None, None, None)
+        spawns = exec_plan(argv, options) if plain else None
+        starts = None
+        if spawns is not None and confinement is not None:
+            started_read, started_write = os.pipe()
+            current = confinement.in_private_root()
+            starts = first_starts(current, layout, ruleset, spawns, write_end, started_write)
+        step = _child_step(confinement, planned, write_end, switch, then, tree_write, layout, ruleset, starts)
         try:
             process = ConfinedProcess(argv, preexec_fn=step, **options)
             if tree:
                 os.close(tree_write)
                 tree_write = -1
                 process.hold_tree(_pidfd_of(tree_read))
-            return process
         except subprocess.SubprocessError as exc:
             os.close(write_end)
             write_end = -1
-            os.set_blocking(read_end, False)
-            try:
-                said = os.read(read_end, 4000).decode(errors="replace")
-            except BlockingIOError:
-                said = ""
-            stage, _, cause = said.partition(":")
-            if stage == "namespace":
-                raise SandboxUnavailable(
-                    "the protected set (.git/config, .git/hooks, ...) needs a mount namespace, and the "
-                    f"kernel refused it: {cause}; pass {NO_PROTECT} to run without it"
-                ) from None
-            raise SandboxUnavailable(f"the kernel refused the confinement: {cause or exc}") from None
+            raise _refusal(read_end, exc) from None
+        if spawns is not None and started_read >= 0:
+            os.close(started_write)
+            started_write = -1
+            said = read_all(started_read)  # until the program runs, or its start failed
+            if said != b"+":
+                process.wait()
+                for stream in (process.stdin, process.stdout, process.stderr):
+                    if stream is not None:
+                        stream.close()
+                if said.startswith(b"exec:"):
+                    code = int(said[5:])
+                    raise OSError(code, os.strerror(code), spawns.shown)
+                os.close(write_end)
+                write_end = -1
+                raise _refusal(read_end, "the program could not be started")
+        return process
     finally:
-        for fd in (read_end, write_end, tree_read, tree_write):
+        for fd in (read_end, write_end, tree_read, tree_write, started_read, started_write):
             if fd >= 0:
                 os.close(fd)
+        if ruleset is not None:
+            os.close(ruleset)
 
 
-def _named_folders(argv: Any) -> list[str]:
-    # The folders its command line names: they exist in its root (empty, read-only, unreadable to it) even
-    # where not granted, as under Landlock alone, where stat() sees them (a server that checks its
-    # arguments at start, such as the official filesystem server, starts before any root is granted).
-    args = [argv] if isinstance(argv, (str, bytes, os.PathLike)) else list(argv)
-    found = []
-    for arg in args[1:64]:
-        name = os.fsdecode(os.fspath(arg)) if isinstance(arg, (str, bytes, os.PathLike)) else ""
-        if os.path.isabs(name) and os.path.isdir(name):
-            found.append(os.path.realpath(name))
-    return found
+def _refusal(read_end: int, fallback: object) -> SandboxUnavailable:
+    # The cause the child wrote to the report pipe (stage:cause), in words.
+    os.set_blocking(read_end, False)
+    try:
+        said = os.read(read_end, 4000).decode(errors="replace")
+    except BlockingIOError:
+        said = ""
+    stage, _, cause = said.partition(":")
+    if stage == "namespace":
+        return SandboxUnavailable(
+            "the protected set (.git/config, .git/hooks, ...) needs a mount namespace, and the "
+            f"kernel refused it: {cause}; pass {NO_PROTECT} to run without it"
+        )
+    return SandboxUnavailable(f"the kernel refused the confinement: {cause or fallback}")
 
 
 def _pidfd_of(tree_read: int) -> int | None:

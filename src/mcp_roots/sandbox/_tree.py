@@ -2,10 +2,11 @@
 kills every process in it, whatever session or group it moved to (``split_tree``, ``end``).
 """
 
-# The forked child (single-threaded, unshare(CLONE_NEWPID) done) forks twice: the namespace's first process,
-# and from it the process that confines itself and execs the program. The forked child stays outside as the
-# caller's Popen: it passes signals on to the program, and exits with the program's status once the
-# namespace is gone. ConfinedProcess.wait() waits for that end too (after a SIGKILL).
+# The forked child (single-threaded, unshare(CLONE_NEWPID) done) forks the namespace's first process, which
+# either starts the program itself (``first_starts``: it confines itself and spawns it, then passes signals
+# on to it) or forks the process that confines itself and execs the program. The forked child stays outside
+# as the caller's Popen: it passes signals on, and exits with the program's status once the namespace is
+# gone. ConfinedProcess.wait() waits for that end too (after a SIGKILL).
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ import select
 import signal
 import subprocess
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from .._sys import privileges
 
-__all__ = ["FORWARDED", "ConfinedProcess", "end", "split_tree", "tree_command"]
+__all__ = ["FORWARDED", "ConfinedProcess", "end", "read_all", "split_tree", "tree_command"]
 
 #: The signals the process outside passes on to the program (``Popen.send_signal``/``terminate``).
 FORWARDED: tuple[int, ...] = (
@@ -45,38 +47,46 @@ def _close_all_but(*keep: int) -> None:
     os.closerange(low, 1 << 20)
 
 
-def _read_all(fd: int) -> bytes:
+def read_all(fd: int) -> bytes:
+    """Everything written to the pipe ``fd`` until its last writer closes it."""
     chunks = []
     while chunk := os.read(fd, 64):
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-def split_tree(tree_fd: int) -> None:
+def split_tree(tree_fd: int, first_starts: Callable[[], int] | None = None) -> None:
     """In the forked child (its next child starts a PID namespace): fork the namespace's first process and,
     from it, the program's process, where this returns. The first process writes its pid to ``tree_fd``
-    for the caller. Never returns in the other two: each ends with ``os._exit``."""
+    for the caller. Never returns in the other two: each ends with ``os._exit``. With ``first_starts``
+    the first process starts the program itself by calling it (it returns the program's pid) and this
+    never returns: signals reach the program through the first process."""
     me = os.pidfd_open(os.getpid())
     status_r, status_w = os.pipe()
     pid_r, pid_w = os.pipe()
-    first = os.fork()
-    if first == 0 and _first_process(me, status_r, status_w, pid_r, pid_w, tree_fd):
-        return  # the program's process (the first process never returns: it exits)
+    first = privileges.fork()
+    if first == 0:
+        if first_starts is not None:
+            _first_process_starting(me, status_r, status_w, pid_r, pid_w, tree_fd, first_starts)
+        if _first_process(me, status_r, status_w, pid_r, pid_w, tree_fd):
+            return  # the program's process (the first process never returns: it exits)
     try:
-        _outside(first, me, status_r, status_w, pid_r, pid_w, tree_fd)
+        _outside(first, me, status_r, status_w, pid_r, pid_w, tree_fd, relay=first_starts is not None)
     finally:
         os._exit(255)
 
 
-def _outside(first: int, me: int, status_r: int, status_w: int, pid_r: int, pid_w: int, tree_fd: int) -> None:
+def _outside(
+    first: int, me: int, status_r: int, status_w: int, pid_r: int, pid_w: int, tree_fd: int, *, relay: bool
+) -> None:
     for fd in (status_w, pid_w, me):
         os.close(fd)
     with contextlib.suppress(OSError):
         os.write(tree_fd, str(first).encode())
     _close_all_but(status_r, pid_r)
-    told = _read_all(pid_r)
+    told = read_all(pid_r)
     os.close(pid_r)
-    program = int(told) if told.isdigit() else 0
+    program = first if relay else int(told) if told.isdigit() else 0  # relay: the first process passes on
 
     def forward(signum: int, _frame: Any) -> None:
         with contextlib.suppress(OSError):
@@ -85,7 +95,7 @@ def _outside(first: int, me: int, status_r: int, status_w: int, pid_r: int, pid_
     if program:
         for signum in FORWARDED:
             signal.signal(signum, forward)
-    said = _read_all(status_r)
+    said = read_all(status_r)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(first, 0)  # returns once the namespace is empty: its first process ends last
     status = int(said) if said.isdigit() else signal.SIGKILL
@@ -113,7 +123,7 @@ def _first_process(me: int, status_r: int, status_w: int, pid_r: int, pid_w: int
         poller.register(me, select.POLLIN)
         if poller.poll(0):  # the process outside ended before the line above: nothing to wait for
             os._exit(1)
-        program = os.fork()
+        program = privileges.fork()
         if program == 0:
             os.setsid()  # a session and group of its own again, inside (setpriority(PRIO_PGRP, 0) is its own)
             os.close(status_w)
@@ -124,6 +134,51 @@ def _first_process(me: int, status_r: int, status_w: int, pid_r: int, pid_w: int
                 os.write(pid_w, os.readlink("/proc/self").encode())
             os.close(pid_w)
             return True
+        _close_all_but(status_w)
+        while True:
+            pid, status = os.waitpid(-1, 0)
+            if pid == program:
+                os.write(status_w, str(status).encode())
+                os._exit(0)
+    except BaseException:
+        os._exit(255)
+
+
+def _first_process_starting(
+    me: int, status_r: int, status_w: int, pid_r: int, pid_w: int, tree_fd: int, starts: Callable[[], int]
+) -> NoReturn:
+    """The namespace's first process that starts the program itself (``starts``: it confines this process
+    and spawns the program): it passes the signals the process outside sends on to the program, reaps
+    until the program ends, tells its status and exits (the kernel then kills the rest of the namespace)."""
+    try:
+        for fd in (status_r, pid_r, pid_w):
+            os.close(fd)
+        privileges.parent_death_signal(signal.SIGKILL)
+        poller = select.poll()
+        poller.register(me, select.POLLIN)
+        if poller.poll(0):  # the process outside ended before the line above: nothing to wait for
+            os._exit(1)
+        os.close(me)
+        with contextlib.suppress(OSError):
+            os.close(tree_fd)
+        # Out of the outside's group: a signal to that group (mcp-roots run passes Ctrl-C on so) reaches
+        # the program once, through the process outside.
+        os.setsid()
+        program = 0
+
+        def relay(signum: int, _frame: Any) -> None:
+            if program:
+                with contextlib.suppress(OSError):
+                    os.kill(program, signum)
+
+        # A first process gets from outside only the signals it handles: these, held until the program
+        # exists (it starts with none blocked).
+        signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+        for signum in FORWARDED:
+            signal.signal(signum, relay)
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        program = starts()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
         _close_all_but(status_w)
         while True:
             pid, status = os.waitpid(-1, 0)

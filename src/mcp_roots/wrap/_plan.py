@@ -75,6 +75,7 @@ class Plan:
     skipped: tuple[str, ...] = ()
     sandbox: Backend = "auto"  # the backend: native, srt or auto (mcp_roots.sandbox)
     allow_domains: tuple[str, ...] = ()  # srt: the hosts the server may reach
+    strict_git: bool = False  # every .git read-only whole (--strict-git): git writes refused
 
     def describe(self, ceiling: Sequence[str], write: bool, network: bool) -> str:
         """The whole policy, for ``--print-policy``."""
@@ -83,6 +84,7 @@ class Plan:
             f"roots: the client's roots clipped to the ceiling ({', '.join(ceiling)}), "
             f"{'read-write' if write else 'read-only'}; none before the client has sent them",
             f"network: {_network_words(network, self.allow_domains)}",
+            f"git: {_git_words(write, self.strict_git)}",
             f"sandbox: {self.sandbox}",
             f"private cache (read-write, persistent): {self.cache}",
             "read-only for the runtime and its code:",
@@ -94,6 +96,14 @@ class Plan:
         lines += [f"not granted (too wide): {path}" for path in self.skipped]
         lines.append("environment: " + ", ".join(f"{k}={v}" for k, v in sorted(self.env.items())))
         return "\n".join(lines)
+
+
+def _git_words(write: bool, strict: bool) -> str:
+    if not write:
+        return "read-only (the roots are)"
+    if strict:
+        return "strict: every .git folder read-only whole, git writes refused (--strict-git)"
+    return "default: git's settings and redirections that exist read-only, git writes work"
 
 
 def _network_words(network: bool, domains: Sequence[str]) -> str:
@@ -318,6 +328,7 @@ def spawn(
         list(plan.argv),
         write=write,
         network=network,
+        strict_git=plan.strict_git and write,
         sandbox=plan.sandbox,
         allow_domains=plan.allow_domains,
         extra_read=[*plan.read, *read_roots],

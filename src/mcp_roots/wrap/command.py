@@ -93,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --ask: how long a question waits for the user's answer (default 120)",
     )
     parser.add_argument("--read-only", action="store_true", help="the roots are read-only for the server")
+    parser.add_argument(
+        "--strict-git",
+        action="store_true",
+        help="every .git folder in the roots read-only whole: no git redirection a new file could make, "
+        "and git writes (add, commit) refused",
+    )
     parser.add_argument("--network", action="store_true", help="let the server open sockets (default: none)")
     parser.add_argument(
         "--sandbox",
@@ -182,6 +188,11 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
     if args.roots:
         fallback = clip_to_ceiling(fallback_roots(_folders(args.roots)), ceiling)
     network = args.network or bool(args.allow_domain)
+    if args.strict_git and args.read_only:
+        raise ConfigError(
+            "wrap: --strict-git makes .git read-only inside writable roots; with --read-only every root is "
+            "read-only already: drop one of the two"
+        )
     launch = launch_of(command, cache_base(args.cache_dir))
     if launch is not None:
         if not launch.fetched and not args.print_policy:
@@ -195,7 +206,9 @@ def options_from(args: argparse.Namespace) -> tuple[Options, str]:
         cache_base=args.cache_dir,
         ceiling=[str(p) for p in ceiling.paths],
     )
-    plan = replace(plan, sandbox=args.sandbox, allow_domains=tuple(args.allow_domain))
+    plan = replace(
+        plan, sandbox=args.sandbox, allow_domains=tuple(args.allow_domain), strict_git=args.strict_git
+    )
     options = Options(
         plan=plan,
         ceiling=ceiling,
