@@ -279,7 +279,7 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
 #: What a client may send mid-session that the lean path does not own.
 MID_SESSION: dict[str, dict[str, Any]] = {
-    "prompts/list": {"method": "prompts/list"},
+    "prompts/get": {"method": "prompts/get", "params": {"name": "summarize"}},
     "resources/read": {"method": "resources/read", "params": {"uri": "file:///etc/passwd"}},
     "an unknown method": {"method": "vendor/unknown", "params": {}},
     "a 2026-07-28 request": {"method": "tools/list", "params": {"_meta": MODERN_META}},
@@ -321,7 +321,7 @@ def run_bursts(
 def test_a_message_the_lean_path_does_not_own_goes_to_the_sdk_with_nothing_lost(
     filled: tuple[Path, Path],
 ) -> None:
-    """prompts/list, resources/read, an unknown method, a 2026-07-28 request, each mid-session on the lean
+    """prompts/get, resources/read, an unknown method, a 2026-07-28 request, each mid-session on the lean
     path with calls back to back around it: every message answered once, each answer the SDK path's."""
     tree, cache = filled
     bursts = list(zip(range(10, 10 * (len(MID_SESSION) + 1), 10), MID_SESSION, strict=True))
@@ -337,6 +337,31 @@ def test_a_message_the_lean_path_does_not_own_goes_to_the_sdk_with_nothing_lost(
         assert sorted(lean) == [0, 1, *ids]
         assert [lean[i] for i in ids] == [sdk[i] for i in ids], what
         assert lean[first + 5]["result"]["content"][0]["text"].endswith(f"w{first}.txt")
+
+
+def test_the_lists_serve_does_not_declare_are_answered_on_the_lean_path(filled: tuple[Path, Path]) -> None:
+    """A host that asks for prompts and resources at start (serve declares neither): the lean session
+    answers them as the SDK does (-32601, one log line each) and keeps serving, never handing over."""
+    tree, cache = filled
+    asked = ["prompts/list", "resources/list", "resources/templates/list"]
+    answers: dict[str, list[dict[str, Any]]] = {}
+    logs: dict[str, str] = {}
+    for path, env in (("sdk", LEAN_OFF), ("lean", {})):
+        served, _ = build_tree(tree)
+        server = raw_start(served, cache, env)
+        try:
+            server.send(*({"jsonrpc": "2.0", "id": i, "method": m} for i, m in enumerate(asked, 10)))
+            server.send(call(20, "read_text_file", {"path": str(served / "note.txt")}))
+            answers[path] = [server.answer(i, [str(served)]) for i in (10, 11, 12, 20)]
+            _, logs[path] = finish(server)
+        finally:
+            server.proc.kill()
+    assert answers["lean"] == answers["sdk"]
+    assert [a["error"]["code"] for a in answers["lean"][:3]] == [-32601] * 3
+    assert SERVING in logs["lean"], logs["lean"]
+    assert HANDED not in logs["lean"], logs["lean"]
+    for method in asked:
+        assert sum(f"'{method}'" in line for line in logs["lean"].splitlines() if "WARNING" in line) == 1
 
 
 @pytest.mark.parametrize("path", ["sdk", "lean"])
@@ -410,7 +435,9 @@ def test_an_answer_to_the_lean_paths_roots_request_after_the_hand_over_is_not_th
         asked = [json.loads(server.proc.stdout.readline()) for _ in range(2)]
         [lean_request] = [m for m in asked if m.get("method") == "roots/list"]
         assert str(lean_request["id"]).startswith("mcp-roots-lean-")
-        server.send({"jsonrpc": "2.0", "id": 1, "method": "prompts/list"})  # the hand-over
+        server.send(
+            {"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": {"name": "x"}}
+        )  # hand-over
         roots = {"roots": [{"uri": served.as_uri()}]}
         server.send({"jsonrpc": "2.0", "id": lean_request["id"], "result": roots})  # late
         server.send(call(2, "read_text_file", {"path": str(served / "note.txt")}))

@@ -4,6 +4,7 @@ the one-line failure a client reads, and the runner of a tool's blocking file wo
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections.abc import Callable
@@ -26,6 +27,7 @@ __all__ = [
     "Result",
     "Settings",
     "ToolFailure",
+    "UnknownMethods",
     "failure",
     "failure_line",
     "format_size",
@@ -38,6 +40,8 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+
+logger = logging.getLogger("mcp_roots")
 
 #: A tool's result, as the SDK writes its ``CallToolResult`` on the wire (``content``, ``isError``, and
 #: ``structuredContent`` when there is one): the lean path sends it as it is, the SDK path validates it.
@@ -224,3 +228,29 @@ def read_stream(stream: IO[bytes], path: str, cap: int, size: int) -> bytes:
     if len(data) > cap:
         raise too_large(path, cap)
     return data
+
+
+class UnknownMethods:
+    """One log line for the first request of each method serve does not have (prompts/get among them), for
+    at most ``most`` names, then one line saying the rest go unlogged: a client cannot flood the log. The
+    client gets -32601 "Method not found" for each (the SDK's answer, or the lean session's own for a list
+    serve does not declare)."""
+
+    def __init__(self, most: int = 32) -> None:
+        self.most = most
+        self.seen: set[str] = set()
+
+    def note(self, method: str) -> None:
+        """Log ``method`` (a client's text: escaped, cut to 100 characters) unless it was logged before."""
+        name = method[:100]  # what is kept of a name a client chose: 32 of these at most
+        if name in self.seen or len(self.seen) > self.most:
+            return
+        self.seen.add(name)
+        if len(self.seen) > self.most:
+            logger.warning(
+                "a client asked for more than %d methods serve does not answer; no more are logged", self.most
+            )
+        else:
+            logger.warning(
+                "a client asked for %s, a method serve does not answer (-32601; logged once)", ascii(name)
+            )

@@ -3,8 +3,9 @@ At the first message it does not own, the session goes to the SDK, replayed as `
 """
 
 # What the lean session owns, on the legacy era: ``initialize`` (for a protocol version recorded) and
-# ``notifications/initialized``, ``ping``, the lists recorded (``_early.LISTS``), ``tools/call`` of a tool
-# the recorded ``tools/list`` names, the client's answers to its own ``roots/list`` requests,
+# ``notifications/initialized``, ``ping``, the lists recorded (``_early.LISTS``), a list of a capability the
+# recorded ``initialize`` does not declare (-32601, as the SDK answers it), ``tools/call`` of a tool the
+# recorded ``tools/list`` names, the client's answers to its own ``roots/list`` requests,
 # ``notifications/roots/list_changed`` and ``notifications/cancelled``. Anything else (another method, a
 # notification it does not know, an answer it did not ask for, a second ``initialize``, a message it cannot
 # read, anything before ``initialize``) is the SDK's: the session stops taking messages there, lets its
@@ -35,13 +36,22 @@ from ..guard import current_roots, tool_call
 from ..roots import JsonRpcPort, NeedRoots
 from . import _cores
 from ._arguments import argument_error
-from ._common import WRITE_TOOLS, Lane, Result, Settings, failure
+from ._common import WRITE_TOOLS, Lane, Result, Settings, UnknownMethods, failure
 from ._early import LISTS, Handover, is_id, parse
 from ._stdio import StdinLines, StdoutWriter
 
 __all__ = ["LEAN_ID_PREFIX", "serve_lean"]
 
 logger = logging.getLogger("mcp_roots")
+
+METHOD_NOT_FOUND = -32601
+#: The lists of a capability serve may leave out, by the capability: asked for while the recorded initialize
+#: does not declare it, the lean session answers as the SDK does (-32601) instead of handing over.
+_UNDECLARED = {
+    "prompts/list": "prompts",
+    "resources/list": "resources",
+    "resources/templates/list": "resources",
+}
 
 #: The ids of the lean session's own requests to the client (``roots/list``); the SDK never sees answers
 #: to them, even ones that come after the hand-over.
@@ -98,6 +108,7 @@ class LeanSession:
         self._tools = _lean_tools(guard, settings, self.port)
         self._schemas: dict[str, Mapping[str, Any]] = {}
         self.handover = Handover()
+        self.unknown = UnknownMethods()
         self._version: str | None = None
         self._initialized = False
         self._ids = itertools.count(1)
@@ -214,7 +225,18 @@ class LeanSession:
             return True
         if method == "tools/call":
             return await self._tools_call(message, ident, params)
+        if method in _UNDECLARED and not self._declared(_UNDECLARED[method]):
+            # A list of a capability the recorded initialize does not declare (a host asks for prompts
+            # and resources at start): the SDK's own answer, so the session need not wait for it.
+            error = {"code": METHOD_NOT_FOUND, "message": "Method not found", "data": method}
+            await self._write({"jsonrpc": "2.0", "id": ident, "error": error})
+            self.unknown.note(method)
+            return True
         return False
+
+    def _declared(self, capability: str) -> bool:
+        capabilities = self.handover.given.get("capabilities") if self.handover.given else None
+        return not isinstance(capabilities, dict) or capability in capabilities
 
     async def _initialize(self, line: str, ident: int | str, method: str, params: object) -> bool:
         if method != "initialize" or not isinstance(params, dict):

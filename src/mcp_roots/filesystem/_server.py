@@ -4,7 +4,6 @@ on one toolbox (reading, writing, listing), guarded by the ``RootsGuard`` given.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,11 +18,10 @@ from .. import RootsGuard, __version__
 from ..adapters import lowlevel_of
 from . import _listing, _reading, _writing
 from ._arguments import argument_error
+from ._common import UnknownMethods
 from ._toolbox import Settings, Toolbox
 
 __all__ = ["build_server"]
-
-logger = logging.getLogger("mcp_roots")
 
 #: The SDK's handlers for what serve does not have (prompts, resources): left out, so that serve declares
 #: only the tools capability, and a client asking for them gets "Method not found" (as from the official
@@ -93,7 +91,7 @@ def build_server(
     _writing.register(box)
     _listing.register(box)
     _check_arguments(server)
-    server.middleware.append(UnknownMethods().log_once)
+    server.middleware.append(_log_unknown_methods(UnknownMethods()))
     return server
 
 
@@ -119,34 +117,15 @@ def _check_arguments(server: MCPServer) -> None:
     server.middleware.insert(0, checked)
 
 
-class UnknownMethods:
-    """One log line for the first request of each method serve does not have (prompts/get among them), for
-    at most ``most`` names, then one line saying the rest go unlogged: a client cannot flood the log. The
-    client still gets the SDK's answer to each, -32601 "Method not found"."""
+def _log_unknown_methods(unknown: UnknownMethods) -> Any:
+    """The middleware that notes each request the SDK answers -32601 (``unknown.note``)."""
 
-    def __init__(self, most: int = 32) -> None:
-        self.most = most
-        self.seen: set[str] = set()
-
-    def note(self, method: str) -> None:
-        """Log ``method`` (a client's text: escaped, cut to 100 characters) unless it was logged before."""
-        name = method[:100]  # what is kept of a name a client chose: 32 of these at most
-        if name in self.seen or len(self.seen) > self.most:
-            return
-        self.seen.add(name)
-        if len(self.seen) > self.most:
-            logger.warning(
-                "a client asked for more than %d methods serve does not answer; no more are logged", self.most
-            )
-        else:
-            logger.warning(
-                "a client asked for %s, a method serve does not answer (-32601; logged once)", ascii(name)
-            )
-
-    async def log_once(self, ctx: Any, call_next: Any) -> Any:
+    async def log_once(ctx: Any, call_next: Any) -> Any:
         try:
             return await call_next(ctx)
         except MCPError as exc:
             if exc.code == METHOD_NOT_FOUND and isinstance(ctx.method, str):
-                self.note(ctx.method)
+                unknown.note(ctx.method)
             raise
+
+    return log_once
