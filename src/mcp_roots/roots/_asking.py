@@ -87,10 +87,8 @@ def consent_question(
     for path in paths:
         if not os.path.isabs(path) or not lexically_within(ceiling, path):
             continue
-        try:
-            resolved = roots.resolve_text(
-                path
-            )  # refused: the question; allowed: unless a read grant, writing
+        try:  # refused: the question; allowed: none, unless a read grant holds it and the tool writes
+            resolved = roots.resolve_text(path)
             if not (writes and _read_only_grant(roots, resolved, grants)):
                 continue
         except PathOutsideRoots:
