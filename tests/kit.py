@@ -57,6 +57,16 @@ PYTHON = sys.executable
 #: What every outside file holds: a reply that contains it leaked.
 SECRET = "TOP SECRET"
 
+#: The environment of the user's own git in a test: no system config, a fixed identity (HOME set per call).
+GIT_ENV = {
+    "PATH": os.environ.get("PATH", os.defpath),
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+}
+
 
 # --- clocks ----------------------------------------------------------------------------------------------
 # RootsCache (and the provider's poller) read the time and wait through a ``clock``

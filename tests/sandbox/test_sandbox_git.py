@@ -16,6 +16,7 @@ import pytest
 
 from mcp_roots import RootSet
 from mcp_roots.sandbox import mount_namespace, support
+from tests.kit import GIT_ENV
 
 KERNEL = support()
 pytestmark = [
@@ -24,14 +25,7 @@ pytestmark = [
     pytest.mark.skipif(mount_namespace() is not None, reason=f"no namespaces here: {mount_namespace()}"),
 ]
 
-ENV = {
-    "PATH": os.environ.get("PATH", os.defpath),
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.invalid",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.invalid",
-}
+ENV = GIT_ENV
 
 
 def git(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -4,7 +4,6 @@ a `core.fsmonitor`. Bare it redirects; `--strict-git` refuses it; the default mo
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,7 +13,7 @@ import anyio
 import pytest
 
 from mcp_roots.sandbox import mount_namespace, support
-from tests.kit import PYTHON, Host, connected, official_command, wrap_argv
+from tests.kit import GIT_ENV, PYTHON, Host, connected, official_command, wrap_argv
 
 pytestmark = [
     pytest.mark.skipif(not support().complete, reason="needs Landlock and the seccomp filter"),
@@ -22,14 +21,7 @@ pytestmark = [
     pytest.mark.skipif(mount_namespace() is not None, reason=f"no namespaces here: {mount_namespace()}"),
 ]
 
-ENV = {
-    "PATH": os.environ.get("PATH", os.defpath),
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.invalid",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.invalid",
-}
+ENV = GIT_ENV
 
 
 @pytest.fixture

@@ -134,14 +134,20 @@ def _first_process(me: int, status_r: int, status_w: int, pid_r: int, pid_w: int
                 os.write(pid_w, os.readlink("/proc/self").encode())
             os.close(pid_w)
             return True
-        _close_all_but(status_w)
-        while True:
-            pid, status = os.waitpid(-1, 0)
-            if pid == program:
-                os.write(status_w, str(status).encode())
-                os._exit(0)
+        _reap_until(program, status_w)
     except BaseException:
         os._exit(255)
+
+
+def _reap_until(program: int, status_w: int) -> NoReturn:
+    """The first process's last step: reap every process of the namespace until ``program`` ends, write its
+    status to ``status_w`` and exit (the kernel then kills the rest of the namespace)."""
+    _close_all_but(status_w)
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == program:
+            os.write(status_w, str(status).encode())
+            os._exit(0)
 
 
 def _first_process_starting(
@@ -179,12 +185,7 @@ def _first_process_starting(
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         program = starts()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
-        _close_all_but(status_w)
-        while True:
-            pid, status = os.waitpid(-1, 0)
-            if pid == program:
-                os.write(status_w, str(status).encode())
-                os._exit(0)
+        _reap_until(program, status_w)
     except BaseException:
         os._exit(255)
 
