@@ -30,6 +30,7 @@ from ..roots._facts import HANDLER, PROMPT, READ, TOOL, RequestFacts
 from .mcp1_dispatch import DispatchRequest, ErrorAnswer, answer, for_the_connection, keep_tasks_with_runs
 from .mcp1_sdk import (
     Dispatch,
+    can_elicit,
     check_private_corners,
     components,
     installed_ports,
@@ -38,6 +39,7 @@ from .mcp1_sdk import (
     refusal,
     request_context_of,
     resource_manager,
+    send_elicitation,
     send_roots_list,
     session_of,
     template_of,
@@ -75,6 +77,8 @@ class Mcp1Adapter(SdkPort):
         if id(server) in self._installed:
             return
         self._installed.add(id(server))
+        name = getattr(server, "name", None)  # shown in a consent question
+        self.server_name = name if isinstance(name, str) and name else self.server_name
         record_port(server, self)
         wrap_dispatch(server, lambda dispatch: self._dispatch(server, dispatch))
         keep_tasks_with_runs(server)
@@ -170,6 +174,7 @@ class Mcp1Adapter(SdkPort):
         session = session_of(request)
         params = session.client_params
         roots_cap = params.capabilities.roots if params is not None else None
+        consenting = self.policy is not None and self.policy.consent is not None
         return RequestFacts(
             request,
             kind,
@@ -179,7 +184,13 @@ class Mcp1Adapter(SdkPort):
             connection=session,
             seen=session in self._sessions,
             send=self.send_roots_list,
+            elicit=consenting and can_elicit(session),
         )
+
+    async def elicit(self, facts: RequestFacts, params: dict[str, object]) -> object:
+        """``elicitation/create`` on the call's session, tied to the call (consent)."""
+        session = session_of(facts.request)
+        return await send_elicitation(session, params, getattr(facts.request, "request_id", None))
 
     async def send_roots_list(self, connection: Any, waiting: Sequence[Any]) -> object:
         return await send_roots_list(connection, [request.request_id for request in waiting])

@@ -27,6 +27,7 @@ from ..errors import SDKChanged
 from ..roots._facts import ConnectionEnded
 
 __all__ = [
+    "can_elicit",
     "check_private_corners",
     "components",
     "installed_ports",
@@ -36,6 +37,7 @@ __all__ = [
     "refusal",
     "request_context_of",
     "resource_manager",
+    "send_elicitation",
     "send_roots_list",
     "session_of",
     "template_of",
@@ -196,3 +198,28 @@ async def send_roots_list(session: ServerSession, waiting: Sequence[Any]) -> obj
         # keeps the last valid roots (or none), never the fallback (the cache logs it).
         raise
     return {"roots": result.roots}
+
+
+class _RawAnswer(BaseModel):
+    """An ``elicitation/create`` answer as sent: the consent layer reads it strictly itself."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def can_elicit(session: ServerSession) -> bool:
+    """Whether the client on ``session`` declared form elicitation (``{}`` is form, as 2025-06-18 had it)."""
+    params = session.client_params
+    elicitation = None if params is None else params.capabilities.elicitation
+    if elicitation is None:
+        return False
+    return getattr(elicitation, "form", None) is not None or getattr(elicitation, "url", None) is None
+
+
+async def send_elicitation(session: ServerSession, params: dict[str, Any], related: Any) -> object:
+    """``elicitation/create`` (form) with ``params`` on ``session``, tied to the request ``related`` (on
+    streamable HTTP it rides that call's response stream); the raw answer."""
+    metadata = ServerMessageMetadata(related_request_id=related) if related is not None else None
+    form = types.ElicitRequestFormParams.model_validate(params)
+    request = types.ServerRequest(types.ElicitRequest(method="elicitation/create", params=form))
+    result = await session.send_request(request, _RawAnswer, metadata=metadata)
+    return result.model_dump(by_alias=True)

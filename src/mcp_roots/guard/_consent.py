@@ -34,8 +34,8 @@ def tool_writes(component: object) -> bool:
     annotations = getattr(component, "annotations", None)
     if isinstance(annotations, Mapping):
         hint = annotations.get("readOnlyHint")
-    else:
-        hint = getattr(annotations, "read_only_hint", None)
+    else:  # mcp 2.x and fastmcp name it in snake case, mcp 1.x as on the wire
+        hint = getattr(annotations, "read_only_hint", getattr(annotations, "readOnlyHint", None))
     return hint is not True
 
 
