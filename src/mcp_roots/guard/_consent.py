@@ -34,8 +34,10 @@ def tool_writes(component: object) -> bool:
     annotations = getattr(component, "annotations", None)
     if isinstance(annotations, Mapping):
         hint = annotations.get("readOnlyHint")
-    else:  # mcp 2.x and fastmcp name it in snake case, mcp 1.x as on the wire
-        hint = getattr(annotations, "read_only_hint", getattr(annotations, "readOnlyHint", None))
+    elif hasattr(annotations, "read_only_hint"):  # mcp 2.x and fastmcp (their old name warns)
+        hint = getattr(annotations, "read_only_hint")  # noqa: B009
+    else:  # mcp 1.x names it as on the wire
+        hint = getattr(annotations, "readOnlyHint", None)
     return hint is not True
 
 
