@@ -14,7 +14,7 @@ from .._sys import privileges
 from ._plan import Confinement
 from ._root import RootLayout, private_root
 
-__all__ = ["ExecFailed", "ExecPlan", "exec_plan", "first_starts", "start"]
+__all__ = ["SWITCHES_USER", "ExecFailed", "ExecPlan", "exec_plan", "first_starts", "start", "user_switch"]
 
 
 class ExecFailed(Exception):
@@ -128,3 +128,24 @@ def first_starts(
         return pid
 
     return starts
+
+
+#: subprocess options that switch user in the child after the fork (before the child step of ``_spawn`` runs).
+SWITCHES_USER = ("user", "group", "extra_groups")
+
+
+def user_switch(options: dict[str, Any]) -> tuple[int | None, int | None, list[int] | None]:
+    """Take ``user=``, ``group=``, ``extra_groups=`` out of ``options`` as numbers (names looked up here, in
+    the parent, as subprocess does): the child step switches itself, after emptying its bounding set."""
+    import grp
+    import pwd
+
+    user, group, extra = (
+        options.pop("user", None),
+        options.pop("group", None),
+        options.pop("extra_groups", None),
+    )
+    uid = pwd.getpwnam(user).pw_uid if isinstance(user, str) else user
+    gid = grp.getgrnam(group).gr_gid if isinstance(group, str) else group
+    groups = None if extra is None else [grp.getgrnam(g).gr_gid if isinstance(g, str) else g for g in extra]
+    return uid, gid, groups

@@ -27,7 +27,7 @@ from typing import IO, Any
 from .._sys import privileges
 from ..errors import SandboxUnavailable
 from . import _srt
-from ._exec import exec_plan, first_starts
+from ._exec import SWITCHES_USER, exec_plan, first_starts, user_switch
 from ._plan import SYSTEM_READ_PATHS, Confinement, RootPaths, plan, program_of, refuse_or_warn
 from ._root import RootLayout, named_folders, private_root, root_layout
 from ._tree import ConfinedProcess, read_all, split_tree
@@ -84,8 +84,47 @@ def popen(
     backend (``native``, ``srt``: Anthropic's sandbox runtime, ``auto``); ``allow_domains`` (srt only)
     are the hosts a child with ``network=True`` may reach."""
     _own_stdio_closed(popen_kwargs)
+    spawn = _spawner(
+        roots,
+        argv,
+        popen_kwargs,
+        write=write,
+        network=network,
+        allow_unconfined=allow_unconfined,
+        system_paths=system_paths,
+        extra_read=extra_read,
+        path_metadata=path_metadata,
+        protect=protect,
+        allow_unix=allow_unix,
+        strict_git=strict_git,
+        sandbox=sandbox,
+        allow_domains=allow_domains,
+    )
+    return spawn()
+
+
+def _spawner(
+    roots: RootPaths,
+    argv: Any,
+    popen_kwargs: dict[str, Any],
+    *,
+    write: bool,
+    network: bool,
+    allow_unconfined: bool,
+    system_paths: Sequence[str | os.PathLike[str]] | None,
+    extra_read: Sequence[str | os.PathLike[str]],
+    path_metadata: bool,
+    protect: bool | Iterable[str],
+    allow_unix: Sequence[str | os.PathLike[str]],
+    strict_git: bool,
+    sandbox: _srt.Backend,
+    allow_domains: Sequence[str],
+) -> Callable[[], subprocess.Popen[Any]]:
+    """The spawn of ``argv`` as :func:`popen` describes it, decided now (the backend, the plan; a refusal
+    raises here) and done when called (``run_async`` calls it on a worker thread)."""
     if _backend(sandbox, allow_domains) == "srt":
-        return _srt.popen(
+        return functools.partial(
+            _srt.popen,
             roots,
             argv,
             write=write,
@@ -112,8 +151,8 @@ def popen(
         strict_git=strict_git,
     )
     if confinement is None:
-        return subprocess.Popen(argv, **popen_kwargs)
-    return spawn_confined(_usable(confinement, allow_unconfined), argv, popen_kwargs)
+        return functools.partial(subprocess.Popen, argv, **popen_kwargs)
+    return functools.partial(spawn_confined, _usable(confinement, allow_unconfined), argv, popen_kwargs)
 
 
 def _backend(sandbox: str, allow_domains: Sequence[str]) -> str:
@@ -158,7 +197,7 @@ def spawn_confined(
     options = dict(popen_kwargs)
     _own_session(options)
     tree = mount_namespace() is None
-    if tree or confinement.binds or any(options.get(name) is not None for name in _SWITCHES_USER):
+    if tree or confinement.binds or any(options.get(name) is not None for name in SWITCHES_USER):
         # A user switch (subprocess does it after the fork) needs the capabilities our thread would drop:
         # the child drops them itself, after the switch, as it makes the binds.
         return _spawn_from_child(confinement, argv, options, tree=tree)
@@ -186,27 +225,6 @@ def spawn_confined(
     if isinstance(result, BaseException):
         raise result
     return result
-
-
-#: subprocess options that switch user in the child after the fork (before the step below runs).
-_SWITCHES_USER = ("user", "group", "extra_groups")
-
-
-def _user_switch(options: dict[str, Any]) -> tuple[int | None, int | None, list[int] | None]:
-    """Take ``user=``, ``group=``, ``extra_groups=`` out of ``options`` as numbers (names looked up here, in
-    the parent, as subprocess does): the child step switches itself, after emptying its bounding set."""
-    import grp
-    import pwd
-
-    user, group, extra = (
-        options.pop("user", None),
-        options.pop("group", None),
-        options.pop("extra_groups", None),
-    )
-    uid = pwd.getpwnam(user).pw_uid if isinstance(user, str) else user
-    gid = grp.getgrnam(group).gr_gid if isinstance(group, str) else group
-    groups = None if extra is None else [grp.getgrnam(g).gr_gid if isinstance(g, str) else g for g in extra]
-    return uid, gid, groups
 
 
 def _child_step(
@@ -300,7 +318,7 @@ def _spawn_from_child(
     started_read = started_write = -1
     try:
         planned = binds or (confinement.binds if confinement else ())
-        switch = _user_switch(options)
+        switch = user_switch(options)
         then = options.pop("preexec_fn", None)
         # The program spawned (vfork) by the namespace's first process where subprocess's exec can be
         # done the same way there: one fork of this process fewer.
@@ -533,50 +551,28 @@ async def run_async(
             raise ValueError("stdin and input arguments may not both be used.")
         stdin = subprocess.PIPE
     options: dict[str, Any] = {"cwd": cwd, "env": env, "stdin": stdin, "stdout": stdout, "stderr": stderr}
-    srt_spawn: Any = None
-    confinement: Confinement | None = None
-    if _backend(sandbox, allow_domains) == "srt":
-        srt_spawn = functools.partial(
-            _srt.popen,
-            roots,
-            command,
-            write=write,
-            network=network,
-            allow_domains=allow_domains,
-            system_paths=system_paths,
-            extra_read=extra_read,
-            protect=protect,
-            allow_unix=[os.fspath(p) for p in allow_unix],
-            strict_git=strict_git,
-            popen_kwargs=dict(options, start_new_session=True),
-        )
-    else:
-        confinement = plan(
-            roots,
-            write=write,
-            network=network,
-            allow_unconfined=allow_unconfined,
-            program=program_of(command, options),
-            system_paths=system_paths,
-            extra_read=extra_read,
-            path_metadata=path_metadata,
-            protect=protect,
-            allow_unix=allow_unix,
-            strict_git=strict_git,
-        )
-        if confinement is not None:
-            confinement = _usable(confinement, allow_unconfined)
+    spawn = _spawner(
+        roots,
+        command,
+        options,
+        write=write,
+        network=network,
+        allow_unconfined=allow_unconfined,
+        system_paths=system_paths,
+        extra_read=extra_read,
+        path_metadata=path_metadata,
+        protect=protect,
+        allow_unix=allow_unix,
+        strict_git=strict_git,
+        sandbox=sandbox,
+        allow_domains=allow_domains,
+    )
     lock = threading.Lock()
     started: list[subprocess.Popen[bytes]] = []
     cancelled = False
 
     def spawn_and_wait() -> tuple[int, bytes | None, bytes | None]:
-        if srt_spawn is not None:
-            process: subprocess.Popen[bytes] = srt_spawn()
-        elif confinement is None:
-            process = subprocess.Popen(command, **options)
-        else:
-            process = spawn_confined(confinement, command, options)
+        process: subprocess.Popen[bytes] = spawn()
         with lock:
             started.append(process)
             if cancelled:
