@@ -21,7 +21,7 @@ from .._sys import attempts
 from ..errors import SandboxUnavailable
 from ._spawn import mount_namespace, run
 
-__all__ = ["Proof", "outcome", "prove"]
+__all__ = ["Proof", "outcome", "prove", "scratch_tree"]
 
 
 @dataclass(frozen=True)
@@ -229,18 +229,25 @@ def _got_through(name: str, said: dict[str, object]) -> bool:
     return bool(said.get("ok"))
 
 
+def scratch_tree(scratch: str) -> tuple[Path, Path]:
+    """The attempts' tree in the folder ``scratch`` (resolved): a root holding a repository's
+    ``.git/hooks`` and ``.git/config``, and a folder outside with a secret."""
+    base = Path(scratch).resolve()
+    root, outside = base / "root", base / "outside"
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / ".git" / "config").write_text("[core]\n")
+    outside.mkdir()
+    (outside / "secret").write_text("secret\n")
+    return root, outside
+
+
 def prove(timeout: float = 30.0) -> list[Proof]:
     """Attempt every promise here and say what held it (see the module docstring)."""
     script = attempts.__file__
     command = [sys.executable, "-I", "-S", script]
     proofs: list[Proof] = []
     with tempfile.TemporaryDirectory(prefix="mcp-roots-doctor-") as scratch:
-        base = Path(scratch).resolve()
-        root, outside = base / "root", base / "outside"
-        (root / ".git" / "hooks").mkdir(parents=True)
-        (root / ".git" / "config").write_text("[core]\n")
-        outside.mkdir()
-        (outside / "secret").write_text("secret\n")
+        root, outside = scratch_tree(scratch)
         mark = f"mcp-roots-doctor-daemon-{os.getpid()}-{time.monotonic_ns()}"
         fill = {
             "me": str(os.getpid()),

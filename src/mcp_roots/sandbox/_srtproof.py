@@ -17,7 +17,7 @@ from pathlib import Path
 from .._sys import attempts
 from ..errors import SandboxUnavailable
 from . import _srt
-from ._proof import Proof, outcome
+from ._proof import Proof, outcome, scratch_tree
 
 __all__ = ["prove_srt", "srt_report"]
 
@@ -86,12 +86,7 @@ def prove_srt(timeout: float = 60.0) -> list[Proof]:
     command = [sys.executable, "-I", "-S", script]
     proofs: list[Proof] = []
     with tempfile.TemporaryDirectory(prefix="mcp-roots-doctor-", dir=_srt.scratch_bases()[0]) as scratch:
-        base = Path(scratch).resolve()
-        root, outside = base / "root", base / "outside"
-        (root / ".git" / "hooks").mkdir(parents=True)
-        (root / ".git" / "config").write_text("[core]\n")
-        outside.mkdir()
-        (outside / "secret").write_text("secret\n")
+        root, outside = scratch_tree(scratch)
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)
