@@ -110,6 +110,16 @@ def _outside(
     os._exit(128 + signum)
 
 
+def _die_with_outside(me: int) -> None:
+    """A first process ends when the process outside does (SIGKILL at its death), or now if it has ended
+    already (``me``: a pidfd of the process outside, readable once it has exited)."""
+    privileges.parent_death_signal(signal.SIGKILL)
+    poller = select.poll()
+    poller.register(me, select.POLLIN)
+    if poller.poll(0):  # the process outside ended before the line above: nothing to wait for
+        os._exit(1)
+
+
 def _first_process(me: int, status_r: int, status_w: int, pid_r: int, pid_w: int, tree_fd: int) -> bool:
     """The namespace's first process: True in the program's process (forked from it), else it reaps until
     the program ends, tells its status, and exits (the kernel then kills the rest of the namespace)."""
@@ -118,11 +128,7 @@ def _first_process(me: int, status_r: int, status_w: int, pid_r: int, pid_w: int
             signal.signal(signum, signal.SIG_DFL)  # a first process ignores what it does not handle
         os.close(status_r)
         os.close(pid_r)
-        privileges.parent_death_signal(signal.SIGKILL)
-        poller = select.poll()
-        poller.register(me, select.POLLIN)
-        if poller.poll(0):  # the process outside ended before the line above: nothing to wait for
-            os._exit(1)
+        _die_with_outside(me)
         program = privileges.fork()
         if program == 0:
             os.setsid()  # a session and group of its own again, inside (setpriority(PRIO_PGRP, 0) is its own)
@@ -159,11 +165,7 @@ def _first_process_starting(
     try:
         for fd in (status_r, pid_r, pid_w):
             os.close(fd)
-        privileges.parent_death_signal(signal.SIGKILL)
-        poller = select.poll()
-        poller.register(me, select.POLLIN)
-        if poller.poll(0):  # the process outside ended before the line above: nothing to wait for
-            os._exit(1)
+        _die_with_outside(me)
         os.close(me)
         with contextlib.suppress(OSError):
             os.close(tree_fd)
