@@ -685,11 +685,17 @@ def ts_session(
         spec.update(transport="http", url=target.url, headers=target.headers)
     else:
         spec.update(transport="stdio", command=target)
+    return _node_session(_SESSION_SCRIPT, spec)
+
+
+def _node_session(script: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """Run the interop ``script`` (a TypeScript SDK client session) on ``spec``, written to a file it reads;
+    its summary, the JSON of its last output line."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(spec, f)
     try:
         proc = subprocess.run(
-            [node(), str(_SESSION_SCRIPT), f.name],
+            [node(), str(script), f.name],
             capture_output=True,
             text=True,
             timeout=_SESSION_DEADLINE + 30,
@@ -700,7 +706,7 @@ def ts_session(
         os.unlink(f.name)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
-        raise AssertionError(f"fs_session.mjs failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        raise AssertionError(f"{script.name} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     summary: dict[str, Any] = json.loads(lines[-1])
     return summary
 
@@ -711,24 +717,7 @@ def ts_ask_session(command: Sequence[str], answers: list[Any], calls: Sequence[C
     summary has each call's ``{isError, text}`` and each question's ``{message, folders, accesses}``."""
     spec: dict[str, Any] = {"command": list(command), "answers": answers, "deadline": _SESSION_DEADLINE}
     spec["calls"] = [[name, arguments] for name, arguments in calls]
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(spec, f)
-    try:
-        proc = subprocess.run(
-            [node(), str(INTEROP / "ts_ask.mjs"), f.name],
-            capture_output=True,
-            text=True,
-            timeout=_SESSION_DEADLINE + 30,
-            cwd=INTEROP,
-            check=False,
-        )
-    finally:
-        os.unlink(f.name)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        raise AssertionError(f"ts_ask.mjs failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    summary: dict[str, Any] = json.loads(lines[-1])
-    return summary
+    return _node_session(INTEROP / "ts_ask.mjs", spec)
 
 
 class FormUser:
