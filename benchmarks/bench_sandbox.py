@@ -6,10 +6,12 @@ Usage: python benchmarks/bench_sandbox.py [--spawns 200] [--files 10000] [--grep
 Rows: `subprocess.run` (the baseline); with a `preexec_fn` (one fork of this Python process) and
 `popen_tree` (the PID namespace's three processes, unconfined): the floor of ours, in parts; `bwrap` (a PID
 namespace, --die-with-parent, a new session, no capability, only the system paths and the root bound
-read-only, its own /proc and /dev: what ours holds);
+read-only, its own /proc and /dev: what ours holds), alone and with our seccomp filter (`--seccomp`: the
+comparable anchor, since bubblewrap carries a filter but cannot carry Landlock, which forbids its mounts);
 `RootSet.run` (the forked child makes a PID and a mount namespace, a root of its own holding only the
 grant, then Landlock and the seccomp filter, and execs), `RootSet.run_async`, and `write=True` where the root
-holds a `.git` (the protected set bound read-only too) beside `protect=False`. Each round runs every row once
+holds a `.git` (the protected set bound read-only too) beside `protect=False`; "Landlock off (measured only)"
+rows price the second layer's checks (ruleset built, not applied). Each round runs every row once
 in turn, so a load spike on a shared machine hits all rows alike; the table gives the median and the
 minimum of the wall-clock time per run, the children's CPU time (user + system; this process is their
 subreaper, so bubblewrap's first process, which bubblewrap leaves unreaped, is counted too) and this
@@ -34,17 +36,34 @@ from pathlib import Path
 import anyio.from_thread
 
 from mcp_roots import RootSet
+from mcp_roots._sys import landlock, seccomp
 from mcp_roots.sandbox import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, mount_namespace, popen_tree, support
 
 
-def bwrap_argv(root: Path, write: bool) -> list[str] | None:
-    """bubblewrap confining a command as ours does (None where it is not installed)."""
+class Filter:
+    """Our seccomp filter for bubblewrap's ``--seccomp FD`` (a memfd, read from its start by each run)."""
+
+    def __init__(self, write: bool) -> None:
+        self.fd = os.memfd_create("filter", 0)
+        os.write(self.fd, seccomp.program(network=True, write=write, path_metadata=write))
+
+    def rewound(self) -> tuple[int]:
+        """The descriptor to pass (``pass_fds``), read from its start again."""
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        return (self.fd,)
+
+
+def bwrap_argv(root: Path, write: bool, syscall_filter: Filter | None = None) -> list[str] | None:
+    """bubblewrap confining a command as ours does (None where it is not installed), with our seccomp filter
+    where given."""
     import shutil
 
     program = shutil.which("bwrap")
     if program is None:
         return None
     argv = [program, "--unshare-pid", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    if syscall_filter is not None:
+        argv += ["--seccomp", str(syscall_filter.fd)]
     for path in SYSTEM_READ_PATHS:
         if os.path.islink(path):
             argv += ["--symlink", os.readlink(path), path]
@@ -66,6 +85,22 @@ def bwrap_argv(root: Path, write: bool) -> list[str] | None:
 
 def _nothing() -> None:
     pass
+
+
+def landlock_off(run: Callable[[], object]) -> Callable[[], object]:
+    """``run`` with Landlock's ruleset built but not applied (no_new_privs only): what the second layer's
+    per-open checks cost, which no bubblewrap row can carry. Measured here only: the library has no such
+    switch."""
+
+    def off() -> object:
+        saved = landlock.restrict_with
+        landlock.restrict_with = lambda ruleset: landlock.set_no_new_privs()
+        try:
+            return run()
+        finally:
+            landlock.restrict_with = saved
+
+    return off
 
 
 def children_cpu() -> float:
@@ -137,10 +172,15 @@ def main() -> None:
         (tree / ".git" / "config").write_text("[core]\n")
         roots = RootSet.from_paths([tree])
         devnull = subprocess.DEVNULL
+        read_filter = Filter(write=False)
         bwrap = bwrap_argv(tree, write=False)
+        bwrap_filtered = bwrap_argv(tree, write=False, syscall_filter=read_filter)
         anchor: dict[str, Callable[[], object]] = {}
-        if bwrap is not None:
+        if bwrap is not None and bwrap_filtered is not None:
             anchor["bwrap true"] = lambda: subprocess.run([*bwrap, "true"], check=True)
+            anchor["bwrap + our filter, true"] = lambda: subprocess.run(
+                [*bwrap_filtered, "true"], check=True, pass_fds=read_filter.rewound()
+            )
         with anyio.from_thread.start_blocking_portal() as portal:
             spawns = measure(
                 {
@@ -153,6 +193,9 @@ def main() -> None:
                     "popen_tree(['true']), the PID namespace alone": lambda: popen_tree(["true"]).wait(),
                     **anchor,
                     "RootSet.run(['true'])": lambda: roots.run(["true"], check=True),
+                    "RootSet.run(['true']), Landlock off (measured only)": landlock_off(
+                        lambda: roots.run(["true"], check=True)
+                    ),
                     "RootSet.run_async(['true'])": lambda: portal.call(roots.run_async, ["true"]),
                     "RootSet.run(['true'], write=True), protected set": lambda: roots.run(
                         ["true"], write=True, check=True
@@ -181,13 +224,24 @@ def main() -> None:
         subprocess.run(["git", "-C", str(repo), "status", "-s"], check=True, env=git_env, stdout=devnull)
         repo_roots = RootSet.from_paths([repo])
         repo_bwrap = bwrap_argv(repo, write=False)
+        repo_filtered = bwrap_argv(repo, write=False, syscall_filter=read_filter)
         grep = ["grep", "-r", "-c", "needle", str(tree)]
         status = ["git", "-C", str(repo), "--no-optional-locks", "status", "--porcelain"]
         anchors: dict[str, Callable[[], object]] = {}
-        if bwrap is not None and repo_bwrap is not None:
+        if bwrap is not None and bwrap_filtered is not None and repo_bwrap and repo_filtered:
             anchors["grep -r, bwrap"] = lambda: subprocess.run([*bwrap, *grep], stdout=devnull, check=True)
+            anchors["grep -r, bwrap + our filter"] = lambda: subprocess.run(
+                [*bwrap_filtered, *grep], stdout=devnull, check=True, pass_fds=read_filter.rewound()
+            )
             anchors["git status, bwrap"] = lambda: subprocess.run(
                 [*repo_bwrap, *status], stdout=devnull, check=True, env=git_env
+            )
+            anchors["git status, bwrap + our filter"] = lambda: subprocess.run(
+                [*repo_filtered, *status],
+                stdout=devnull,
+                check=True,
+                env=git_env,
+                pass_fds=read_filter.rewound(),
             )
         greps = measure(
             {
@@ -197,8 +251,14 @@ def main() -> None:
                 ),
                 **anchors,
                 "grep -r, RootSet.run": lambda: roots.run(grep, stdout=devnull, check=True),
+                "grep -r, RootSet.run, Landlock off (measured only)": landlock_off(
+                    lambda: roots.run(grep, stdout=devnull, check=True)
+                ),
                 "git status, RootSet.run": lambda: repo_roots.run(
                     status, stdout=devnull, check=True, env=git_env
+                ),
+                "git status, RootSet.run, Landlock off (measured only)": landlock_off(
+                    lambda: repo_roots.run(status, stdout=devnull, check=True, env=git_env)
                 ),
                 "grep -r, RootSet.run(write=True), protected set": lambda: roots.run(
                     grep, write=True, stdout=devnull, check=True
@@ -255,16 +315,36 @@ def main() -> None:
     print(f"grep -r confined / unconfined: {grep_ratio:.3f}x ({(grep_ratio - 1) * 100:+.1f}%, goal <= +5%)")
     print(f"grep -r children CPU, confined / unconfined: {cpu_ratio:.3f}x (steadier on a loaded machine)")
     if bwrap is not None:
-        for what, ours, theirs in (
-            ("spawn", spawns["RootSet.run(['true'])"], spawns["bwrap true"]),
-            ("grep -r", greps["grep -r, RootSet.run"], greps["grep -r, bwrap"]),
-            ("git status", greps["git status, RootSet.run"], greps["git status, bwrap"]),
+        for what, ours, key in (
+            ("spawn", spawns["RootSet.run(['true'])"], "true"),
+            ("grep -r", greps["grep -r, RootSet.run"], "grep -r"),
+            ("git status", greps["git status, RootSet.run"], "git status"),
         ):
-            ratio = statistics.median(ours[0]) / statistics.median(theirs[0])
+            rows = {**spawns, **greps}
+            for anchor_name, theirs in (
+                ("bubblewrap", rows[f"{key}, bwrap" if key != "true" else "bwrap true"]),
+                (
+                    "bubblewrap + our filter",
+                    rows[f"{key}, bwrap + our filter" if key != "true" else "bwrap + our filter, true"],
+                ),
+            ):
+                ratio = statistics.median(ours[0]) / statistics.median(theirs[0])
+                cpu_ratio = statistics.median(
+                    [a + b for a, b in zip(ours[1], ours[2], strict=True)]
+                ) / statistics.median([a + b for a, b in zip(theirs[1], theirs[2], strict=True)])
+                print(f"{what}: ours / {anchor_name} {ratio:.3f}x wall, {cpu_ratio:.3f}x CPU in all")
+        rows = {**spawns, **greps}
+        for what, key, anchor_key in (
+            ("spawn", "RootSet.run(['true'])", "bwrap + our filter, true"),
+            ("grep -r", "grep -r, RootSet.run", "grep -r, bwrap + our filter"),
+            ("git status", "git status, RootSet.run", "git status, bwrap + our filter"),
+        ):
+            ours_off = rows[f"{key}, Landlock off (measured only)"]
+            theirs = rows[anchor_key]
             cpu_ratio = statistics.median(
-                [a + b for a, b in zip(ours[1], ours[2], strict=True)]
+                [a + b for a, b in zip(ours_off[1], ours_off[2], strict=True)]
             ) / statistics.median([a + b for a, b in zip(theirs[1], theirs[2], strict=True)])
-            print(f"{what}: ours / bubblewrap {ratio:.3f}x wall, {cpu_ratio:.3f}x CPU in all (goal <= 1.0x)")
+            print(f"{what}: like for like (ours, Landlock off / bubblewrap + filter) {cpu_ratio:.3f}x CPU")
     else:
         print("bubblewrap is not installed: no anchor (make bench-deps installs it)")
 

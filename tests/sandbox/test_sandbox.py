@@ -110,6 +110,37 @@ def test_write_false_refuses_a_write_inside(tree: SandboxTree) -> None:
     assert tree.inside_file.read_text() == "inside content"
 
 
+TRUNCATIONS = {
+    "truncate(2)": "os.truncate(path, 0)",
+    "O_RDONLY|O_TRUNC": "os.close(os.open(path, os.O_RDONLY | os.O_TRUNC))",
+    "O_WRONLY|O_TRUNC": "os.close(os.open(path, os.O_WRONLY | os.O_TRUNC))",
+}
+
+
+@needs_landlock
+@pytest.mark.parametrize("how", sorted(TRUNCATIONS))
+@pytest.mark.parametrize("writable_beside", [False, True], ids=["write=False", "a read root beside a write root"])
+def test_no_truncation_beneath_a_read_only_root(tree: SandboxTree, how: str, writable_beside: bool) -> None:
+    # Where the child has a root of its own, a read-only root is mounted read-only and Landlock grants
+    # truncation beneath it (EROFS answers first): every way to empty a file there is still refused.
+    code = f"import os, sys; path = sys.argv[1]; {TRUNCATIONS[how]}"
+    target = tree.root / "notes.txt"
+    target.write_text(SECRET)
+    assert naive([sys.executable, "-c", code, str(target)]).returncode == 0  # the control empties it
+    assert target.read_text() == ""
+    target.write_text(SECRET)
+    roots, write = tree.roots, False
+    if writable_beside:
+        work = tree.outside / "work"
+        work.mkdir()
+        roots = RootSet([*RootSet.from_paths([work]), *tree.roots.with_access("read")])
+        write = True
+    result = confined(roots, [sys.executable, "-c", code, str(target)], write=write)
+    assert result.returncode != 0, result
+    assert "Error" in result.stderr, result.stderr
+    assert target.read_text() == SECRET
+
+
 @needs_landlock
 def test_write_true_writes_inside_and_still_refuses_outside(tree: SandboxTree) -> None:
     inside = tree.root / "new.txt"

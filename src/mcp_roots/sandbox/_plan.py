@@ -262,10 +262,15 @@ class Confinement:
         return [path for path, rights in self.rules if rights & landlock.EXACT_PATH]
 
     def in_private_root(self) -> Confinement:
-        """This confinement for a child in a root of its own: ``private_filter`` in place of the filter."""
+        """This confinement for a child in a root of its own: ``private_filter`` in place of the filter, and
+        truncation granted to Landlock beneath every path that root mounts read-only, where the mount
+        answers EROFS first (no rule granting it made Landlock walk up to ``/`` on every open)."""
+        truncate = _FS.TRUNCATE & self.handled_fs
+        read_only = {path for path, only_read in self.grants() if only_read}
+        rules = tuple((path, rights | truncate if path in read_only else rights) for path, rights in self.rules)
         if self.private_filter is None:
-            return self
-        return replace(self, syscall_filter=self.private_filter, private_filter=None)
+            return replace(self, rules=rules)
+        return replace(self, rules=rules, syscall_filter=self.private_filter, private_filter=None)
 
     def ruleset(self) -> int:
         """The Landlock ruleset of the rules, as a descriptor (close-on-exec) for

@@ -308,7 +308,7 @@ def _spawn_from_child(
     try:
         if tree and confinement is not None:
             layout = root_layout(confinement.grants(), named_folders(argv), confinement.exact_paths())
-            ruleset = confinement.ruleset()
+            ruleset = confinement.in_private_root().ruleset()
         elif tree and probe_root:
             layout = root_layout(probe_root)
     except OSError as exc:
