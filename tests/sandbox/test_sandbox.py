@@ -119,7 +119,9 @@ TRUNCATIONS = {
 
 @needs_landlock
 @pytest.mark.parametrize("how", sorted(TRUNCATIONS))
-@pytest.mark.parametrize("writable_beside", [False, True], ids=["write=False", "a read root beside a write root"])
+@pytest.mark.parametrize(
+    "writable_beside", [False, True], ids=["write=False", "a read root beside a write root"]
+)
 def test_no_truncation_beneath_a_read_only_root(tree: SandboxTree, how: str, writable_beside: bool) -> None:
     # Where the child has a root of its own, a read-only root is mounted read-only and Landlock grants
     # truncation beneath it (EROFS answers first): every way to empty a file there is still refused.

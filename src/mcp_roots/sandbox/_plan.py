@@ -267,7 +267,9 @@ class Confinement:
         answers EROFS first (no rule granting it made Landlock walk up to ``/`` on every open)."""
         truncate = _FS.TRUNCATE & self.handled_fs
         read_only = {path for path, only_read in self.grants() if only_read}
-        rules = tuple((path, rights | truncate if path in read_only else rights) for path, rights in self.rules)
+        rules = tuple(
+            (path, rights | truncate if path in read_only else rights) for path, rights in self.rules
+        )
         if self.private_filter is None:
             return replace(self, rules=rules)
         return replace(self, rules=rules, syscall_filter=self.private_filter, private_filter=None)
