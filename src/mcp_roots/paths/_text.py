@@ -1,7 +1,6 @@
 """Lexical path rules, each stated once: limits, control characters, checked text, splitting, climbing,
-and untrusted text made fit for a reader.
-
-Pure string work, no I/O. Every other module (and the broker's wire checks) takes these rules from here.
+untrusted text for a reader. Pure string work, no I/O. Every other module (and the broker's wire checks)
+takes these rules from here.
 """
 
 from __future__ import annotations
