@@ -162,6 +162,7 @@ APP_API: dict[str, str] = {
     "adapters": "serve's stdio transport: the low-level server behind an MCPServer, checked",
     "_rootsguard": "mcp-roots audit: audit_server and format_audit (the facade's audit of any server)",
     "_sys.linux": "renameat2 for the probe's swap race",
+    "paths._text": "for_reader: untrusted text escaped for a person (serve's messages, the probe's report)",
 }
 
 #: The raw JSON-RPC port: the core port (``roots._port.RootsPort``) implemented once for the applications

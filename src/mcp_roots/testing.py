@@ -105,7 +105,7 @@ def failure_message(report: Report) -> str:
     """The missing checks that explain the findings, the findings grouped by technique (one line per tool and
     place, the connections that showed it), then the file tools not reached and why; "" when there is nothing
     to fail for."""
-    from .probe import escape
+    from .paths._text import for_reader
 
     groups: dict[str, dict[tuple[str, str], list[Any]]] = {}
     for row in report.findings:
@@ -138,7 +138,7 @@ def failure_message(report: Report) -> str:
             f"file tool {name!r} ran, but no place of it had an effect the probe can see (a working folder, "
             f"a command): no verdict of it is earned; allow_unreached=[{name!r}] accepts that"
         )
-    return "\n".join(escape(part) for part in parts)
+    return "\n".join(for_reader(part) for part in parts)
 
 
 @pytest.fixture

@@ -190,3 +190,27 @@ def test_control_characters_of_a_clients_path_are_escaped_in_what_serve_writes(
         assert ("lean path: serving" in logged) == (path == "lean"), logged
     finally:
         server.proc.kill()
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_bidi_override_in_a_clients_path_is_escaped_in_the_failure_that_names_it(
+    served: Path, tmp_path: Path, path: str
+) -> None:
+    """A name whose right-to-left override shows 'invoice.exe.txt' reversed, and a line separator: the failure
+    that names it (move_file onto it: it exists) shows both as \\uNNNN, so they cannot reorder the line."""
+    hostile = "invoice\u202etxt.exe\u2028"
+    (served / hostile).write_text("x")
+    server = serving(path, served, tmp_path / "cache")
+    try:
+        server.send(initialize())
+        server.answer(0, [])
+        server.send(INITIALIZED)
+        move = {"source": str(served / "note.txt"), "destination": str(served / hostile)}
+        server.send(call(1, "move_file", move))
+        answer = server.answer(1, [str(served)])
+        said = text(answer)
+        assert answer["result"]["isError"] is True, said
+        assert said == f"Destination already exists: {served}/invoice\\u202etxt.exe\\u2028", said
+        assert server.close() == 0
+    finally:
+        server.proc.kill()

@@ -16,6 +16,7 @@ import anyio.to_thread
 
 from .. import FileTooLarge, RootsError, RootSet
 from ..errors import os_error_line
+from ..paths._text import for_reader
 from . import _text, _walk
 
 __all__ = [
@@ -35,7 +36,6 @@ __all__ = [
     "read_capped",
     "read_stream",
     "run_blocking",
-    "shown",
     "too_large",
 ]
 
@@ -99,16 +99,6 @@ class ToolFailure(Exception):
     """A tool cannot do what was asked; the message is the one line the client reads."""
 
 
-#: C0 and C1 control characters (and DEL), each shown as ``\xNN``: a path a client sent may carry terminal
-#: escapes, and a text that names it must not replay them on whoever reads it.
-_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
-
-
-def shown(path: str) -> str:
-    """``path`` for a message: its control characters escaped (``\x1b``), everything else as it is."""
-    return path.translate(_CONTROLS)
-
-
 def ok(text: str) -> Result:
     """A text tool's answer, as content and as structured content."""
     return {
@@ -125,11 +115,11 @@ def failure(message: str) -> Result:
 
 def failure_line(exc: Exception, where: str) -> str | None:
     """The one line of an expected failure of file work on ``where``, or None for one that is not expected
-    (a RootsError is the guard's to word; anything else is a bug)."""
+    (a RootsError is the guard's to word; anything else is a bug). A path in it is :func:`for_reader`'s."""
     if isinstance(exc, ToolFailure):
         return str(exc)
     if isinstance(exc, _text.BinaryFile | _text.TooManyBytes):
-        return f"{where}: {exc}"
+        return f"{for_reader(where)}: {exc}"
     if isinstance(exc, _text.EditNotFound | _text.OverBudget):
         return str(exc)
     if isinstance(exc, RootsError):
@@ -137,7 +127,7 @@ def failure_line(exc: Exception, where: str) -> str | None:
     if isinstance(exc, OSError):
         return os_error_line(exc, where)
     if isinstance(exc, UnicodeError):
-        return f"{where}: not valid text ({exc})"
+        return f"{for_reader(where)}: not valid text ({exc})"
     return None
 
 
@@ -206,7 +196,8 @@ def format_size(size: int) -> str:
 def too_large(path: str, cap: int) -> ToolFailure:
     """The failure of a read past ``cap`` bytes."""
     return ToolFailure(
-        f"{path} is larger than {format_size(cap)}; read part of it with the head or tail argument"
+        f"{for_reader(path)} is larger than {format_size(cap)}; read part of it with the head or tail "
+        "argument"
     )
 
 

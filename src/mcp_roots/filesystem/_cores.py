@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .. import PathOutsideRoots, RootsError, RootSet, path_to_uri
+from ..paths._text import for_reader
 from . import _globs, _text, _walk
 from ._common import (
     INLINE_READ_BYTES,
@@ -29,7 +30,6 @@ from ._common import (
     read_capped,
     read_stream,
     run_blocking,
-    shown,
 )
 
 if TYPE_CHECKING:
@@ -372,7 +372,7 @@ def edit(
     while fence in diff:
         fence += "`"
     if stop.is_set():
-        raise _text.OverBudget(f"edit_file {path}: cancelled")
+        raise _text.OverBudget(f"edit_file {for_reader(path)}: cancelled")
     if not dry_run:
         roots.write_text(path, changed)
     return f"{fence}diff\n{diff}{fence}\n\n"
@@ -385,12 +385,12 @@ def move(roots: RootSet, source: str, destination: str) -> None:
     try:
         roots.rename(source, destination, replace=False)
     except FileExistsError:
-        raise ToolFailure(f"Destination already exists: {shown(destination)}") from None
+        raise ToolFailure(f"Destination already exists: {for_reader(destination)}") from None
 
 
 async def write_file(roots: RootSet, path: str, content: str) -> Result:
     work = await run_blocking(lambda _: roots.write_text(path, content), path)
-    return work if isinstance(work, dict) else ok(f"Successfully wrote to {shown(path)}")
+    return work if isinstance(work, dict) else ok(f"Successfully wrote to {for_reader(path)}")
 
 
 async def edit_file(
@@ -401,11 +401,11 @@ async def edit_file(
 
 async def create_directory(roots: RootSet, path: str) -> Result:
     work = await run_blocking(lambda _: roots.mkdir(path, parents=True, exist_ok=True), path)
-    return work if isinstance(work, dict) else ok(f"Successfully created directory {shown(path)}")
+    return work if isinstance(work, dict) else ok(f"Successfully created directory {for_reader(path)}")
 
 
 async def move_file(roots: RootSet, source: str, destination: str) -> Result:
     work = await run_blocking(lambda _: move(roots, source, destination), source)
     if isinstance(work, dict):
         return work
-    return ok(f"Successfully moved {shown(source)} to {shown(destination)}")
+    return ok(f"Successfully moved {for_reader(source)} to {for_reader(destination)}")

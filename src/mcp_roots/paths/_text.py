@@ -1,6 +1,6 @@
-"""Lexical path rules, each stated once: limits, control characters, checked text, splitting, climbing.
-
-Pure string work, no I/O. Every other module (and the broker's wire checks) takes these rules from here.
+"""Lexical path rules, each stated once: limits, control characters, checked text, splitting, climbing,
+untrusted text for a reader. Pure string work, no I/O. Every other module (and the broker's wire checks)
+takes these rules from here.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import PosixPath, PurePosixPath, PureWindowsPath, WindowsPath
 from typing import Literal
 
@@ -16,6 +17,7 @@ from ..errors import InvalidPath
 __all__ = [
     "NAME_MAX",
     "NOT_A_NAME",
+    "NOT_FOR_READER",
     "PATH_MAX",
     "PATH_TYPES",
     "SYMLOOP_MAX",
@@ -27,6 +29,7 @@ __all__ = [
     "describe",
     "ending",
     "file_kind",
+    "for_reader",
     "is_plain",
     "kind_of",
     "no_dot_components",
@@ -85,6 +88,41 @@ def shorten(text: str, most: int = 120) -> str:
         return text
     tail = most // 3
     return text[: most - tail - 3] + "..." + text[-tail:]
+
+
+#: The code points :func:`for_reader` writes as escapes: C0 controls, DEL and C1 controls (a terminal acts on
+#: them: ESC, CR, BEL, CSI), the bidi controls (they reorder what follows, so a name can hide its true end)
+#: and the line and paragraph separators (they break what a reader takes for one line).
+NOT_FOR_READER = frozenset(
+    (*range(0x20), *range(0x7F, 0xA0), 0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+) | {0x2028, 0x2029}
+_READER_ESCAPES = {code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" for code in NOT_FOR_READER}
+
+
+def for_reader(text: str, most: int | None = None) -> str:
+    """``text`` (untrusted) fit for a person to read: each of :data:`NOT_FOR_READER` written as ``\\xNN``
+    (C0, DEL, C1) or ``\\uNNNN``, all else as it is. With ``most`` (at least 4), at most ``most`` characters
+    of that: its start and its end around ``...`` (as :func:`shorten`), never an escape cut in two."""
+    if most is not None and most < 4:
+        raise ValueError(f"for_reader: most must be at least 4 ('...' and a character), not {most}")
+    # The common case first: no code point of NOT_FOR_READER is printable.
+    escaped = text if text.isprintable() else text.translate(_READER_ESCAPES)
+    if most is None or len(escaped) <= most:
+        return escaped
+    tail = most // 3
+    return "".join(_whole(text, most - tail - 3)) + "..." + "".join(reversed(_whole(reversed(text), tail)))
+
+
+def _whole(chars: Iterable[str], room: int) -> list[str]:
+    """The escaped pieces of ``chars``, in their order, while they fit in ``room`` characters."""
+    taken: list[str] = []
+    for ch in chars:
+        piece = _READER_ESCAPES.get(ord(ch), ch)
+        room -= len(piece)
+        if room < 0:
+            break
+        taken.append(piece)
+    return taken
 
 
 def describe(value: object) -> str:

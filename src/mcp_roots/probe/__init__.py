@@ -3,7 +3,7 @@ through every path argument of its tools, judged by effects on a scratch tree on
 until a probe runs (the clients live in ``_mcp2``, ``_mcp1``, ``_fastmcp4``).
 """
 
-from ._report import FINDINGS, NOT_REACHED, Report, Row, escape
+from ._report import FINDINGS, NOT_REACHED, Report, Row
 from ._runner import Options, run_probe
 from ._session import LEGACY, MODERN, Connection, Session, Target
 from ._targets import target_for
@@ -22,7 +22,6 @@ __all__ = [
     "Session",
     "Target",
     "Technique",
-    "escape",
     "run_probe",
     "target_for",
 ]

@@ -8,7 +8,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["FINDINGS", "NOT_REACHED", "NO_EFFECT", "Cause", "Report", "Row", "escape", "worst"]
+from ..paths._text import NOT_FOR_READER, for_reader
+
+__all__ = ["FINDINGS", "NOT_REACHED", "NO_EFFECT", "Cause", "Report", "Row", "worst"]
 
 ESCAPED = "ESCAPED"
 HANG = "HANG"
@@ -19,6 +21,8 @@ UNTESTED = "untested"  # the tool refused the inside controls too: 'held' would 
 NOT_REACHED = "not reached"  # refused before the tool's code ran (input validation, a protocol error)
 NO_EFFECT = "no observable effect"  # the tool ran, but nothing a canary sees depends on the place
 FINDINGS = (ESCAPED, HANG, CRASHED)
+#: What to_json writes as ``\\uNNNN`` beyond json's own escapes (C0: its indenting newlines stay).
+_JSON_ESCAPES = {code: f"\\u{code:04x}" for code in NOT_FOR_READER if code >= 0x20}
 _ORDER = {ESCAPED: 0, HANG: 1, CRASHED: 2, NOTED: 3, HELD: 4, NO_EFFECT: 5, UNTESTED: 6, NOT_REACHED: 7}
 _SYMLINKS = frozenset(
     ("symlink-final", "symlink-dir", "symlink-chain", "dangling-symlink", "dotdot-after-symlink")
@@ -141,17 +145,16 @@ class Report:
         }
 
     def to_json(self) -> str:
-        """The report as JSON; DEL, C1 controls and bidi overrides too written as ``\\uNNNN`` (json escapes
-        C0 itself), so a terminal that shows it gets no control byte either."""
-        text = json.dumps(self.as_json(), indent=2, ensure_ascii=False)
-        return "".join(f"\\u{ord(c):04x}" if 0x7F <= ord(c) <= 0x9F or ord(c) in _BIDI else c for c in text)
+        """The report as JSON; the rest of ``NOT_FOR_READER`` (DEL, C1, bidi controls, U+2028/U+2029) too
+        written as ``\\uNNNN`` (json escapes C0 itself), so a terminal that shows it gets none of them."""
+        return json.dumps(self.as_json(), indent=2, ensure_ascii=False).translate(_JSON_ESCAPES)
 
     def to_text(self, *, all_rows: bool = True) -> str:
         rows = self.table() if all_rows else [r for r in self.table() if r.outcome in FINDINGS]
         head = ("TOOL", "ARGUMENT", "TECHNIQUE", "CLASS", "OUTCOME")
         cells = [
             tuple(
-                escape(c)
+                for_reader(c)
                 for c in (r.tool, r.argument, r.technique, r.weakness.split(" (")[0], _outcome_text(r))
             )
             for r in rows
@@ -192,7 +195,7 @@ class Report:
             + (f"; techniques that got through: {', '.join(caught)}" if caught else "")
             + (f"; classes: {'; '.join(self.classes_found())}" if caught else "")
         )
-        return "\n".join(escape(line) for line in lines)
+        return "\n".join(for_reader(line) for line in lines)
 
 
 def _outcome_text(row: Row) -> str:
@@ -200,22 +203,6 @@ def _outcome_text(row: Row) -> str:
         shown = "; ".join(row.evidence[:3])
         return f"{row.outcome} [{row.connection}] {shown} (via {row.value!r})"
     return row.outcome
-
-
-_BIDI = frozenset(range(0x202A, 0x202F)) | frozenset(range(0x2066, 0x206A)) | {0x200E, 0x200F, 0x061C}
-
-
-def escape(text: str) -> str:
-    """``text`` safe for a terminal: every C0 and C1 control (ESC, CR, BEL...), DEL and bidi override written
-    as ``\\xNN``/``\\uNNNN``, so a server's names cannot move the cursor, set a title or hide a line."""
-    return "".join(
-        f"\\x{ord(c):02x}"
-        if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F
-        else f"\\u{ord(c):04x}"
-        if ord(c) in _BIDI
-        else c
-        for c in text
-    )
 
 
 def worst(outcomes: list[str]) -> str:

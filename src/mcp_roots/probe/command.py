@@ -16,9 +16,10 @@ from typing import Any
 
 import anyio
 
+from ..paths._text import for_reader
 from ..sandbox import tree_command
 from ._procs import descends_from, kill_groups, listeners
-from ._report import Report, escape
+from ._report import Report
 from ._runner import Options, innermost, run_probe
 from ._session import LEGACY, MODERN, Connection, Session
 from ._techniques import TECHNIQUES
@@ -170,7 +171,7 @@ def _options(args: argparse.Namespace) -> Options:
 
 def _say(stream: Any, text: str, *, raw: bool = False) -> None:
     """One line (or a report: ``raw``, escaped already) to a stream; server-supplied text is escaped."""
-    stream.write((text if raw else escape(text)) + "\n")
+    stream.write((text if raw else for_reader(text)) + "\n")
     stream.flush()
 
 

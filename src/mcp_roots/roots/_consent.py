@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from ..paths._root import ACCESSES, Access
-from ..paths._text import shorten
+from ..paths._text import for_reader
 from ._clock import Clock
 from ._facts import CONSENT_INPUT_KEY
 
@@ -58,21 +58,11 @@ _MAX_GRANTS = 64  # grants per key (the oldest forgotten first)
 _MAX_DECLINED = 256  # declined folders remembered per key
 _MAX_SPENT = 4096  # spent requestState nonces remembered, each until its expiry (past it: refused)
 
-_BIDI = frozenset(range(0x202A, 0x202F)) | frozenset(range(0x2066, 0x206A)) | {0x200E, 0x200F, 0x061C}
-
 
 def shown(text: str, most: int = _MAX_NAME) -> str:
-    """``text`` fit for a question a user reads: every C0 and C1 control, DEL and bidi control written as
-    ``\\xNN``/``\\uNNNN`` (a name cannot hide or reorder the rest), at most ``most`` characters."""
-    escaped = "".join(
-        f"\\x{ord(c):02x}"
-        if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F
-        else f"\\u{ord(c):04x}"
-        if ord(c) in _BIDI or 0x2028 <= ord(c) <= 0x2029
-        else c
-        for c in text
-    )
-    return shorten(escaped, most)
+    """``text`` as a consent question shows it: :func:`~mcp_roots.paths._text.for_reader` (control and bidi
+    characters escaped, so a name cannot hide or reorder the rest), at most ``most`` characters."""
+    return for_reader(text, most)
 
 
 @dataclass(frozen=True)
