@@ -126,11 +126,17 @@ class LandlockMissing(Exception):
 _libc: ctypes.CDLL | None = None
 
 
-def _syscall(number: int, *args: object) -> int:
+def _lib() -> ctypes.CDLL:
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    result: int = _libc.syscall(ctypes.c_long(number), *args)
+        lib = ctypes.CDLL(None, use_errno=True)
+        lib.syscall, lib.prctl  # noqa: B018 (bound now, in the parent, not in each forked child)
+        _libc = lib
+    return _libc
+
+
+def _syscall(number: int, *args: object) -> int:
+    result: int = _lib().syscall(ctypes.c_long(number), *args)
     if result < 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
@@ -264,11 +270,8 @@ def restrict_with(ruleset: int) -> None:
 def set_no_new_privs() -> None:
     # prctl(PR_SET_NO_NEW_PRIVS, 1): per thread, inherited, irreversible; execve can no longer grant
     # privileges (setuid bits, file capabilities), which is what lets an unprivileged thread self-restrict.
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
     if (
-        _libc.prctl(
+        _lib().prctl(
             ctypes.c_int(_PR_SET_NO_NEW_PRIVS),
             ctypes.c_ulong(1),
             ctypes.c_ulong(0),

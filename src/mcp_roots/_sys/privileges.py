@@ -93,6 +93,9 @@ class _MountAttr(ctypes.Structure):
 _libc = ctypes.CDLL(None, use_errno=True)
 #: The same symbols called with the GIL held (``fork``: no other thread may take it meanwhile).
 _libc_gil = ctypes.PyDLL(None, use_errno=True)
+# Bound here once (ctypes keeps each on first use), not in every forked child that calls them: binding
+# one there writes fresh pages of the child, which are copied for it.
+_libc.syscall, _libc.mount, _libc.unshare, _libc.umount2, _libc.prctl, _libc_gil.fork  # noqa: B018
 
 
 def _check(result: int, what: str) -> int:
@@ -158,8 +161,11 @@ def capabilities() -> Capabilities:
 
 
 def has_capability(cap: int) -> bool:
-    """Whether the calling thread holds ``cap`` in its effective set."""
-    return bool(capabilities().effective >> cap & 1)
+    """Whether this thread holds ``cap`` in its effective set (one ``capget``: a spawn's child asks it)."""
+    header = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.syscall(ctypes.c_long(_SYS_CAPGET), ctypes.byref(header), data), "capget")
+    return bool((data[0].effective | data[1].effective << 32) >> cap & 1)
 
 
 def drop_capabilities() -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "OTHER_PROCESS_CALLS",
     "REFUSED_ALWAYS",
     "apply_to_thread",
+    "prepared",
     "probe",
     "program",
 ]
@@ -267,7 +268,9 @@ _libc: ctypes.CDLL | None = None
 def _lib() -> ctypes.CDLL:
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
+        lib = ctypes.CDLL(None, use_errno=True)
+        lib.syscall, lib.prctl  # noqa: B018 (bound now, in the parent, not in each forked child)
+        _libc = lib
     return _libc
 
 
@@ -293,11 +296,18 @@ def probe() -> str | None:
     return None
 
 
-def apply_to_thread(filter_program: bytes) -> None:
-    """Install ``filter_program`` on the calling thread (no_new_privs must already be set). Irreversible."""
+@lru_cache(maxsize=8)
+def prepared(filter_program: bytes) -> tuple[_SockFprog, ctypes.Array[_SockFilter]]:
+    """``filter_program`` as the kernel takes it (kept alive together). Made before a fork, so the child
+    only installs it."""
     count = len(filter_program) // ctypes.sizeof(_SockFilter)
     filters = (_SockFilter * count).from_buffer_copy(filter_program)
-    fprog = _SockFprog(count, filters)
+    return _SockFprog(count, filters), filters
+
+
+def apply_to_thread(filter_program: bytes) -> None:
+    """Install ``filter_program`` on the calling thread (no_new_privs must already be set). Irreversible."""
+    fprog, _ = prepared(filter_program)
     if (
         _lib().prctl(
             ctypes.c_int(_PR_SET_SECCOMP),

@@ -281,6 +281,11 @@ class Confinement:
             self.rules, handled_fs=self.handled_fs, handled_net=self.handled_net, scoped=self.scoped
         )
 
+    def prepare_filter(self) -> None:
+        """Make the filter ready to install before a fork: the child only installs it."""
+        if self.syscall_filter is not None:
+            seccomp.prepared(self.syscall_filter)
+
     def apply_to_current_thread(self, ruleset: int | None = None) -> None:
         """Confine the calling thread and everything it starts from now on: every capability dropped, then
         Landlock (``ruleset`` where built already), then the filter. Irreversible. (The binds are the

@@ -308,7 +308,9 @@ def _spawn_from_child(
     try:
         if tree and confinement is not None:
             layout = root_layout(confinement.grants(), named_folders(argv), confinement.exact_paths())
-            ruleset = confinement.in_private_root().ruleset()
+            private = confinement.in_private_root()
+            ruleset = private.ruleset()
+            private.prepare_filter()
         elif tree and probe_root:
             layout = root_layout(probe_root)
     except OSError as exc:
