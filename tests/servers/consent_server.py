@@ -1,11 +1,12 @@
-"""A server for the consent tests over stdio or streamable HTTP: one read tool, guarded by a RootsGuard that
-asks the user for folders inside the ceiling given (``consent=True``)."""
+"""A server for the consent tests over stdio or streamable HTTP: one read tool and the files given as
+``file:`` resources, guarded by a RootsGuard that asks the user for folders inside the ceiling given."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from mcp.server import MCPServer
@@ -13,7 +14,14 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp_types import ToolAnnotations
 
-from mcp_roots import RootsGuard
+from mcp_roots import RootsGuard, path_to_uri
+
+
+def reader(path: Path) -> Callable[[], str]:
+    def read() -> str:
+        return path.read_text()
+
+    return read
 
 
 def main() -> int:
@@ -21,6 +29,7 @@ def main() -> int:
     parser.add_argument("--ceiling", required=True)
     parser.add_argument("--http", type=int)
     parser.add_argument("--token", action="append", default=[], help="NAME=TOKEN: a caller (HTTP)")
+    parser.add_argument("--resource", action="append", default=[], help="a file served as a file: resource")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     guard = RootsGuard(ceiling=args.ceiling, consent=True, environ={}, user_config_dir=args.ceiling + "/none")
@@ -42,6 +51,9 @@ def main() -> int:
     @guard.paths("path")
     def read(path: str) -> str:
         return Path(path).read_text()
+
+    for name in args.resource:
+        server.resource(path_to_uri(name), name=Path(name).name)(reader(Path(name)))
 
     guard.install(server)
     if args.http is None:

@@ -111,7 +111,8 @@ class FastMCP4Adapter(Mcp2Port):
             answer=answer,
             stream=stream,
             cannot_ask=_CANNOT_ASK.get(kind),
-            elicit=consenting and can_elicit(connection),
+            # a 2026-07-28 read's question would need fastmcp's own input-required read: not asked
+            elicit=consenting and can_elicit(connection) and not (modern and kind == READ),
             principal=principal_of() if consenting else None,
             consent_answer=consent,
             request_state=state,

@@ -42,7 +42,7 @@ from ..roots._facts import NeedRoots, RequestFacts
 from ..roots._policy import NOT_INSTALLED, GuardPolicy, not_installed_error
 from ._argcheck import GuardedCall, lexically_within, targets_of
 from ._audit import GUARDED_ATTRIBUTE, strict_refusal
-from ._consent import GO, consent_step, tool_writes
+from ._consent import GO, consent_step, guarded_paths, tool_writes
 from ._port import SdkPort, own_spec, swap_in_wrapper
 
 __all__ = [
@@ -163,8 +163,9 @@ async def tool_call(
         return port.refuse(facts, str(exc))
     if policy.consent is not None and spec is not None and roots is not None and facts.declared is False:
         # folders by the user's consent: a path the roots refuse inside the ceiling asks the user
+        paths = guarded_paths(spec, spec.raw_values(arguments))
         roots, outcome = await consent_step(
-            port, facts, spec, arguments, roots, name=name, writes=tool_writes(component)
+            port, facts, paths, roots, name=name, writes=tool_writes(component)
         )
         if outcome is not GO:
             return outcome
@@ -225,6 +226,11 @@ async def resource_read(
                     (lambda: ceiling.resolve(path)) if outside and ceiling is not None and path else None,
                 )
         if path is not None and roots is not None:
+            if policy.consent is not None and facts.declared is False:
+                # folders by the user's consent: a read grant is all a read needs
+                roots, outcome = await consent_step(port, facts, [path], roots, name=uri, writes=False)
+                if outcome is not GO:
+                    return outcome
             roots.resolve(path)
     except NeedRoots:
         return port.ask(facts)

@@ -17,13 +17,13 @@ from typing import Any
 from ..errors import RootsError
 from ..paths._rootset import RootSet
 from ..roots._asking import ask_legacy, consent_question, modern_answer, modern_question
-from ..roots._consent import shown
-from ..roots._facts import RequestFacts
+from ..roots._consent import PROMPTS_GET, RESOURCES_READ, TOOLS_CALL, shown
+from ..roots._facts import PROMPT, READ, RequestFacts
 from ..roots._policy import GuardPolicy
 from ._argcheck import GuardedCall
 from ._port import SdkPort
 
-__all__ = ["GO", "consent_step", "list_grants", "revoke_grant", "tool_writes"]
+__all__ = ["GO", "consent_step", "guarded_paths", "list_grants", "revoke_grant", "tool_writes"]
 
 GO: Any = object()
 """The step's outcome when the call goes on (with the roots it returns)."""
@@ -70,21 +70,27 @@ def guarded_paths(spec: GuardedCall, values: Mapping[str, Any]) -> list[str]:
     return [path for path in collector.found if os.path.isabs(path)]
 
 
+_METHODS = {PROMPT: PROMPTS_GET, READ: RESOURCES_READ}
+
+
 async def consent_step(
     port: SdkPort,
     facts: RequestFacts,
-    spec: GuardedCall,
-    arguments: Mapping[str, Any],
+    paths: list[str],
     roots: RootSet,
     *,
     name: str,
     writes: bool,
 ) -> tuple[RootSet, Any]:
     """The call's roots and :data:`GO`, or its roots and the port's answer (a refusal, or a 2026-07-28
-    question): asks the user about the first guarded path the roots refuse inside the ceiling."""
+    question): asks the user about the first of ``paths`` (absolute, as written: a tool's guarded paths,
+    :func:`guarded_paths`, or a read's ``file:`` path) the roots refuse inside the ceiling. ``name``: the
+    tool or prompt, or the URI read (``facts.kind`` says which request, and binds a 2026-07-28 answer)."""
     policy = port.policy
-    paths = guarded_paths(spec, spec.raw_values(arguments))
-    asked = consent_question(policy, facts, paths, roots, tool=name, writes=writes, server=port.server_name)
+    method = _METHODS.get(facts.kind, TOOLS_CALL)
+    asked = consent_question(
+        policy, facts, paths, roots, tool=name, writes=writes, server=port.server_name, method=method
+    )
     question = asked.question
     granted: RootSet | None = None
     refusal = asked.refusal
@@ -100,7 +106,7 @@ async def consent_step(
             if state is not None:
                 return roots, port.ask_consent(facts, question.params(), state)
     if refusal is not None:
-        policy.log_refusal(name, PermissionError(refusal), refusal)
+        policy.log_refusal(method if facts.kind == READ else name, PermissionError(refusal), refusal)
         return roots, port.refuse(facts, refusal)
     return (granted if granted is not None else roots), GO
 

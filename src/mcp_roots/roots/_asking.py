@@ -23,6 +23,7 @@ from ._consent import (
     CANCEL,
     DECLINE,
     READ,
+    TOOLS_CALL,
     Grant,
     Question,
     access_choices,
@@ -75,10 +76,12 @@ def consent_question(
     tool: str,
     writes: bool,
     server: str | None = None,
+    method: str = TOOLS_CALL,
 ) -> Asked:
     """The question for the first of ``paths`` (absolute, as the call wrote them) that ``roots`` refuse (or
     that a read grant holds while the tool ``writes``) inside the ceiling: its folder and ancestors up to
-    the ceiling entry; a refusal when the user declined that folder already or cannot be asked."""
+    the ceiling entry; a refusal when the user declined that folder already or cannot be asked. ``tool``
+    and ``method`` name the request (for a ``resources/read``, ``tool`` is the resource's URI)."""
     ledger, ceiling = policy.consent, policy.ceiling
     if ledger is None or ceiling is None:
         return Asked()
@@ -113,7 +116,7 @@ def consent_question(
                 refusal=f"the user declined access to {folders[0]!r} in this session (not asked again)"
             )
         name = server or ledger.config.server
-        return Asked(Question(name, tool, path, folders, access_choices(writes)))
+        return Asked(Question(name, tool, path, folders, access_choices(writes), method))
     return Asked()
 
 
@@ -167,7 +170,7 @@ async def ask_legacy(
 
 
 def _method(question: Question) -> str:
-    return f"tools/call {question.tool}"
+    return f"{question.method} {question.tool}"
 
 
 def modern_question(
@@ -212,7 +215,13 @@ def settle(
             granted = policy.consent_roots(facts)
         else:  # no principal to keep it for: this request only
             granted = policy.consent_roots(facts, Grant(answer.folder, answer.access))
-        logger.info("the user granted %s (%s) for %s()", shown(answer.folder), answer.access, shown(tool))
+        logger.info(
+            "the user granted %s (%s) for %s %s",
+            shown(answer.folder),
+            answer.access,
+            question.method,
+            shown(tool),
+        )
         if writes and answer.access == READ:
             return None, f"the user granted {answer.folder!r} for reading only, and {tool}() writes"
         return granted, None

@@ -34,6 +34,8 @@ __all__ = [
     "INVALID",
     "READ",
     "READ_WRITE",
+    "RESOURCES_READ",
+    "TOOLS_CALL",
     "Answer",
     "ConsentConfig",
     "ConsentLedger",
@@ -49,6 +51,9 @@ READ: Access = "read"
 """A grant's access: read only (every write beneath it refused, by the path layer)."""
 READ_WRITE: Access = "read-write"
 """A grant's access: read and write."""
+
+TOOLS_CALL, PROMPTS_GET, RESOURCES_READ = "tools/call", "prompts/get", "resources/read"
+"""The methods a question is asked for (a 2026-07-28 answer is bound to its method)."""
 
 
 _MAX_CHOICES = 12  # folders offered in one question (the narrowest first)
@@ -121,22 +126,33 @@ def access_choices(writes: bool) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Question:
-    """One question to the user: may ``server``'s ``tool`` use one of ``folders`` with one of ``accesses``
-    (for ``path``), in this session."""
+    """One question to the user: may ``server``'s ``tool`` (a tool or prompt; for a ``resources/read``,
+    the resource's URI) use one of ``folders`` with one of ``accesses`` (for ``path``), in this session,
+    asked for a request of ``method``."""
 
     server: str
     tool: str
     path: str
     folders: tuple[str, ...]
     accesses: tuple[str, ...]
+    method: str = TOOLS_CALL
 
     def message(self) -> str:
         """The question's text, every name escaped and bounded (:func:`shown`)."""
         verb = "read and write" if READ_WRITE in self.accesses else "read"
+        pick = (
+            f"Allow it for this session? Pick the folder (the narrowest is {shown(self.folders[0])}) and the "
+            "access."
+        )
+        if self.method == RESOURCES_READ:
+            return (
+                f"The MCP server {shown(self.server, 80)} asks to read files in a folder for a read of the "
+                f"resource {shown(self.tool)}, the path {shown(self.path)}. {pick}"
+            )
+        what = "prompt" if self.method == PROMPTS_GET else "tool"
         return (
-            f"The MCP server {shown(self.server, 80)} asks to {verb} files in a folder for its tool "
-            f"{shown(self.tool, 80)}, which was called with the path {shown(self.path)}. Allow it for this "
-            f"session? Pick the folder (the narrowest is {shown(self.folders[0])}) and the access."
+            f"The MCP server {shown(self.server, 80)} asks to {verb} files in a folder for its {what} "
+            f"{shown(self.tool, 80)}, which was called with the path {shown(self.path)}. {pick}"
         )
 
     def params(self) -> dict[str, object]:
@@ -168,7 +184,7 @@ class Question:
 
     def digest(self) -> str:
         """What the question was, as a short hash (a 2026-07-28 answer is bound to it)."""
-        text = json.dumps([self.server, self.tool, list(self.folders), list(self.accesses)])
+        text = json.dumps([self.method, self.server, self.tool, list(self.folders), list(self.accesses)])
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
