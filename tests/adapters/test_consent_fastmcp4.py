@@ -1,5 +1,6 @@
-"""Folders by consent with fastmcp 4's client (its elicitation handler), accept and decline: against a fastmcp
-4 server and an ``mcp`` 2.x server, on both eras. On asyncio only, as fastmcp 4 itself is.
+"""Folders by consent with fastmcp 4's client (its elicitation handler), accept and decline, for a tool call
+and a ``resources/read``: against a fastmcp 4 server and an ``mcp`` 2.x server, on both eras. On asyncio only,
+as fastmcp 4 itself is.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import pytest
 from fastmcp import Client, FastMCP
 from fastmcp.client.elicitation import ElicitResult
 from mcp.server import MCPServer
+from mcp.shared.exceptions import MCPError
 
-from mcp_roots import RootsGuard
+from mcp_roots import RootsGuard, path_to_uri
 
 pytestmark = pytest.mark.anyio
 
@@ -93,6 +95,58 @@ async def test_fastmcp_client_accept_then_decline(tmp_path: Path, kind: str, mod
         assert "The MCP server notes asks" in user.messages[0]
         user.folder = None  # the user declines the next question
         refused, text = await read(client, other / "g.txt")
+        assert refused
+        assert "declined" in text
+        assert "in other" not in text
+        assert len(user.messages) == 2
+
+
+def fastmcp_reader(path: Path) -> Any:
+    def read() -> str:
+        return path.read_text()
+
+    return read
+
+
+def with_resources(server: Any, *paths: Path) -> Any:
+    """``server`` (fastmcp 4 or mcp 2.x) serving each of ``paths`` as a ``file:`` resource."""
+    for path in paths:
+        server.resource(path_to_uri(path), name=path.name)(fastmcp_reader(path))
+    return server
+
+
+async def read_resource(client: Client[Any], path: Path) -> tuple[bool, str]:
+    try:
+        contents = await client.read_resource(path_to_uri(path))
+    except MCPError as exc:
+        return True, exc.error.message
+    return False, str(getattr(contents[0], "text", ""))
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("kind", ["fastmcp4", "mcp2"])
+async def test_a_resources_read_asks_too(tmp_path: Path, kind: str, mode: str) -> None:
+    ceiling, a, other = tree(tmp_path)
+    guard = RootsGuard(ceiling=ceiling, consent=True, environ={}, user_config_dir=tmp_path / "none")
+    server = fastmcp_server(guard) if kind == "fastmcp4" else mcp2_server(guard)
+    with_resources(server, a / "f.txt", other / "g.txt")
+    user = User(a)
+    async with Client(server, mode=mode, elicitation_handler=user) as client:
+        if kind == "fastmcp4" and mode == "auto":
+            # fastmcp 4 on 2026-07-28: a read's question is not asked; refused, saying so
+            refused, text = await read_resource(client, a / "f.txt")
+            assert refused
+            assert "cannot be asked" in text
+            assert "in a" not in text
+            assert user.messages == []
+            return
+        assert await read_resource(client, a / "f.txt") == (False, "in a")
+        assert len(user.messages) == 1
+        assert "resource" in user.messages[0]
+        assert await read(client, a / "f.txt") == (False, "in a")  # the grant serves a tool call
+        assert len(user.messages) == 1
+        user.folder = None
+        refused, text = await read_resource(client, other / "g.txt")
         assert refused
         assert "declined" in text
         assert "in other" not in text
