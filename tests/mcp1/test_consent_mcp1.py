@@ -1,8 +1,6 @@
 """Folders by the user's consent on mcp 1.x: a FastMCP server with ``RootsGuard(consent=True)`` and the mcp
-1.x client's own ``elicitation_callback``, in memory on asyncio and trio (legacy era: the only one mcp 1.x
-speaks): accept grants the folder and no further, decline refuses and is not asked again, a read grant
-refuses a tool that writes, a client without elicitation is refused in words, a client with roots is never
-asked.
+1.x client's own ``elicitation_callback``, in memory on asyncio and trio (legacy era only): accept, decline,
+a read grant and a tool that writes, no elicitation, a client with roots; a ``resources/read`` asks too.
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ from typing import Any
 import mcp.types as types
 import pytest
 from mcp import ClientSession
+from mcp.shared.exceptions import McpError
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.shared.memory import create_connected_server_and_client_session
 
@@ -140,3 +139,50 @@ async def test_a_client_with_roots_is_never_asked(ceiling: Path) -> None:
         error, _ = await call(client, "read", path=str(ceiling / "a" / "f.txt"))
         assert error
     assert user.questions == []
+
+
+def read_server(ceiling: Path) -> FastMCP:
+    """:func:`server` with each ``f.txt`` of the ceiling and one outside it as ``file:`` resources."""
+    app = server(ceiling)
+    for path in (ceiling / "a" / "f.txt", ceiling / "b" / "f.txt", ceiling.parent / "outside.txt"):
+        app.resource(path_to_uri(path), name=path.name)(reader(path))
+    return app
+
+
+def reader(path: Path) -> Any:
+    def read() -> str:
+        return path.read_text()
+
+    return read
+
+
+async def read(client: ClientSession, path: Path) -> tuple[bool, str]:
+    try:
+        result = await client.read_resource(path_to_uri(path))  # type: ignore[arg-type]
+    except McpError as exc:
+        return True, exc.error.message
+    first = result.contents[0]
+    return False, first.text if isinstance(first, types.TextResourceContents) else ""
+
+
+async def test_a_resources_read_asks_too(ceiling: Path) -> None:
+    user = User((ceiling / "a", "read"), "decline")
+    async with create_connected_server_and_client_session(
+        read_server(ceiling), elicitation_callback=user
+    ) as client:
+        assert await read(client, ceiling / "a" / "f.txt") == (False, "in a")
+        assert user.folders(0) == [str(ceiling / "a"), str(ceiling)]
+        assert "resource" in user.questions[0].message
+        assert await call(client, "read", path=str(ceiling / "a" / "f.txt")) == (False, "in a")
+        assert len(user.questions) == 1  # the grant serves a tool call in the folder
+        error, text = await read(client, ceiling / "b" / "f.txt")
+        assert error
+        assert "declined" in text
+        error, text = await read(client, ceiling.parent / "outside.txt")
+        assert error
+        assert "SECRET" not in text
+        assert len(user.questions) == 2  # outside the ceiling: never asked
+    async with create_connected_server_and_client_session(read_server(ceiling)) as client:
+        error, text = await read(client, ceiling / "a" / "f.txt")
+    assert error
+    assert "cannot be asked" in text
