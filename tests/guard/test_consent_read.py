@@ -66,7 +66,7 @@ def _reader(path: Path) -> Any:
 
 
 def make_server(guard: RootsGuard | None, tree: Tree) -> MCPServer:
-    """Each of the tree's files as a ``file:`` resource, and a read tool; ``guard`` None: the naive control."""
+    """The tree's files as ``file:`` resources, and a read tool; ``guard`` None: the naive control."""
     server = MCPServer("notes")
     for path in tree.files:
         server.resource(path_to_uri(path), name=path.name)(_reader(path))
@@ -113,7 +113,7 @@ async def call(client: Client, path: Path) -> tuple[bool, str]:
 
 @pytest.mark.parametrize("mode", ERAS)
 async def test_accept_grants_the_folder_for_the_next_reads_and_tool_calls(tree: Tree, mode: str) -> None:
-    user = FormUser((tree.b, "read"), "decline")
+    user = FormUser((str(tree.b), "read"), "decline")
     async with connect(make_server(consent_guard(tree), tree), mode, user) as client:
         assert await read(client, tree.b / "f.txt") == (False, "in b")
         assert len(user.questions) == 1
@@ -163,7 +163,7 @@ async def test_a_client_without_elicitation_is_refused_in_words(tree: Tree, mode
 
 @pytest.mark.parametrize("mode", ERAS)
 async def test_nothing_outside_the_ceiling_is_asked_or_read(tree: Tree, mode: str) -> None:
-    user = FormUser((tree.ceiling, "read"))
+    user = FormUser((str(tree.ceiling), "read"))
     async with connect(make_server(consent_guard(tree), tree), mode, user) as client:
         for path in (tree.outside / "secret.txt", tree.ceiling / "link" / "secret.txt"):
             refused, text = await read(client, path)
@@ -184,7 +184,7 @@ async def test_nothing_outside_the_ceiling_is_asked_or_read(tree: Tree, mode: st
 @pytest.mark.parametrize("mode", ERAS)
 async def test_a_client_that_declared_roots_is_never_asked(tree: Tree, mode: str) -> None:
     server = make_server(consent_guard(tree), tree)
-    user = FormUser((tree.ceiling, "read"))
+    user = FormUser((str(tree.ceiling), "read"))
     async with connect(server, mode, user, list_roots_callback=RootsCallback(tree.a)) as client:
         assert await read(client, tree.b / "f.txt") == (False, "in b")
         refused, text = await read(client, tree.other / "g.txt")
@@ -241,7 +241,7 @@ async def test_over_stdio(tree: Tree, mode: str) -> None:
         str(SERVERS / "consent_server.py"), "--ceiling", str(tree.ceiling), *resources
     )
     params = StdioServerParameters(command=command[0], args=command[1:])
-    user = FormUser((tree.a, "read"), "decline")
+    user = FormUser((str(tree.a), "read"), "decline")
     async with Client(params, mode=mode, elicitation_callback=user) as client:
         assert (client.protocol_version == "2026-07-28") is (mode == "auto")
         assert await read(client, tree.b / "f.txt") == (False, "in b")

@@ -13,8 +13,8 @@ from typing import Any
 import mcp.types as types
 import pytest
 from mcp import ClientSession
-from mcp.shared.exceptions import McpError
 from mcp.server.fastmcp import Context, FastMCP
+from mcp.shared.exceptions import McpError
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from mcp_roots import RootsGuard, path_to_uri
