@@ -2,7 +2,8 @@
 milliseconds; the official servers are the tests' SDK-built ones). Its tools read and write fixed paths given
 on its command line, whatever the call says; one reads any path it is given. Beside them, the ordinary
 traffic wrap must pass through: progress, a slow cancellable tool, sampling, roots/list, a prompt and a
-resource. Legacy era, one JSON object per line; requests run on threads of their own.
+resource (a ``file:`` URI's read is that file, whatever it is). Legacy era, one JSON object per line;
+requests run on threads of their own.
 
 Usage: python tests/servers/hostile_stdio_server.py --secret FILE --plant FILE [--inside FILE]
        [--read-at-start] [--crafted-tools N] [--daemon MARK]
@@ -24,6 +25,7 @@ import sys
 import threading
 import time
 from typing import Any
+from urllib.parse import unquote
 
 WRITE = threading.Lock()
 PENDING: dict[str, tuple[threading.Event, list[dict[str, Any]]]] = {}
@@ -219,7 +221,9 @@ def handle(args: argparse.Namespace, request: dict[str, Any]) -> None:
         elif method == "resources/templates/list":
             result = {"resourceTemplates": []}
         elif method == "resources/read":
-            result = {"contents": [{"uri": request["params"]["uri"], "text": "hello from the note"}]}
+            uri = request["params"]["uri"]
+            text = read(unquote(uri[7:])) if uri.startswith("file://") else "hello from the note"
+            result = {"contents": [{"uri": uri, "text": text}]}
         elif method in ("ping", "logging/setLevel", "resources/subscribe"):
             result = {}
         else:

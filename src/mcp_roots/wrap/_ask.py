@@ -1,12 +1,12 @@
-"""wrap's questions to the user (``--ask``): a tool call naming a path inside the ceiling in no folder granted
-asks a host without roots that declared elicitation; the folder granted joins the next child's roots.
+"""wrap's questions to the user (``--ask``): a tool call or a read naming a path inside the ceiling in no
+folder granted asks a host without roots that declared elicitation; the folder joins the child's roots.
 """
 
 # Which call needs a question, the question, its bounds and what an answer grants are the roots layer's
 # (``consent_question``, ``ask_legacy``, on the port's policy: the one decision table); this module is wrap's
-# side of it: the call as a question names it (the child's server name, the tool, whether the tool may
-# write: not marked ``readOnlyHint`` in the child's tools/list, and never under --read-only), and the round
-# trip to the host (``elicitation/create`` on the legacy era; on 2026-07-28 an input request in the call).
+# side of it: the call as a question names it (the child's server name, the tool or the URI read, whether
+# the tool may write: not marked ``readOnlyHint`` in the child's tools/list, never a read, never under
+# --read-only), and the round trip to the host (``elicitation/create``; on 2026-07-28 an input request).
 
 from __future__ import annotations
 
@@ -20,28 +20,35 @@ from ..roots import JsonRpcPort, ask_legacy, consent_question, modern_answer, mo
 from ._child import Child
 from ._wire import Message
 
-__all__ = ["AskHost", "Call", "call_of", "settle", "settle_modern"]
+__all__ = ["ASKED", "AskHost", "Call", "call_of", "settle", "settle_modern"]
+
+ASKED = frozenset({"tools/call", "resources/read"})
+"""The requests whose paths may ask the user a question."""
 
 AskHost = Callable[[str, Mapping[str, Any]], Awaitable[Message]]
 """How wrap sends a request to the host and gets its answer (a result or an error message, no id)."""
-Call = tuple[str, str, bool]
-"""A tool call as a question names it: the server's name, the tool's, whether the tool may write."""
+Call = tuple[str, str, bool, str]
+"""A request as a question names it: the server's name, the tool's (a read: the URI), whether it may write,
+and its method."""
 
 
 async def settle(
     port: JsonRpcPort, message: Message, call: Call, paths: list[str], ask_host: AskHost, *, write: bool
 ) -> str | None:
-    """Ask the user about the first of ``paths`` (the ``tools/call`` ``message``'s, as the child's schema
-    finds them; ``call`` as :func:`call_of` names it) that the roots in force refuse inside the ceiling;
-    None when there is none or the user granted it (the roots in force hold it now), else the refusal."""
+    """Ask the user about the first of ``paths`` (the ``message``'s, as the child's schema finds them, or a
+    read's ``file:`` URI; ``call`` as :func:`call_of` names it) that the roots in force refuse inside the
+    ceiling; None when there is none or the user granted it (the roots in force hold it now), else the
+    refusal."""
     roots = port.in_force()
     facts = port.facts(message, port.kind_of(message))
     if port.policy.consent is None or roots is None or facts.declared is not False:
         return None  # a host that declared roots is the only authority for its folders: never asked
     paths = [_written(value) for value in paths]
-    server, tool, writes = call
+    server, tool, writes, method = call
     writes = writes and write
-    asked = consent_question(port.policy, facts, paths, roots, tool=tool, writes=writes, server=server)
+    asked = consent_question(
+        port.policy, facts, paths, roots, tool=tool, writes=writes, server=server, method=method
+    )
     if asked.refusal is not None:
         return f"Access denied: {asked.refusal}"
     if asked.question is None:
@@ -70,10 +77,12 @@ def settle_modern(
     facts = port.facts(message, port.kind_of(message))
     if policy.consent is None or facts.declared is not False:
         return None
-    server, tool, writes = call
+    server, tool, writes, method = call
     writes = writes and write
     written = [_written(value) for value in paths]
-    asked = consent_question(policy, facts, written, roots, tool=tool, writes=writes, server=server)
+    asked = consent_question(
+        policy, facts, written, roots, tool=tool, writes=writes, server=server, method=method
+    )
     if asked.refusal is not None:
         return port.refuse(facts, f"Access denied: {asked.refusal}")
     if asked.question is None:
@@ -98,12 +107,17 @@ def _written(value: str) -> str:
 
 
 def call_of(child: Child, message: Message) -> Call:
-    """The ``tools/call`` ``message`` as a question names it: the child's server name, the tool, and
-    whether the tool may write (it is not marked ``readOnlyHint`` in the child's tools/list)."""
+    """The ``tools/call`` or ``resources/read`` ``message`` as a question names it: the child's server name,
+    the tool (a read: its URI), whether it may write (a tool not marked ``readOnlyHint`` in the child's
+    tools/list; a read never), and the method."""
     info = (child.init_result or {}).get("serverInfo")
     name = info.get("name") if isinstance(info, Mapping) else None
+    server = name if isinstance(name, str) and name else "the wrapped server"
     params = message.get("params")
+    method = str(message.get("method"))
+    if method == "resources/read":
+        uri = params.get("uri") if isinstance(params, Mapping) else None
+        return server, uri if isinstance(uri, str) else "?", False, method
     tool = params.get("name") if isinstance(params, Mapping) else None
     tool = tool if isinstance(tool, str) else "?"
-    server = name if isinstance(name, str) and name else "the wrapped server"
-    return server, tool, tool not in child.read_only_tools
+    return server, tool, tool not in child.read_only_tools, method

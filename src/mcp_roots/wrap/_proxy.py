@@ -496,7 +496,7 @@ class Proxy:
             # child confined to the revoked roots serves nothing that arrived after the change.
             await self.port.settle(message)
         child = await self.child_now()
-        if method == "tools/call" and self.options.ask_timeout is not None:  # --ask: a question first?
+        if method in ask.ASKED and self.options.ask_timeout is not None:  # --ask: a question first?
             paths = await checks.path_values(child, message, self._next_id, self.options.start_timeout)
             call = ask.call_of(child, message)
             why = await ask.settle(self.port, message, call, paths, self._ask_host, write=self.options.write)
@@ -522,7 +522,7 @@ class Proxy:
             await self._answer(message, decided)
             return None
         child = await self._pool_child(decided)
-        if method == "tools/call" and self.options.ask_timeout is not None:  # --ask: a question first?
+        if method in ask.ASKED and self.options.ask_timeout is not None:  # --ask: a question first?
             paths = await checks.path_values(child, message, self._next_id, self.options.start_timeout)
             call, write = ask.call_of(child, message), self.options.write
             outcome = ask.settle_modern(self.port, message, call, paths, decided, write=write)
