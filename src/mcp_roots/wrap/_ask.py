@@ -27,9 +27,8 @@ ASKED = frozenset({"tools/call", "resources/read"})
 
 AskHost = Callable[[str, Mapping[str, Any]], Awaitable[Message]]
 """How wrap sends a request to the host and gets its answer (a result or an error message, no id)."""
-Call = tuple[str, str, bool, str]
-"""A request as a question names it: the server's name, the tool's (a read: the URI), whether it may write,
-and its method."""
+Call = tuple[str, str, bool]
+"""A request as a question names it: the server's name, the tool's (a read: the URI), whether it may write."""
 
 
 async def settle(
@@ -44,7 +43,8 @@ async def settle(
     if port.policy.consent is None or roots is None or facts.declared is not False:
         return None  # a host that declared roots is the only authority for its folders: never asked
     paths = [_written(value) for value in paths]
-    server, tool, writes, method = call
+    server, tool, writes = call
+    method = str(message.get("method"))
     writes = writes and write
     asked = consent_question(
         port.policy, facts, paths, roots, tool=tool, writes=writes, server=server, method=method
@@ -77,7 +77,8 @@ def settle_modern(
     facts = port.facts(message, port.kind_of(message))
     if policy.consent is None or facts.declared is not False:
         return None
-    server, tool, writes, method = call
+    server, tool, writes = call
+    method = str(message.get("method"))
     writes = writes and write
     written = [_written(value) for value in paths]
     asked = consent_question(
@@ -109,15 +110,14 @@ def _written(value: str) -> str:
 def call_of(child: Child, message: Message) -> Call:
     """The ``tools/call`` or ``resources/read`` ``message`` as a question names it: the child's server name,
     the tool (a read: its URI), whether it may write (a tool not marked ``readOnlyHint`` in the child's
-    tools/list; a read never), and the method."""
+    tools/list; a read never)."""
     info = (child.init_result or {}).get("serverInfo")
     name = info.get("name") if isinstance(info, Mapping) else None
     server = name if isinstance(name, str) and name else "the wrapped server"
     params = message.get("params")
-    method = str(message.get("method"))
-    if method == "resources/read":
+    if message.get("method") == "resources/read":
         uri = params.get("uri") if isinstance(params, Mapping) else None
-        return server, uri if isinstance(uri, str) else "?", False, method
+        return server, uri if isinstance(uri, str) else "?", False
     tool = params.get("name") if isinstance(params, Mapping) else None
     tool = tool if isinstance(tool, str) else "?"
-    return server, tool, tool not in child.read_only_tools, method
+    return server, tool, tool not in child.read_only_tools
