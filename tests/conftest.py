@@ -72,6 +72,7 @@ SERVER_PROCESS_ONLY: dict[str, tuple[str, ...]] = {
         "test_over_streamable_http",
         "test_grants_are_kept_per_authenticated_caller",
     ),
+    "test_consent_read": ("test_over_stdio", "test_over_streamable_http"),
 }
 
 

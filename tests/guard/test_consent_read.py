@@ -1,11 +1,12 @@
 """Folders by the user's consent for a ``resources/read`` of a ``file:`` URI, with the official Python SDK
-client (its elicitation_callback) on both eras, in process and over stdio: accept, decline, a client that
-cannot be asked, the ceiling, a client with roots, and a tool call's sealed answer replayed on a read.
+client on both eras, in process, over stdio and HTTP: accept, decline, a client that cannot be asked, the
+ceiling, a client with roots, and a tool call's sealed answer replayed on a read.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import sys
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from mcp_types import ElicitResult, InputRequiredResult, InputResponses, TextRes
 from mcp_roots import RootsGuard, path_to_uri
 from mcp_roots.roots._facts import CONSENT_INPUT_KEY
 from tests import forkserver
-from tests.kit import FormUser, RootsCallback, text_of
+from tests.kit import FormUser, HttpServer, RootsCallback, launch_http, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -255,3 +256,29 @@ async def test_over_stdio(tree: Tree, mode: str) -> None:
         assert refused
         assert "TOP SECRET" not in text
         assert len(user.questions) == 2
+
+
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Tree, HttpServer]]:
+    tree = Tree(tmp_path_factory.mktemp("consent-read-http"))
+    resources = [arg for path in tree.files for arg in ("--resource", str(path))]
+    command = [sys.executable, str(SERVERS / "consent_server.py")]
+    with launch_http(command, "--ceiling", str(tree.ceiling), *resources) as server:
+        yield tree, server
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_over_streamable_http(http_server: tuple[Tree, HttpServer], mode: str) -> None:
+    tree, server = http_server
+    user = FormUser((str(tree.a), "read"), (str(tree.a), "read"))
+    async with Client(server.url, mode=mode, elicitation_callback=user) as client:
+        assert (client.protocol_version == "2026-07-28") is (mode == "auto")
+        assert await read(client, tree.b / "f.txt") == (False, "in b")
+        assert user.folders(0) == [str(tree.b), str(tree.a), str(tree.ceiling)]
+        assert await read(client, tree.b / "h.txt") == (False, "also in b")
+        # legacy: the session keeps the grant; 2026-07-28 with no authenticated caller: each request is its
+        # own, so nothing is kept and the user is asked again
+        assert len(user.questions) == (1 if mode == "legacy" else 2)
+        refused, text = await read(client, tree.ceiling / "link" / "secret.txt")
+        assert refused
+        assert "TOP SECRET" not in text
