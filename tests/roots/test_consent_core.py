@@ -186,3 +186,22 @@ def test_spent_states_are_never_forgotten_before_they_expire(monkeypatch: pytest
     assert "expired" in (ledger.open(states[2], asked, principal=None, method="m") or "")
     fresh = ledger.seal(asked, principal=None, method="m")
     assert ledger.open(fresh, asked, principal=None, method="m") is None
+
+
+def test_a_question_is_bound_to_its_method_and_says_what_asks() -> None:
+    call = question(accesses=("read",), tool="file:///c/a/f.txt")
+    read = question(accesses=("read",), tool="file:///c/a/f.txt", method="resources/read")
+    prompt = question(accesses=("read",), tool="file:///c/a/f.txt", method="prompts/get")
+    # the same server, name, folders and access: three questions, three digests
+    assert len({call.digest(), read.digest(), prompt.digest()}) == 3
+    clock = ManualClock()
+    ledger = ConsentLedger(ConsentConfig(), clock)
+    state = ledger.seal(call, principal=None, method="tools/call file:///c/a/f.txt")
+    why = ledger.open(state, read, principal=None, method="resources/read file:///c/a/f.txt")
+    assert "another question, caller or method" in (why or "")
+    # the texts say what asks: a read names the resource, escaped like every name
+    evil = question(accesses=("read",), tool="file:///c/\x1b[2J\u202e", method="resources/read")
+    assert "for a read of the resource file:///c/\\x1b[2J\\u202e" in evil.message()
+    assert "\x1b" not in evil.message()
+    assert "for its prompt" in prompt.message()
+    assert "for its tool" in call.message()

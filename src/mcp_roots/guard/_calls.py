@@ -192,8 +192,9 @@ async def resource_read(
     run: Callable[[], Awaitable[Any]],
     swap: bool = True,
 ) -> Any:
-    """A ``resources/read`` of ``uri``: a ``file:`` URI is checked against the same roots as tools, and a
-    resource template under ``@guard.paths`` (``component``, the template matching ``uri``, or None) has
+    """A ``resources/read`` of ``uri``: a ``file:`` URI is checked against the same roots as tools (with
+    consent, a path they refuse inside the ceiling asks the user for read access, as a tool call does), and
+    a resource template under ``@guard.paths`` (``component``, the template matching ``uri``, or None) has
     its parameters checked by its wrapper. ``swap``: the framework runs the template's ``fn``, so the
     guard's wrapper may be put there (else it must be found under what the framework runs)."""
     policy = port.policy
