@@ -10,14 +10,17 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp.types as types
 import pytest
 from mcp import ClientSession
 from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.lowlevel import Server
+from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.shared.exceptions import McpError
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from mcp_roots import RootsGuard, path_to_uri
+from mcp_roots import RootsGuard, path_to_uri, uri_to_path
 
 pytestmark = pytest.mark.anyio
 
@@ -186,3 +189,32 @@ async def test_a_resources_read_asks_too(ceiling: Path) -> None:
         error, text = await read(client, ceiling / "a" / "f.txt")
     assert error
     assert "cannot be asked" in text
+
+
+def lowlevel_read_server(ceiling: Path) -> Server[Any, Any]:
+    """A low-level server whose handler reads any ``file:`` URI it is given (the guard checks it first)."""
+    guard = RootsGuard(ceiling=ceiling, consent=True)
+    app: Server[Any, Any] = Server("consent-lowlevel")
+    guard.install(app)
+
+    @app.read_resource()
+    async def read_resource(uri: Any) -> list[ReadResourceContents]:
+        text = await anyio.Path(uri_to_path(str(uri))).read_text()
+        return [ReadResourceContents(content=text, mime_type="text/plain")]
+
+    return app
+
+
+async def test_a_low_level_servers_resources_read_asks_too(ceiling: Path) -> None:
+    user = User((ceiling / "a", "read"))
+    app = lowlevel_read_server(ceiling)
+    async with create_connected_server_and_client_session(app, elicitation_callback=user) as client:
+        assert await read(client, ceiling / "a" / "f.txt") == (False, "in a")
+        assert len(user.questions) == 1
+        error, text = await read(client, ceiling / "b" / "f.txt")  # declined (no answers left)
+        assert error
+        assert "declined" in text
+        error, text = await read(client, ceiling.parent / "outside.txt")
+        assert error
+        assert "SECRET" not in text
+        assert len(user.questions) == 2
