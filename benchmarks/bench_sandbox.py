@@ -3,8 +3,9 @@
 anchor) and under ours, side by side in one run.
 
 Usage: python benchmarks/bench_sandbox.py [--spawns 200] [--files 10000] [--greps 15]
-Rows: `subprocess.run` (the baseline); with a `preexec_fn` (one fork of this Python process) and
-`popen_tree` (the PID namespace's three processes, unconfined): the floor of ours, in parts; `bwrap` (a PID
+Rows: `subprocess.run` (the baseline); with a `preexec_fn` (one fork of this Python process), `popen_tree`
+(the PID namespace's three processes, unconfined) and the same three with only unshare and posix_spawn
+between the forks: the floor of ours, in parts; `bwrap` (a PID
 namespace, --die-with-parent, a new session, no capability, only the system paths and the root bound
 read-only, its own /proc and /dev: what ours holds), alone and with our seccomp filter (`--seccomp`: the
 comparable anchor, since bubblewrap carries a filter but cannot carry Landlock, which forbids its mounts);
@@ -25,6 +26,7 @@ import contextlib
 import ctypes
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,7 +38,7 @@ from pathlib import Path
 import anyio.from_thread
 
 from mcp_roots import RootSet
-from mcp_roots._sys import landlock, seccomp
+from mcp_roots._sys import landlock, privileges, seccomp
 from mcp_roots.sandbox import SYSTEM_DEVICE_PATHS, SYSTEM_READ_PATHS, mount_namespace, popen_tree, support
 
 
@@ -56,8 +58,6 @@ class Filter:
 def bwrap_argv(root: Path, write: bool, syscall_filter: Filter | None = None) -> list[str] | None:
     """bubblewrap confining a command as ours does (None where it is not installed), with our seccomp filter
     where given."""
-    import shutil
-
     program = shutil.which("bwrap")
     if program is None:
         return None
@@ -85,6 +85,25 @@ def bwrap_argv(root: Path, write: bool, syscall_filter: Filter | None = None) ->
 
 def _nothing() -> None:
     pass
+
+
+TRUE = shutil.which("true") or "/bin/true"
+USER_NAMESPACE = not privileges.has_capability(privileges.CAP_SYS_ADMIN)
+
+
+def _bare_chain() -> None:
+    # In subprocess's forked child: a PID namespace's three processes with nothing but unshare and
+    # posix_spawn between the forks (no root of its own, no confinement): what a chain made in Python costs
+    # before any step of ours.
+    privileges.private_mounts(
+        os.getuid(), os.getgid(), new_user_namespace=USER_NAMESPACE, new_pid_namespace=True
+    )
+    first = privileges.fork()
+    if first == 0:
+        os.waitpid(os.posix_spawn(TRUE, [TRUE], {}), 0)
+        os._exit(0)
+    os.waitpid(first, 0)
+    os._exit(0)
 
 
 def landlock_off(run: Callable[[], object]) -> Callable[[], object]:
@@ -115,17 +134,19 @@ def reap_orphans() -> None:
             os.waitpid(-1, 0)
 
 
-Times = dict[str, tuple[list[float], list[float], list[float]]]
+#: Per row: wall-clock times, the children's CPU, the caller's CPU, the children's minor page faults.
+Times = dict[str, tuple[list[float], list[float], list[float], list[float]]]
 
 
 def measure(rows: dict[str, Callable[[], object]], rounds: int) -> Times:
-    times: Times = {name: ([], [], []) for name in rows}
+    times: Times = {name: ([], [], [], []) for name in rows}
     for run in rows.values():  # warm up: caches, the first ruleset, the filter program
         run()
         reap_orphans()
     for _ in range(rounds):
         for name, run in rows.items():
             cpu = children_cpu()
+            faults = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
             own = time.process_time()
             start = time.perf_counter()
             run()
@@ -133,6 +154,7 @@ def measure(rows: dict[str, Callable[[], object]], rounds: int) -> Times:
             times[name][0].append(time.perf_counter() - start)
             times[name][1].append(children_cpu() - cpu)
             times[name][2].append(time.process_time() - own)
+            times[name][3].append(resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - faults)
     return times
 
 
@@ -191,6 +213,9 @@ def main() -> None:
                         ["true"], check=True, preexec_fn=_nothing
                     ),
                     "popen_tree(['true']), the PID namespace alone": lambda: popen_tree(["true"]).wait(),
+                    "three processes, only unshare and posix_spawn between the forks": lambda: subprocess.run(
+                        [TRUE], check=True, preexec_fn=_bare_chain
+                    ),
                     **anchor,
                     "RootSet.run(['true'])": lambda: roots.run(["true"], check=True),
                     "RootSet.run(['true']), Landlock off (measured only)": landlock_off(
@@ -279,15 +304,18 @@ def main() -> None:
         f"load average (1 min) {load_before[0]:.1f} before, {load_after[0]:.1f} after, "
         f"{os.cpu_count()} CPUs\n"
     )
-    print("| command | median | min | children CPU (median) | caller CPU (median) | CPU in all |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(
+        "| command | median | min | children CPU (median) | caller CPU (median) | CPU in all "
+        "| children's minor faults (median) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for results in (spawns, greps):
-        for name, (wall, cpu, own) in results.items():
+        for name, (wall, cpu, own, faults) in results.items():
             total = statistics.median([a + b for a, b in zip(cpu, own, strict=True)])
             print(
                 f"| {name} | {statistics.median(wall) * 1e3:.2f} ms | {min(wall) * 1e3:.2f} ms "
                 f"| {statistics.median(cpu) * 1e3:.2f} ms | {statistics.median(own) * 1e3:.2f} ms "
-                f"| {total * 1e3:.2f} ms |"
+                f"| {total * 1e3:.2f} ms | {statistics.median(faults):.0f} |"
             )
     base_spawn = statistics.median(spawns["subprocess.run(['true'])"][0])
     added = statistics.median(spawns["RootSet.run(['true'])"][0]) - base_spawn
