@@ -5,9 +5,10 @@ Both protocol eras.
 # A fastmcp ``Middleware``, first in the server's chain, sees ``initialize``, the notifications, every
 # ``tools/call``, ``prompts/get`` and ``resources/read``: it reports the legacy lifecycle as the ``mcp`` 2.x
 # port does (``adapters/mcp2.py``) and hands each call to the one guarded-call algorithm
-# (``mcp_roots.guard._calls``) with the facts of the request. fastmcp says what it cannot do: ask for the
-# roots on a read, or from a hand-written handler. This module says only how an outcome reads on fastmcp; its
-# private corners are in ``fastmcp4_sdk``.
+# (``mcp_roots.guard._calls``) with the facts of the request. On 2026-07-28 a question (the roots, consent)
+# is fastmcp's input-required result of the tool, prompt or read, and the retry's answers are its context's
+# input responses. fastmcp says what it cannot do: ask from a hand-written handler. This module says only how
+# an outcome reads on fastmcp; its private corners are in ``fastmcp4_sdk``.
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from fastmcp import Context, FastMCP
 from fastmcp.exceptions import PromptError, ResourceError, ToolError
 from fastmcp.prompts.base import InputRequiredPromptResult, PromptResult
 from fastmcp.prompts.function_prompt import FunctionPrompt
-from fastmcp.resources.base import ResourceResult
+from fastmcp.resources.base import InputRequiredResourceResult, ResourceResult
 from fastmcp.resources.template import ResourceTemplate
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import InputRequiredToolResult, ToolResult
@@ -36,8 +37,6 @@ from .mcp2_sdk import ROOTS_INPUT_KEY, connection_of, declares_roots, is_modern,
 __all__ = ["FastMCP4Adapter", "refusal"]
 
 _CANNOT_ASK = {
-    READ: "mcp-roots cannot yet check a resources/read against the client's roots on a 2026-07-28 "
-    "connection with fastmcp 4; the read is refused",
     HANDLER: "on a 2026-07-28 connection the client's roots arrive with the tool call; decorate the tool "
     "with @guard.paths(...) (no names is fine) so mcp-roots can ask for them",
 }
@@ -47,6 +46,18 @@ _CANNOT_ASK = {
 def refusal(message: str) -> ToolResult:
     """A fastmcp tool result with ``isError: true`` carrying ``message``."""
     return ToolResult(content=[mcp_types.TextContent(type="text", text=message)], is_error=True)
+
+
+_Asked = InputRequiredToolResult | InputRequiredPromptResult | InputRequiredResourceResult
+
+
+def _input_required(facts: RequestFacts, question: mcp_types.InputRequiredResult) -> _Asked:
+    """``question`` as fastmcp's input-required result of the request's kind (its wire handler sends it)."""
+    if facts.kind == PROMPT:
+        return InputRequiredPromptResult(question)
+    if facts.kind == READ:
+        return InputRequiredResourceResult(question)
+    return InputRequiredToolResult(question)
 
 
 class FastMCP4Adapter(Mcp2Port):
@@ -111,27 +122,19 @@ class FastMCP4Adapter(Mcp2Port):
             answer=answer,
             stream=stream,
             cannot_ask=_CANNOT_ASK.get(kind),
-            # a 2026-07-28 read's question would need fastmcp's own input-required read: not asked
-            elicit=consenting and can_elicit(connection) and not (modern and kind == READ),
+            elicit=consenting and can_elicit(connection),
             principal=principal_of() if consenting else None,
             consent_answer=consent,
             request_state=state,
         )
 
-    def ask_consent(
-        self, facts: RequestFacts, params: dict[str, object], state: str
-    ) -> InputRequiredToolResult | InputRequiredPromptResult:
-        question = consent_request(params, state)
-        if facts.kind == PROMPT:
-            return InputRequiredPromptResult(question)
-        return InputRequiredToolResult(question)
+    def ask_consent(self, facts: RequestFacts, params: dict[str, object], state: str) -> _Asked:
+        return _input_required(facts, consent_request(params, state))
 
     # -- the outcomes --
 
-    def ask(self, facts: RequestFacts) -> InputRequiredToolResult | InputRequiredPromptResult:
-        if facts.kind == PROMPT:
-            return InputRequiredPromptResult(roots_question())
-        return InputRequiredToolResult(roots_question())
+    def ask(self, facts: RequestFacts) -> _Asked:
+        return _input_required(facts, roots_question())
 
     def refuse(self, facts: RequestFacts, message: str, in_body: bool = False) -> ToolResult:
         """A tool's ``isError`` result; from inside fastmcp's runner a ``ToolError``, whose message fastmcp
@@ -219,7 +222,6 @@ class RootsMiddleware(Middleware):
     ) -> ResourceResult:
         uri = str(context.message.uri)
         facts = self.adapter.facts(context.fastmcp_context, READ)
-        facts.answer = None  # a fastmcp read carries no roots
         result: ResourceResult = await resource_read(
             self.adapter,
             facts,
