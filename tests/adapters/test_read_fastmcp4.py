@@ -16,9 +16,10 @@ import pytest
 from fastmcp import FastMCP
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_types import TextResourceContents
+from mcp_types import ElicitResult, InputRequiredResult, InputResponses, TextResourceContents, ToolAnnotations
 
 from mcp_roots import RootsGuard, path_to_uri
+from mcp_roots.roots._facts import CONSENT_INPUT_KEY
 from tests.adapters.test_conformance import _client_end, _serve_fastmcp_stdio
 from tests.conformance import over_pipes
 from tests.kit import FormUser, RootsCallback
@@ -76,6 +77,13 @@ def make_server(guard: RootsGuard | None, tree: Tree) -> FastMCP:
     server: FastMCP = FastMCP("notes")
     if guard is not None:
         guard.install(server)
+
+        @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+        @guard.paths("path")
+        def read(path: str) -> str:
+            """Read a text file."""
+            return Path(path).read_text()
+
     for path in tree.files:
         server.resource(path_to_uri(path), name=path.name)(_reader(path))
     return server
@@ -183,3 +191,37 @@ async def test_nothing_outside_the_ceiling_is_asked_or_read(tree: Tree, transpor
     # the control: the same server without the guard reads it through the link
     async with connect(make_server(None, tree), transport) as client:
         assert await read(client, tree.ceiling / "link" / "secret.txt") == (False, "TOP SECRET")
+
+
+def granted(folder: Path) -> InputResponses:
+    return {
+        CONSENT_INPUT_KEY: ElicitResult(action="accept", content={"folder": str(folder), "access": "read"})
+    }
+
+
+async def test_a_tool_calls_answer_replayed_on_a_read_grants_nothing(tree: Tree) -> None:
+    path = tree.b / "f.txt"
+    uri = path_to_uri(path)
+    guard = make_guard(tree, consent=True)
+    async with connect(make_server(guard, tree), "memory", elicitation_callback=FormUser()) as client:
+        # a question minted for the tool call on the same path, the same folders and access
+        asked = await client.session.call_tool("read", {"path": str(path)}, allow_input_required=True)
+        assert isinstance(asked, InputRequiredResult)
+        assert asked.request_state is not None
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource(
+                uri, input_responses=granted(tree.b), request_state=asked.request_state
+            )
+        # fastmcp seals requestState with the SDK's boundary, bound to the method and URI: it refuses first
+        assert "requestState" in refused.value.error.message
+        # the read's own question, answered: served (so the refusal above was the binding's)
+        own = await client.session.read_resource(uri, allow_input_required=True)
+        assert isinstance(own, InputRequiredResult)
+        assert own.input_requests is not None
+        assert list(own.input_requests) == [CONSENT_INPUT_KEY]
+        answered = await client.read_resource(
+            uri, input_responses=granted(tree.b), request_state=own.request_state
+        )
+        (content,) = answered.contents
+        assert isinstance(content, TextResourceContents)
+        assert content.text == "in b"
