@@ -81,8 +81,6 @@ class Harness(abc.ABC):
     context_type: Any
     """The type a tool annotates its context parameter with (what it passes to ``guard.roots(ctx)``)."""
     eras: tuple[str, ...] = ("legacy", "modern")
-    reads_modern: bool = True
-    """False where a 2026-07-28 resources/read is refused, not guessed (fastmcp 4: not built yet)."""
     registry: bool = True
     """False where the server keeps no registry of functions (a low-level server): no audit, no strict."""
     template_above_runs: bool = True
@@ -730,8 +728,6 @@ async def resources_file_uris_and_guarded_templates(
     naive = h.server(None)
     h.register_file_resources(naive, files)
     for era in h.eras:
-        if era == "modern" and not h.reads_modern:
-            continue  # checked below: refused, not guessed
         async with h.session(naive, era, [tree.project]) as s:
             assert await s.read(secret_uri) == (False, "TOP SECRET")  # the control leaks
     for order in ("below", "above"):
@@ -761,13 +757,6 @@ async def resources_file_uris_and_guarded_templates(
                 # The control: the unguarded template follows the symlink out; what the guard does not
                 # serve is not touched (on every era).
                 assert await s.read("plain://escape.txt") == (False, "TOP SECRET")
-                if era == "modern" and not h.reads_modern:
-                    for uri in (path_to_uri(tree.project / "hello.txt"), secret_uri):
-                        refused, message = await s.read(uri)
-                        assert refused
-                        assert "2026-07-28" in message
-                        assert "TOP SECRET" not in message
-                    continue
                 assert await s.read(path_to_uri(tree.project / "hello.txt")) == (False, "hello from project")
                 for uri in (secret_uri, path_to_uri(files[2])):
                     refused, message = await s.read(uri)

@@ -337,7 +337,6 @@ async def _serve_fastmcp_stdio(
 class FastMCP4Harness(Harness):
     name = "fastmcp4"
     context_type = None if WITHOUT_FASTMCP else FastMCPContext
-    reads_modern = True
     template_above_runs = False
 
     def server(self, guard: RootsGuard | None, *, install: bool = True) -> Any:
