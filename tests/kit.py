@@ -218,6 +218,65 @@ class FsTree:
 
 
 @dataclass
+class ConsentTree:
+    """A ceiling for folders by consent: ceiling/{a/b/f.txt, a/b/h.txt, other/g.txt, link -> outside},
+    outside/secret.txt. ``files``: each file (the secret through the link too), as a server's resources."""
+
+    base: Path
+    ceiling: Path = field(init=False)
+    a: Path = field(init=False)
+    b: Path = field(init=False)
+    other: Path = field(init=False)
+    outside: Path = field(init=False)
+    files: list[Path] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.base = self.base.resolve()
+        self.ceiling = self.base / "ceiling"
+        self.a = self.ceiling / "a"
+        self.b = self.a / "b"
+        self.other = self.ceiling / "other"
+        self.outside = self.base / "outside"
+        for folder in (self.b, self.other, self.outside):
+            folder.mkdir(parents=True)
+        (self.b / "f.txt").write_text("in b")
+        (self.b / "h.txt").write_text("also in b")
+        (self.other / "g.txt").write_text("in other")
+        (self.outside / "secret.txt").write_text("TOP SECRET")
+        (self.ceiling / "link").symlink_to(self.outside)
+        self.files = [
+            self.b / "f.txt",
+            self.b / "h.txt",
+            self.other / "g.txt",
+            self.outside / "secret.txt",
+            self.ceiling / "link" / "secret.txt",
+        ]
+
+
+def file_reader(path: Path) -> Callable[[], str]:
+    """A resource function that reads ``path`` (a server's ``file:`` resource)."""
+
+    def read() -> str:
+        return path.read_text()
+
+    return read
+
+
+async def read_file_uri(client: Any, path: Path) -> tuple[bool, str]:
+    """(refused, the text): a ``resources/read`` of ``path``'s ``file:`` URI by an mcp 2.x ``Client``."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import TextResourceContents
+
+    try:
+        result = await client.read_resource(path_to_uri(path))
+    except MCPError as exc:
+        return True, exc.error.message
+    (content,) = result.contents
+    assert isinstance(content, TextResourceContents)
+    return False, content.text
+
+
+@dataclass
 class SandboxTree:
     """A root with a file, a subdirectory and a symlink pointing out; an outside directory with a secret."""
 

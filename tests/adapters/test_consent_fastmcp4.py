@@ -16,6 +16,7 @@ from mcp.server import MCPServer
 from mcp.shared.exceptions import MCPError
 
 from mcp_roots import RootsGuard, path_to_uri
+from tests.kit import file_reader
 
 pytestmark = pytest.mark.anyio
 
@@ -101,17 +102,10 @@ async def test_fastmcp_client_accept_then_decline(tmp_path: Path, kind: str, mod
         assert len(user.messages) == 2
 
 
-def fastmcp_reader(path: Path) -> Any:
-    def read() -> str:
-        return path.read_text()
-
-    return read
-
-
 def with_resources(server: Any, *paths: Path) -> Any:
     """``server`` (fastmcp 4 or mcp 2.x) serving each of ``paths`` as a ``file:`` resource."""
     for path in paths:
-        server.resource(path_to_uri(path), name=path.name)(fastmcp_reader(path))
+        server.resource(path_to_uri(path), name=path.name)(file_reader(path))
     return server
 
 

@@ -22,7 +22,9 @@ from mcp_roots import RootsGuard, path_to_uri
 from mcp_roots.roots._facts import CONSENT_INPUT_KEY
 from tests.adapters.test_conformance import _client_end, _serve_fastmcp_stdio
 from tests.conformance import over_pipes
-from tests.kit import FormUser, RootsCallback
+from tests.kit import ConsentTree as Tree
+from tests.kit import FormUser, RootsCallback, file_reader
+from tests.kit import read_file_uri as read
 
 pytestmark = pytest.mark.anyio
 
@@ -34,42 +36,9 @@ def anyio_backend() -> str:
     return "asyncio"  # fastmcp 4 runs on asyncio only
 
 
-class Tree:
-    """ceiling/{a/b/f.txt, a/b/h.txt, other/g.txt, link -> outside}, outside/secret.txt."""
-
-    def __init__(self, base: Path) -> None:
-        base = base.resolve()
-        self.ceiling = base / "ceiling"
-        self.a = self.ceiling / "a"
-        self.b = self.a / "b"
-        self.other = self.ceiling / "other"
-        self.outside = base / "outside"
-        for folder in (self.b, self.other, self.outside):
-            folder.mkdir(parents=True)
-        (self.b / "f.txt").write_text("in b")
-        (self.b / "h.txt").write_text("also in b")
-        (self.other / "g.txt").write_text("in other")
-        (self.outside / "secret.txt").write_text("TOP SECRET")
-        (self.ceiling / "link").symlink_to(self.outside)
-        self.files = [
-            self.b / "f.txt",
-            self.b / "h.txt",
-            self.other / "g.txt",
-            self.outside / "secret.txt",
-            self.ceiling / "link" / "secret.txt",
-        ]
-
-
 @pytest.fixture
 def tree(tmp_path: Path) -> Tree:
     return Tree(tmp_path)
-
-
-def _reader(path: Path) -> Any:
-    def read() -> str:
-        return path.read_text()
-
-    return read
 
 
 def make_server(guard: RootsGuard | None, tree: Tree) -> FastMCP:
@@ -85,7 +54,7 @@ def make_server(guard: RootsGuard | None, tree: Tree) -> FastMCP:
             return Path(path).read_text()
 
     for path in tree.files:
-        server.resource(path_to_uri(path), name=path.name)(_reader(path))
+        server.resource(path_to_uri(path), name=path.name)(file_reader(path))
     return server
 
 
@@ -107,17 +76,6 @@ async def connect(server: FastMCP, transport: str, **callbacks: Any) -> AsyncIte
     ):
         assert client.protocol_version == "2026-07-28"
         yield client
-
-
-async def read(client: Client, path: Path) -> tuple[bool, str]:
-    """(refused, the text): a resources/read of ``path``'s ``file:`` URI."""
-    try:
-        result = await client.read_resource(path_to_uri(path))
-    except MCPError as exc:
-        return True, exc.error.message
-    (content,) = result.contents
-    assert isinstance(content, TextResourceContents)
-    return False, content.text
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -149,7 +107,10 @@ async def test_accept_serves_the_read_and_the_next(tree: Tree, transport: str) -
         assert "notes" in message
         assert "resource" in message
         assert path_to_uri(tree.b / "f.txt") in message
-        assert await read(client, tree.b / "h.txt") == (False, "also in b")  # the grant serves it, unasked
+        assert await read(client, tree.b / "h.txt") == (
+            False,
+            "also in b",
+        )  # the grant serves it, unasked
         assert len(user.questions) == 1
         refused, text = await read(client, tree.other / "g.txt")  # beyond the grant: asked, declined
         assert refused

@@ -34,30 +34,13 @@ from mcp_types import (
 from mcp_roots import RootsGuard
 from mcp_roots.roots._facts import CONSENT_INPUT_KEY
 from tests import forkserver
+from tests.kit import ConsentTree as Tree
 from tests.kit import FormUser, HttpServer, ManualClock, RootsCallback, launch_http, text_of
 
 pytestmark = pytest.mark.anyio
 
 SERVERS = Path(__file__).resolve().parents[1] / "servers"
 ERAS = ["legacy", "auto"]  # "auto": the SDK's in-process pair speaks 2026-07-28
-
-
-class Tree:
-    """ceiling/{a/b/f.txt, other/g.txt, link -> outside}, outside/secret.txt."""
-
-    def __init__(self, base: Path) -> None:
-        base = base.resolve()
-        self.ceiling = base / "ceiling"
-        self.a = self.ceiling / "a"
-        self.b = self.a / "b"
-        self.other = self.ceiling / "other"
-        self.outside = base / "outside"
-        for folder in (self.b, self.other, self.outside):
-            folder.mkdir(parents=True)
-        (self.b / "f.txt").write_text("in b")
-        (self.other / "g.txt").write_text("in other")
-        (self.outside / "secret.txt").write_text("TOP SECRET")
-        (self.ceiling / "link").symlink_to(self.outside)
 
 
 @pytest.fixture
@@ -516,7 +499,9 @@ async def as_caller(url: str, token: str, user: FormUser) -> AsyncIterator[Clien
             yield client
 
 
-async def test_grants_are_kept_per_authenticated_caller(http_auth_server: tuple[Tree, HttpServer]) -> None:
+async def test_grants_are_kept_per_authenticated_caller(
+    http_auth_server: tuple[Tree, HttpServer],
+) -> None:
     tree, server = http_auth_server
     alice, bob = FormUser(accept(tree.a)), FormUser({"action": "decline"})
     async with as_caller(server.url, "token-a", alice) as client:

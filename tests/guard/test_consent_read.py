@@ -20,7 +20,20 @@ from mcp_types import ElicitResult, InputRequiredResult, InputResponses, TextRes
 from mcp_roots import RootsGuard, path_to_uri
 from mcp_roots.roots._facts import CONSENT_INPUT_KEY
 from tests import forkserver
-from tests.kit import FormUser, HttpServer, RootsCallback, launch_http, text_of
+from tests.kit import (
+    ConsentTree as Tree,
+)
+from tests.kit import (
+    FormUser,
+    HttpServer,
+    RootsCallback,
+    file_reader,
+    launch_http,
+    text_of,
+)
+from tests.kit import (
+    read_file_uri as read,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -28,49 +41,16 @@ SERVERS = Path(__file__).resolve().parents[1] / "servers"
 ERAS = ["legacy", "auto"]  # "auto": the SDK's in-process pair speaks 2026-07-28
 
 
-class Tree:
-    """ceiling/{a/b/f.txt, a/b/h.txt, other/g.txt, link -> outside}, outside/secret.txt."""
-
-    def __init__(self, base: Path) -> None:
-        base = base.resolve()
-        self.ceiling = base / "ceiling"
-        self.a = self.ceiling / "a"
-        self.b = self.a / "b"
-        self.other = self.ceiling / "other"
-        self.outside = base / "outside"
-        for folder in (self.b, self.other, self.outside):
-            folder.mkdir(parents=True)
-        (self.b / "f.txt").write_text("in b")
-        (self.b / "h.txt").write_text("also in b")
-        (self.other / "g.txt").write_text("in other")
-        (self.outside / "secret.txt").write_text("TOP SECRET")
-        (self.ceiling / "link").symlink_to(self.outside)
-        self.files = [
-            self.b / "f.txt",
-            self.b / "h.txt",
-            self.other / "g.txt",
-            self.outside / "secret.txt",
-            self.ceiling / "link" / "secret.txt",
-        ]
-
-
 @pytest.fixture
 def tree(tmp_path: Path) -> Tree:
     return Tree(tmp_path)
-
-
-def _reader(path: Path) -> Any:
-    def read() -> str:
-        return path.read_text()
-
-    return read
 
 
 def make_server(guard: RootsGuard | None, tree: Tree) -> MCPServer:
     """The tree's files as ``file:`` resources, and a read tool; ``guard`` None: the naive control."""
     server = MCPServer("notes")
     for path in tree.files:
-        server.resource(path_to_uri(path), name=path.name)(_reader(path))
+        server.resource(path_to_uri(path), name=path.name)(file_reader(path))
     if guard is not None:
 
         @server.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -94,17 +74,6 @@ async def connect(
     async with Client(server, mode=mode, elicitation_callback=user, **kwargs) as client:
         assert (client.protocol_version == "2026-07-28") is (mode == "auto")
         yield client
-
-
-async def read(client: Client, path: Path) -> tuple[bool, str]:
-    """(refused, the text): a resources/read of ``path``'s ``file:`` URI."""
-    try:
-        result = await client.read_resource(path_to_uri(path))
-    except MCPError as exc:
-        return True, exc.error.message
-    (content,) = result.contents
-    assert isinstance(content, TextResourceContents)
-    return False, content.text
 
 
 async def call(client: Client, path: Path) -> tuple[bool, str]:

@@ -22,7 +22,7 @@ from typing_extensions import TypedDict
 
 from mcp_roots import RootsGuard, path_to_uri
 from mcp_roots.guard._audit import guarded_function_of
-from tests.kit import RootsCallback, Tree, lowlevel_server, text_of
+from tests.kit import RootsCallback, Tree, file_reader, lowlevel_server, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -236,19 +236,12 @@ async def test_outside_the_ceiling_is_refused_without_waiting_for_a_refresh_that
 # --- resources ------------------------------------------------------------------------------------------
 
 
-def _reader(path: Path) -> Any:
-    def read() -> str:
-        return path.read_text()
-
-    return read
-
-
 def resource_server(guard: RootsGuard | None, tree: Tree) -> MCPServer:
     server = MCPServer("resources")
     if guard is not None:
         guard.install(server)
     for path in (tree.project / "hello.txt", tree.outside / "secret.txt"):
-        server.resource(path_to_uri(path), name=path.name)(_reader(path))
+        server.resource(path_to_uri(path), name=path.name)(file_reader(path))
     return server
 
 

@@ -45,7 +45,7 @@ from ..conformance import (
     http_url,
     over_pipes,
 )
-from ..kit import Tree
+from ..kit import Tree, file_reader
 
 
 def _text(blocks: Any) -> str:
@@ -169,7 +169,7 @@ class Mcp1FastMCPHarness(Harness):
 
     def register_file_resources(self, server: Any, paths: list[Path]) -> None:
         for path in paths:
-            server.resource(path_to_uri(path), name=str(path))(_reader(path))
+            server.resource(path_to_uri(path), name=str(path))(file_reader(path))
 
     @asynccontextmanager
     async def session(
@@ -273,10 +273,6 @@ class Mcp1LowLevelHarness(LowLevelHarness, Mcp1FastMCPHarness):
         if guard is not None and install:
             guard.install(server)
         return server
-
-
-def _reader(path: Path) -> Callable[[], str]:
-    return lambda: path.read_text()
 
 
 @pytest.fixture(params=[Mcp1FastMCPHarness, Mcp1LowLevelHarness], ids=["FastMCP", "lowlevel"])

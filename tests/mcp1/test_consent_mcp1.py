@@ -21,6 +21,7 @@ from mcp.shared.exceptions import McpError
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from mcp_roots import RootsGuard, path_to_uri, uri_to_path
+from tests.kit import file_reader
 
 pytestmark = pytest.mark.anyio
 
@@ -148,15 +149,8 @@ def read_server(ceiling: Path) -> FastMCP:
     """:func:`server` with each ``f.txt`` of the ceiling and one outside it as ``file:`` resources."""
     app = server(ceiling)
     for path in (ceiling / "a" / "f.txt", ceiling / "b" / "f.txt", ceiling.parent / "outside.txt"):
-        app.resource(path_to_uri(path), name=path.name)(reader(path))
+        app.resource(path_to_uri(path), name=path.name)(file_reader(path))
     return app
-
-
-def reader(path: Path) -> Any:
-    def read() -> str:
-        return path.read_text()
-
-    return read
 
 
 async def read(client: ClientSession, path: Path) -> tuple[bool, str]:

@@ -12,7 +12,6 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp.shared.exceptions import MCPError
 
 from mcp_roots.sandbox import support
 from tests.kit import (
@@ -22,6 +21,7 @@ from tests.kit import (
     RootsCallback,
     connected,
     hostile_argv,
+    read_file_uri,
     srt_installed,
     srt_tmp,
     text_of,
@@ -314,16 +314,6 @@ def test_the_typescript_sdk_clients_elicitation_handler_through_wrap(world: dict
     assert not (a / "planted.txt").exists()
 
 
-async def read(client: Client, path: Path) -> tuple[bool, str]:
-    """A ``resources/read`` of ``path``'s ``file:`` URI: (refused, the text)."""
-    try:
-        result = await client.read_resource(path.as_uri())
-    except MCPError as exc:
-        return True, exc.error.message
-    (content,) = result.contents
-    return False, getattr(content, "text", "")
-
-
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_a_resources_read_asks_and_the_grant_confines_the_child(
     world: dict[str, Path], mode: str
@@ -332,19 +322,19 @@ async def test_a_resources_read_asks_and_the_grant_confines_the_child(
     user = FormUser((str(a), "read"), "decline")
     async with Client(wrapped(world), mode=mode, elicitation_callback=user) as client:
         assert (client.protocol_version == "2026-07-28") is (mode == "auto")
-        assert await read(client, a / "hello.txt") == (False, "hello a")
+        assert await read_file_uri(client, a / "hello.txt") == (False, "hello a")
         assert user.offered() == ([str(a), str(ceiling)], ["read"])
         assert "resource" in user.questions[0].message
         # the grant serves the next read and a tool call in the folder, with no new question
-        assert await read(client, a / "deep" / "note.txt") == (False, "deep note")
+        assert await read_file_uri(client, a / "deep" / "note.txt") == (False, "deep note")
         assert await call(client, "read_path", path=str(a / "hello.txt")) == (False, "hello a")
         assert (await call(client, "note", text="planted"))[1].startswith("ERROR")  # read only in the sandbox
         assert len(user.questions) == 1
-        error, text = await read(client, b / "fixed.txt")
+        error, text = await read_file_uri(client, b / "fixed.txt")
         assert error
         assert "declined" in text
         assert "fixed b" not in text
-        error, text = await read(client, world["outside"] / "secret.txt")
+        error, text = await read_file_uri(client, world["outside"] / "secret.txt")
         assert error
         assert SECRET not in text
         assert len(user.questions) == 2
