@@ -237,14 +237,15 @@ def _child_step(
     layout: RootLayout | None = None,
     ruleset: int | None = None,
     first_starts: Callable[[], int] | None = None,
+    private: Confinement | None = None,
 ) -> Any:
     """The code the forked child runs before its exec: a mount namespace of its own with ``binds`` (if any)
-    and, with ``tree_fd``, a PID namespace, the fork into it (see ``_tree``) and a root of its own (only
-    the grant: ``layout``, planned before the fork); the user switch (bounding set emptied first, while
-    CAP_SETPCAP is still there); the confinement (Landlock's ``ruleset`` built before the fork where
-    given); then the caller's own ``preexec_fn``. On failure it writes the cause to ``report`` (a
-    pipe) and raises (the spawn fails). With ``first_starts`` the namespace's first process confines
-    itself and spawns the program (``_exec.first_starts``): the step never returns."""
+    and, with ``tree_fd``, a PID namespace, the fork into it (see ``_tree``) and a root of its own (only the
+    grant: ``layout``, planned before the fork; ``private`` confines there); the user switch (bounding set
+    emptied first, while CAP_SETPCAP is still there); the confinement (Landlock's ``ruleset`` built before the
+    fork where given); then the caller's own ``preexec_fn``. On failure it writes the cause to ``report`` (a
+    pipe) and raises (the spawn fails). With ``first_starts`` the namespace's first process confines itself
+    and spawns the program (``_exec.first_starts``): the step never returns."""
     uid, gid, groups = switch
 
     def step() -> None:
@@ -268,8 +269,8 @@ def _child_step(
                 split_tree(tree_fd, first_starts)  # returns in the program's process only (pid 2)
                 if layout is not None:  # only the grant exists for it from here on
                     private_root(layout)
-                if confinement is not None:
-                    current = confinement.in_private_root()
+                if private is not None:
+                    current = private
             stage = "confine"
             if (uid, gid, groups) != (None, None, None):
                 # After the namespaces and the root of its own: as root (the only one who may switch)
@@ -305,6 +306,7 @@ def _spawn_from_child(
     # the child's Python code touches is copied for it (most of a spawn's cost).
     layout: RootLayout | None = None
     ruleset: int | None = None
+    private: Confinement | None = None  # the confinement in a root of its own
     try:
         if tree and confinement is not None:
             layout = root_layout(confinement.grants(), named_folders(argv), confinement.exact_paths())
@@ -327,11 +329,12 @@ def _spawn_from_child(
         plain = tree and confinement is not None and then is None and switch == (None, None, None)
         spawns = exec_plan(argv, options) if plain else None
         starts = None
-        if spawns is not None and confinement is not None:
+        if spawns is not None and private is not None:
             started_read, started_write = os.pipe()
-            current = confinement.in_private_root()
-            starts = first_starts(current, layout, ruleset, spawns, write_end, started_write)
-        step = _child_step(confinement, planned, write_end, switch, then, tree_write, layout, ruleset, starts)
+            starts = first_starts(private, layout, ruleset, spawns, write_end, started_write)
+        step = _child_step(
+            confinement, planned, write_end, switch, then, tree_write, layout, ruleset, starts, private
+        )
         try:
             process = ConfinedProcess(argv, preexec_fn=step, **options)
             if tree:
